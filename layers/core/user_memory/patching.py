@@ -1,0 +1,220 @@
+"""RFC 6902 JSON Patch: verified diffs and a strict, typed applier.
+
+`make_patch` asks `jsonpatch` for a small diff and then proves it: applying the patch to
+`old` must give exactly `new`, JSON types included (true is not 1, 1 is not 1.0). If it
+ever does not, a structural diff that replaces the smallest differing value is used
+instead, and that one is verified too. `apply_patch` is our own small applier so that
+every failure is a PatchError and `test` compares JSON types exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+
+from user_memory.errors import PatchError
+
+__all__ = ["PatchError", "apply_patch", "json_equal", "make_patch", "escape_token", "parse_pointer"]
+
+Operation = dict[str, Any]
+_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values with exact types: True != 1, 1 != 1.0, also inside containers."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(json_equal(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def escape_token(key: str) -> str:
+    """Escape one object key as a JSON Pointer reference token."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def parse_pointer(pointer: Any) -> list[str]:
+    """Split a JSON Pointer (RFC 6901) into unescaped reference tokens."""
+    if not isinstance(pointer, str):
+        raise PatchError(f"JSON Pointer must be a string, got {type(pointer).__name__}")
+    if pointer == "":
+        return []
+    if not pointer.startswith("/"):
+        raise PatchError(f"JSON Pointer {pointer!r} must be empty or start with '/'")
+    tokens = pointer[1:].split("/")
+    out = []
+    for token in tokens:
+        i = token.find("~")
+        while i != -1:
+            if i + 1 >= len(token) or token[i + 1] not in "01":
+                raise PatchError(f"JSON Pointer {pointer!r} has an invalid escape in {token!r}")
+            i = token.find("~", i + 2)
+        out.append(token.replace("~1", "/").replace("~0", "~"))
+    return out
+
+
+def _index(token: str, size: int, *, allow_end: bool, pointer: str) -> int:
+    if allow_end and token == "-":
+        return size
+    if not token.isdigit() or not token.isascii() or (len(token) > 1 and token[0] == "0"):
+        raise PatchError(f"{pointer!r}: {token!r} is not a valid array index")
+    index = int(token)
+    limit = size if allow_end else size - 1
+    if index > limit:
+        raise PatchError(f"{pointer!r}: index {index} is out of range for an array of {size}")
+    return index
+
+
+def _resolve(doc: Any, tokens: list[str], pointer: str) -> Any:
+    node = doc
+    for token in tokens:
+        if isinstance(node, dict):
+            if token not in node:
+                raise PatchError(f"{pointer!r}: member {token!r} does not exist")
+            node = node[token]
+        elif isinstance(node, list):
+            node = node[_index(token, len(node), allow_end=False, pointer=pointer)]
+        else:
+            raise PatchError(f"{pointer!r}: cannot descend into a {type(node).__name__}")
+    return node
+
+
+def _parent(doc: Any, tokens: list[str], pointer: str) -> Any:
+    parent = _resolve(doc, tokens[:-1], pointer)
+    if not isinstance(parent, dict | list):
+        raise PatchError(f"{pointer!r}: parent is a {type(parent).__name__}, not a container")
+    return parent
+
+
+def _add(doc: Any, tokens: list[str], value: Any, pointer: str) -> Any:
+    if not tokens:
+        return value
+    parent = _parent(doc, tokens, pointer)
+    if isinstance(parent, dict):
+        parent[tokens[-1]] = value
+    else:
+        parent.insert(_index(tokens[-1], len(parent), allow_end=True, pointer=pointer), value)
+    return doc
+
+
+def _remove(doc: Any, tokens: list[str], pointer: str) -> tuple[Any, Any]:
+    if not tokens:
+        raise PatchError("cannot remove the whole document")
+    parent = _parent(doc, tokens, pointer)
+    if isinstance(parent, dict):
+        if tokens[-1] not in parent:
+            raise PatchError(f"{pointer!r}: member {tokens[-1]!r} does not exist")
+        return doc, parent.pop(tokens[-1])
+    return doc, parent.pop(_index(tokens[-1], len(parent), allow_end=False, pointer=pointer))
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _member(op: Operation, name: str, n: int) -> Any:
+    if name not in op:
+        raise PatchError(f"operation {n} ({op.get('op')!r}) is missing {name!r}")
+    return op[name]
+
+
+def apply_patch(doc: Any, patch: Any, *, in_place: bool = False) -> Any:
+    """Apply an RFC 6902 patch and return the new document; `doc` is never modified.
+
+    Any invalid patch, pointer or failed `test` raises PatchError. The patch applies
+    atomically: on error nothing is returned and the input is untouched.
+    `in_place=True` skips the copies, for callers that own both the document and the
+    patch (rebuilding from freshly loaded rows); the document is then modified.
+    """
+    if not isinstance(patch, list):
+        raise PatchError(f"a patch must be a list of operations, got {type(patch).__name__}")
+    clone = _identity if in_place else copy.deepcopy
+    result = clone(doc)
+    for n, op in enumerate(patch):
+        if not isinstance(op, dict):
+            raise PatchError(f"operation {n} must be an object, got {type(op).__name__}")
+        kind = op.get("op")
+        if kind not in _OPS:
+            raise PatchError(f"operation {n} has an unknown op {kind!r}")
+        pointer = _member(op, "path", n)
+        tokens = parse_pointer(pointer)
+        if kind == "add":
+            result = _add(result, tokens, clone(_member(op, "value", n)), pointer)
+        elif kind == "remove":
+            result, _ = _remove(result, tokens, pointer)
+        elif kind == "replace":
+            value = clone(_member(op, "value", n))
+            if not tokens:
+                result = value
+            else:
+                _resolve(result, tokens, pointer)  # must exist
+                parent = _parent(result, tokens, pointer)
+                if isinstance(parent, dict):
+                    parent[tokens[-1]] = value
+                else:
+                    parent[_index(tokens[-1], len(parent), allow_end=False, pointer=pointer)] = value
+        elif kind == "test":
+            expected = _member(op, "value", n)
+            if not json_equal(_resolve(result, tokens, pointer), expected):
+                raise PatchError(f"operation {n}: test failed at {pointer!r}")
+        else:  # move, copy
+            source = _member(op, "from", n)
+            from_tokens = parse_pointer(source)
+            if kind == "move":
+                if from_tokens == tokens:
+                    _resolve(result, tokens, pointer)
+                    continue
+                if tokens[: len(from_tokens)] == from_tokens:
+                    raise PatchError(f"operation {n}: cannot move {source!r} into its own child {pointer!r}")
+                result, value = _remove(result, from_tokens, source)
+            else:
+                value = copy.deepcopy(_resolve(result, from_tokens, source))
+            result = _add(result, tokens, value, pointer)
+    return result
+
+
+def _structural_diff(old: Any, new: Any, path: str, ops: list[Operation]) -> None:
+    """Diff that recurses into objects and replaces any other differing value whole."""
+    if json_equal(old, new):
+        return
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in old:
+            if key not in new:
+                ops.append({"op": "remove", "path": f"{path}/{escape_token(key)}"})
+        for key, value in new.items():
+            child = f"{path}/{escape_token(key)}"
+            if key in old:
+                _structural_diff(old[key], value, child, ops)
+            else:
+                ops.append({"op": "add", "path": child, "value": copy.deepcopy(value)})
+        return
+    ops.append({"op": "replace", "path": path, "value": copy.deepcopy(new)})
+
+
+def _reproduces(old: Any, patch: list[Operation], new: Any) -> bool:
+    try:
+        return json_equal(apply_patch(old, patch), new)
+    except PatchError:
+        return False
+
+
+def make_patch(old: Any, new: Any) -> list[Operation]:
+    """Return RFC 6902 operations turning `old` into `new`, verified to reproduce `new` exactly."""
+    if json_equal(old, new):
+        return []
+    try:
+        patch: list[Operation] = jsonpatch.make_patch(old, new).patch
+    except Exception:  # noqa: BLE001 - any diff failure falls back to the structural diff below
+        patch = []
+    if patch and _reproduces(old, patch, new):
+        return patch
+    fallback: list[Operation] = []
+    _structural_diff(old, new, "", fallback)
+    if not _reproduces(old, fallback, new):  # pragma: no cover - structural diff is correct by construction
+        fallback = [{"op": "replace", "path": "", "value": copy.deepcopy(new)}]
+    return fallback

@@ -1,0 +1,107 @@
+"""Migrations: ordered, recorded with checksums, idempotent, safe from two processes at once."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from user_memory.db import MIGRATIONS_DIR, load_migrations, migrate
+from user_memory.errors import MigrationError
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def fresh_db(database_url):
+    """An empty database next to the session's one."""
+    name = "user_memory_migrations_test"
+    info = psycopg.conninfo.conninfo_to_dict(database_url)
+    admin = psycopg.conninfo.make_conninfo(database_url, dbname="postgres")
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield psycopg.conninfo.make_conninfo(database_url, dbname=name)
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    assert info  # the session database is untouched
+
+
+def test_migrations_apply_once_and_record_checksums(fresh_db):
+    names = [m.name for m in load_migrations()]
+    assert migrate(fresh_db) == names
+    assert migrate(fresh_db) == []
+    with psycopg.connect(fresh_db) as c:
+        recorded = c.execute("SELECT name, checksum FROM user_memory_migrations ORDER BY name").fetchall()
+    assert [r[0] for r in recorded] == names
+    assert all(len(r[1]) == 64 for r in recorded)
+
+
+def test_two_processes_migrating_at_once_apply_each_migration_once(fresh_db):
+    results: list[list[str]] = []
+    errors: list[Exception] = []
+
+    def run() -> None:
+        try:
+            results.append(migrate(fresh_db))
+        except Exception as err:  # noqa: BLE001 - collected and asserted below
+            errors.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(len(r) for r in results) == [0, len(load_migrations())]
+
+
+def test_changed_migration_is_refused(fresh_db, tmp_path: Path):
+    for path in MIGRATIONS_DIR.glob("*.sql"):
+        (tmp_path / path.name).write_text(path.read_text())
+    migrate(fresh_db, tmp_path)
+    first = sorted(tmp_path.glob("*.sql"))[0]
+    first.write_text(first.read_text() + "\n-- edited\n")
+    with pytest.raises(MigrationError, match="was changed after it was applied"):
+        migrate(fresh_db, tmp_path)
+
+
+def test_failing_migration_leaves_nothing_half_applied(fresh_db, tmp_path: Path):
+    (tmp_path / "001_ok.sql").write_text("CREATE TABLE t_ok (id int);")
+    (tmp_path / "002_bad.sql").write_text("CREATE TABLE t_bad (id int); SELECT no_such_function();")
+    with pytest.raises(MigrationError, match="002_bad failed"):
+        migrate(fresh_db, tmp_path)
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT to_regclass('t_ok') IS NOT NULL, to_regclass('t_bad') IS NULL").fetchone() == (
+            True,
+            True,
+        )
+        assert [r[0] for r in c.execute("SELECT name FROM user_memory_migrations")] == ["001_ok"]
+
+
+def test_badly_named_migration_is_refused(tmp_path: Path):
+    (tmp_path / "1_x.sql").write_text("SELECT 1;")
+    with pytest.raises(MigrationError, match="NNN_name.sql"):
+        load_migrations(tmp_path)
+
+
+def test_snapshot_table_matches_the_seed(conn):
+    cols = conn.execute(
+        """SELECT column_name, data_type, is_nullable FROM information_schema.columns
+            WHERE table_name = 'user_memory_snapshots' ORDER BY ordinal_position"""
+    ).fetchall()
+    assert [c[0] for c in cols] == [
+        "id", "user_id", "version", "patch", "is_full_snapshot", "full_snapshot_content",
+        "source_description", "created_at", "idempotency_key",
+    ]  # fmt: skip
+    indexes = {r[0]: r[1] for r in conn.execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'user_memory_snapshots'"
+    )}  # fmt: skip
+    assert "WHERE (is_full_snapshot = true)" in indexes["idx_user_memory_snapshots_checkpoints"]
+    assert "UNIQUE" in indexes["idx_user_memory_snapshots_user_version"]
+    assert {"idx_user_memory_snapshots_user_id", "idx_user_memory_snapshots_user_created_at"} <= set(indexes)
+    comment = conn.execute("SELECT obj_description('user_memory_snapshots'::regclass)").fetchone()[0]
+    assert "differential snapshots" in comment

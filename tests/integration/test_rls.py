@@ -1,0 +1,100 @@
+"""Row-level security with real roles: users see and write only their own memory."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+import pytest
+from psycopg import errors as pgerrors
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def two_users(store):
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    store.append(a, {"owner": "a"}, expected_version=0, source="t")
+    store.append(b, {"owner": "b"}, expected_version=0, source="t")
+    return a, b
+
+
+def as_role(conn: psycopg.Connection, role: str, sub: str | None = None, legacy: bool = False) -> None:
+    """Become `role` for this transaction only, with JWT claims set transaction-locally."""
+    conn.execute(f"SET LOCAL ROLE {role}")  # role names are constants of this test, never input
+    if sub is not None:
+        if legacy:
+            conn.execute("SELECT set_config('request.jwt.claim.sub', %s, true)", (sub,))
+        else:
+            conn.execute("SELECT set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": sub}),))
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_authenticated_user_reads_only_own_rows(conn, two_users, legacy):
+    a, b = two_users
+    with conn.transaction():
+        as_role(conn, "authenticated", a, legacy)
+        rows = conn.execute("SELECT user_id::text FROM user_memory_snapshots WHERE user_id IN (%s, %s)", (a, b))
+        assert {r[0] for r in rows} == {a}
+        heads = conn.execute("SELECT user_id::text FROM user_memory_heads WHERE user_id IN (%s, %s)", (a, b))
+        assert {r[0] for r in heads} == {a}
+
+
+def test_authenticated_user_inserts_own_rows_but_not_others(conn, two_users):
+    a, b = two_users
+    with conn.transaction():
+        as_role(conn, "authenticated", a)
+        conn.execute(
+            "INSERT INTO user_memory_snapshots (user_id, version, patch) VALUES (%s, 2, '[]')", (a,)
+        )
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="row-level security"), conn.transaction():
+        as_role(conn, "authenticated", a)
+        conn.execute("INSERT INTO user_memory_snapshots (user_id, version, patch) VALUES (%s, 2, '[]')", (b,))
+
+
+def test_authenticated_user_cannot_update_or_delete_others(conn, two_users):
+    a, b = two_users
+    with conn.transaction():
+        as_role(conn, "authenticated", a)
+        assert conn.execute("UPDATE user_memory_heads SET document = '{}' WHERE user_id = %s", (b,)).rowcount == 0
+        assert conn.execute("DELETE FROM user_memory_snapshots WHERE user_id = %s", (b,)).rowcount == 0
+        assert conn.execute("DELETE FROM user_memory_heads WHERE user_id = %s", (b,)).rowcount == 0
+    assert conn.execute("SELECT document FROM user_memory_heads WHERE user_id = %s", (b,)).fetchone()[0] == {
+        "owner": "b"
+    }
+
+
+def test_anon_sees_nothing(conn, two_users):
+    with conn.transaction():
+        as_role(conn, "anon")
+        assert conn.execute("SELECT count(*) FROM user_memory_snapshots").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM user_memory_heads").fetchone()[0] == 0
+
+
+def test_service_role_sees_all(conn, two_users):
+    a, b = two_users
+    with conn.transaction():
+        as_role(conn, "service_role")
+        rows = conn.execute("SELECT user_id::text FROM user_memory_heads WHERE user_id IN (%s, %s)", (a, b))
+        assert {r[0] for r in rows} == {a, b}
+
+
+def test_claims_do_not_outlive_the_transaction(conn, two_users):
+    a, _ = two_users
+    with conn.transaction():
+        as_role(conn, "authenticated", a)
+        assert conn.execute("SELECT auth.uid()::text").fetchone()[0] == a
+    assert conn.execute("SELECT auth.uid()").fetchone()[0] is None
+    assert conn.execute("SELECT current_user").fetchone()[0] != "authenticated"
+
+
+def test_rls_is_enabled_on_both_tables(conn):
+    rows = conn.execute(
+        "SELECT relname, relrowsecurity FROM pg_class WHERE relname IN ('user_memory_snapshots', 'user_memory_heads')"
+    ).fetchall()
+    assert dict(rows) == {"user_memory_snapshots": True, "user_memory_heads": True}
+    policies = conn.execute(
+        "SELECT tablename, count(*) FROM pg_policies WHERE tablename LIKE 'user_memory_%%' GROUP BY 1"
+    ).fetchall()
+    assert dict(policies) == {"user_memory_snapshots": 4, "user_memory_heads": 4}

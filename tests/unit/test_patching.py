@@ -1,0 +1,169 @@
+"""make_patch / apply_patch: RFC 6902 conformance, exact JSON types, typed errors, round trips."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from user_memory import patching
+from user_memory.patching import PatchError, apply_patch, json_equal, make_patch
+
+CONFORMANCE = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "json-patch-tests"
+if not CONFORMANCE.is_dir():  # CI clones main beside shared/
+    CONFORMANCE = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / "json-patch-tests"
+
+
+def _cases() -> list:
+    cases = []
+    for name in ("tests.json", "spec_tests.json"):
+        for n, case in enumerate(json.loads((CONFORMANCE / name).read_text())):
+            if not case.get("disabled"):
+                cases.append(pytest.param(case, id=f"{name}:{n}:{case.get('comment', '')[:40]}"))
+    return cases
+
+
+def test_conformance_suite_is_present():
+    # Given the public suite beside the project, Then it has its 112 records
+    assert CONFORMANCE.is_dir(), f"conformance data not found at {CONFORMANCE}"
+    total = sum(len(json.loads((CONFORMANCE / n).read_text())) for n in ("tests.json", "spec_tests.json"))
+    assert total == 112
+
+
+@pytest.mark.parametrize("case", _cases())
+def test_rfc6902_conformance(case):
+    doc_before = copy.deepcopy(case["doc"])
+    if "error" in case:
+        with pytest.raises(PatchError):
+            apply_patch(case["doc"], case["patch"])
+    else:
+        result = apply_patch(case["doc"], case["patch"])
+        if "expected" in case:
+            assert json_equal(result, case["expected"])
+    assert json_equal(case["doc"], doc_before), "apply_patch must not modify its input"
+
+
+@pytest.mark.parametrize(
+    "doc, patch, message",
+    [
+        ({}, "not a list", "must be a list"),
+        ({}, [1], "must be an object"),
+        ({}, [{"op": "frobnicate", "path": "/a"}], "unknown op"),
+        ({}, [{"op": "add", "value": 1}], "missing 'path'"),
+        ({}, [{"op": "add", "path": "/a"}], "missing 'value'"),
+        ({"a": 1}, [{"op": "move", "path": "/b"}], "missing 'from'"),
+        ({}, [{"op": "add", "path": "a", "value": 1}], "start with '/'"),
+        ({}, [{"op": "add", "path": 5, "value": 1}], "must be a string"),
+        ({"a": [1]}, [{"op": "replace", "path": "/a/5", "value": 1}], "out of range"),
+        ({"a": [1]}, [{"op": "remove", "path": "/a/x"}], "not a valid array index"),
+        ({"a": [1]}, [{"op": "add", "path": "/a/01", "value": 1}], "not a valid array index"),
+        ({"a": 1}, [{"op": "add", "path": "/a/b", "value": 1}], "not a container"),
+        ({"a": 1}, [{"op": "remove", "path": "/b"}], "does not exist"),
+        ({"a": "x"}, [{"op": "replace", "path": "/a/b/c", "value": 1}], "cannot descend"),
+        ({"a~": 1}, [{"op": "remove", "path": "/a~2"}], "invalid escape"),
+        ({"a": {}}, [{"op": "move", "from": "/a", "path": "/a/b"}], "own child"),
+        ({}, [{"op": "remove", "path": ""}], "whole document"),
+        ({"a": True}, [{"op": "test", "path": "/a", "value": 1}], "test failed"),
+    ],
+)
+def test_invalid_patches_raise_patch_error_with_a_clear_message(doc, patch, message):
+    with pytest.raises(PatchError, match=message) as info:
+        apply_patch(doc, patch)
+    assert isinstance(info.value, ValueError)
+
+
+def test_patch_error_leaves_input_untouched():
+    doc = {"a": [1, 2], "b": {"c": 1}}
+    before = copy.deepcopy(doc)
+    with pytest.raises(PatchError):
+        apply_patch(doc, [{"op": "remove", "path": "/a/0"}, {"op": "remove", "path": "/missing"}])
+    assert doc == before
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ({"a": 1}, {"a": 1.0}),
+        ({"a": 1}, {"a": True}),
+        ({"a": 0}, {"a": False}),
+        ({"a": [1, 0, 1]}, {"a": [True, False, 1.0]}),
+        ({"a": [{"x": 1}]}, {"a": [{"x": 1.0}]}),
+        ({"a": [True]}, {"a": [1]}),
+    ],
+)
+def test_make_patch_sees_type_changes(old, new):
+    patch = make_patch(old, new)
+    assert patch, "a type change is a change"
+    assert json_equal(apply_patch(old, patch), new)
+
+
+def test_json_equal_is_exact_about_types():
+    assert json_equal({"a": [1, {"b": "c"}]}, {"a": [1, {"b": "c"}]})
+    assert not json_equal(1, 1.0)
+    assert not json_equal(True, 1)
+    assert not json_equal([0], [False])
+    assert not json_equal({"a": 1}, {"a": 1, "b": 2})
+
+
+def test_make_patch_falls_back_when_the_library_diff_is_wrong(monkeypatch):
+    # Given a diff library that returns a patch which does not reproduce the target
+    class WrongPatch:
+        patch = [{"op": "replace", "path": "/a", "value": 999}]
+
+    monkeypatch.setattr(patching.jsonpatch, "make_patch", lambda old, new: WrongPatch())
+    old, new = {"a": 1, "b": {"c": [1, 2]}}, {"a": 2, "b": {"c": [1, 3]}, "d": "~/"}
+    # When we diff
+    patch = make_patch(old, new)
+    # Then the result is still exact, and only the smallest enclosing values are replaced
+    assert json_equal(apply_patch(old, patch), new)
+    assert {"op": "replace", "path": "/b/c", "value": [1, 3]} in patch
+
+
+def test_make_patch_of_equal_documents_is_empty():
+    assert make_patch({"a": [1, {"b": None}]}, {"a": [1, {"b": None}]}) == []
+
+
+# -- property-based round trips -----------------------------------------------------------
+
+keys = st.text(alphabet=st.sampled_from(list("ab~/ é01-\u2603")), min_size=0, max_size=4)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([0, 1, 1.0, 0.0, -1, 2.5]),
+    st.integers(-5, 5),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.text(max_size=5),
+)
+json_values = st.recursive(
+    scalars,
+    lambda children: st.one_of(st.lists(children, max_size=6), st.dictionaries(keys, children, max_size=5)),
+    max_leaves=25,
+)
+documents = st.dictionaries(keys, json_values, max_size=6)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(old=documents, new=documents)
+def test_round_trip_random_documents(old, new):
+    old_copy = copy.deepcopy(old)
+    patch = make_patch(old, new)
+    assert json_equal(apply_patch(old, patch), new)
+    assert json_equal(old, old_copy)
+
+
+@settings(max_examples=300, deadline=None)
+@given(old=documents, data=st.data())
+def test_round_trip_small_edits(old, data):
+    # Mostly-equal documents are the realistic case: a few keys change per version.
+    new = copy.deepcopy(old)
+    for key in data.draw(st.lists(keys, max_size=3)):
+        new[key] = data.draw(json_values)
+    if new and data.draw(st.booleans()):
+        new.pop(data.draw(st.sampled_from(sorted(new))))
+    patch = make_patch(old, new)
+    assert json_equal(apply_patch(old, patch), new)
+    assert json_equal(json.loads(json.dumps(patch)), patch)
