@@ -185,6 +185,24 @@ class MemoryStore:
             return MemoryVersion(0, {}, None, None)
         return MemoryVersion(row[0], row[1], row[2], row[3])
 
+    def head_for_run(self, user_id: Any, idempotency_key: str) -> tuple[MemoryVersion, int | None]:
+        """The head and, in the same query, the version `idempotency_key` produced (or None)."""
+        uid = _uid(user_id)
+        with self._connection() as conn:
+            row = conn.execute(
+                """SELECT h.version, h.document, h.updated_at, h.source_description,
+                          (SELECT s.version FROM user_memory_snapshots s
+                            WHERE s.user_id = %(u)s AND s.idempotency_key = %(k)s)
+                     FROM (SELECT 1) one
+                     LEFT JOIN user_memory_heads h ON h.user_id = %(u)s""",
+                {"u": uid, "k": idempotency_key},
+                prepare=True,
+            ).fetchone()
+        assert row is not None
+        if row[0] is None:
+            return MemoryVersion(0, {}, None, None), row[4]
+        return MemoryVersion(row[0], row[1], row[2], row[3]), row[4]
+
     def at(self, user_id: Any, version: int) -> MemoryVersion:
         """The document at `version`: latest checkpoint at or below it, then its patches."""
         uid = _uid(user_id)
