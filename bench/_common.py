@@ -42,7 +42,8 @@ def pct(values: Sequence[float], p: float) -> float:
 
 
 def summary_ms(values: Sequence[float]) -> str:
-    return f"p50 {pct(values, 50) * 1000:.3f} ms, p99 {pct(values, 99) * 1000:.3f} ms, mean {statistics.fmean(values) * 1000:.3f} ms"
+    p50, p99, mean = pct(values, 50) * 1000, pct(values, 99) * 1000, statistics.fmean(values) * 1000
+    return f"p50 {p50:.3f} ms, p99 {p99:.3f} ms, mean {mean:.3f} ms"
 
 
 def table(title: str, rows: list[tuple[str, str]]) -> None:

@@ -23,13 +23,14 @@ from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fresh_database, pct, summary_ms, table  # noqa: E402
-
 from user_memory.patching import make_patch  # noqa: E402
 from user_memory.store import MemoryStore  # noqa: E402
 
 _letters = random.Random(1)
 # A vocabulary large enough that TOAST compression of the full-copy table is realistic.
-WORDS = ["".join(_letters.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(_letters.randint(3, 9))) for _ in range(3000)]
+WORDS = [
+    "".join(_letters.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(_letters.randint(3, 9))) for _ in range(3000)
+]
 
 
 def sentence(rng: random.Random, n: int = 12) -> str:
@@ -117,9 +118,7 @@ def main() -> None:
             # the floor: the same bytes, no locking, no diff, no checks
             t0 = time.perf_counter()
             with conn.transaction():
-                conn.execute(
-                    "INSERT INTO bench_bare_rows VALUES (%s, %s, %s)", (u, v, Jsonb(patch)), prepare=True
-                )
+                conn.execute("INSERT INTO bench_bare_rows VALUES (%s, %s, %s)", (u, v, Jsonb(patch)), prepare=True)
                 conn.execute(
                     """INSERT INTO bench_bare_head VALUES (%s, %s, %s)
                        ON CONFLICT (user_id) DO UPDATE SET version = EXCLUDED.version, document = EXCLUDED.document""",
@@ -130,7 +129,10 @@ def main() -> None:
             conn.execute("INSERT INTO bench_full_copy VALUES (%s, %s, %s)", (u, v, Jsonb(new)), prepare=True)
             docs[u] = new
         if v % 10 == 0:
-            print(f"  {v}/{args.versions} versions written ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+            print(
+                f"  {v}/{args.versions} versions written ({time.perf_counter() - started:.0f} s)",
+                file=sys.stderr,
+            )
     # Heads are updated in place: measure them as autovacuum keeps them, not with dead tuples.
     conn.execute("VACUUM (FULL, ANALYZE) user_memory_heads")
     conn.execute("VACUUM ANALYZE")
@@ -158,8 +160,7 @@ def main() -> None:
     append_total = sum(append_s)
     diff_total = sum(diff_s)
     table(
-        f"Store benchmark: {args.users} users x {args.versions} versions, "
-        f"document ~{sum(doc_bytes) / n / 1024:.1f} KB",
+        f"Store benchmark: {args.users} users x {args.versions} versions, document ~{sum(doc_bytes) / n / 1024:.1f} KB",
         [
             ("appends", f"{n}"),
             ("append throughput (incl. diff)", f"{n / append_total:,.0f} appends/s"),
@@ -168,14 +169,20 @@ def main() -> None:
             ("append excluding diff", f"mean {(append_total - diff_total) / n * 1000:.3f} ms"),
             ("floor: bare INSERT + UPDATE txn", summary_ms(bare_s)),
             ("append excl. diff / floor (mean)", f"{(append_total - diff_total) / sum(bare_s):.2f}x"),
-            ("patch size / document size", f"{sum(patch_bytes) / sum(doc_bytes) * 100:.1f}% (mean patch {sum(patch_bytes) / n:,.0f} B)"),
+            (
+                "patch size / document size",
+                f"{sum(patch_bytes) / sum(doc_bytes) * 100:.1f}% (mean patch {sum(patch_bytes) / n:,.0f} B)",
+            ),
             ("head()", summary_ms(head_s)),
             ("floor: bare PK SELECT", summary_ms(bare_read_s)),
             ("head / floor (p50)", f"{pct(head_s, 50) / pct(bare_read_s, 50):.2f}x"),
             ("at(random version)", summary_ms(at_s)),
             ("snapshots + heads bytes", f"{ours / 1e6:,.1f} MB (history alone {history_only / 1e6:,.1f} MB)"),
             ("full copy per version bytes", f"{full / 1e6:,.1f} MB"),
-            ("storage vs full copy", f"{ours / full * 100:.1f}% (history alone {history_only / full * 100:.1f}%)"),
+            (
+                "storage vs full copy",
+                f"{ours / full * 100:.1f}% (history alone {history_only / full * 100:.1f}%)",
+            ),
         ],
     )
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg import sql
-
 from user_memory.db import migrate
 
 ROOT = Path(__file__).resolve().parents[1]

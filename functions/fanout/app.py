@@ -6,7 +6,6 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from user_memory.config import Settings
 from user_memory.fanout import SqsSender, plan_from_event, run_fanout
 from user_memory.observability import logger, metrics, tracer
@@ -34,11 +33,20 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     plan = plan_from_event(event, window_hours=settings.window_hours)
     sender = SqsSender(settings.queue_url, rt.sqs)
     report = run_fanout(
-        rt.conn, sender, plan, page_size=settings.fanout_page_size, users_per_message=settings.users_per_message
+        rt.conn,
+        sender,
+        plan,
+        page_size=settings.fanout_page_size,
+        users_per_message=settings.users_per_message,
     )
     logger.info(
-        "fan-out done", run_key=plan.run_key, users=report.users, messages=report.messages,
-        pages=report.pages, seconds=round(report.seconds, 3), send_calls=sender.calls,
+        "fan-out done",
+        run_key=plan.run_key,
+        users=report.users,
+        messages=report.messages,
+        pages=report.pages,
+        seconds=round(report.seconds, 3),
+        send_calls=sender.calls,
     )
     metrics.add_metric(name="UsersFound", unit=MetricUnit.Count, value=report.users)
     metrics.add_metric(name="MessagesSent", unit=MetricUnit.Count, value=report.messages)

@@ -8,7 +8,6 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from user_memory.activity import Activity, record_activity
 from user_memory.config import Settings
 from user_memory.errors import UserMemoryError
@@ -17,7 +16,8 @@ from user_memory.observability import logger, metrics, tracer
 from user_memory.pipeline import refresh_user
 from user_memory.runtime import Runtime
 
-processor = BatchProcessor(event_type=EventType.SQS)
+# A batch whose records all failed still returns its failures: retries stay per message.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 _runtime: Runtime | None = None
 _context: LambdaContext | None = None
 
@@ -58,15 +58,26 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
             )
         except UserMemoryError as err:
             logger.warning(
-                "user refresh failed", message_id=record.message_id, user_id=str(user_id),
-                run_key=message.run_key, error=type(err).__name__, reason=str(err)[:300],
+                "user refresh failed",
+                message_id=record.message_id,
+                user_id=str(user_id),
+                run_key=message.run_key,
+                error=type(err).__name__,
+                reason=str(err)[:300],
             )
             metrics.add_metric(name="RefreshFailed", unit=MetricUnit.Count, value=1)
             raise
         logger.info(
-            "user refreshed", user_id=str(user_id), run_key=message.run_key, status=outcome.status,
-            version=outcome.version, activities=outcome.activities, ops=outcome.ops, tokens=outcome.tokens,
-            rebased=outcome.rebased, seconds=round(outcome.seconds, 3),
+            "user refreshed",
+            user_id=str(user_id),
+            run_key=message.run_key,
+            status=outcome.status,
+            version=outcome.version,
+            activities=outcome.activities,
+            ops=outcome.ops,
+            tokens=outcome.tokens,
+            rebased=outcome.rebased,
+            seconds=round(outcome.seconds, 3),
         )
         metrics.add_metric(name=f"Users_{outcome.status}", unit=MetricUnit.Count, value=1)
         if outcome.tokens:

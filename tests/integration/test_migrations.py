@@ -8,7 +8,6 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg import sql
-
 from user_memory.db import MIGRATIONS_DIR, load_migrations, migrate
 from user_memory.errors import MigrationError
 

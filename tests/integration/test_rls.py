@@ -45,9 +45,7 @@ def test_authenticated_user_inserts_own_rows_but_not_others(conn, two_users):
     a, b = two_users
     with conn.transaction():
         as_role(conn, "authenticated", a)
-        conn.execute(
-            "INSERT INTO user_memory_snapshots (user_id, version, patch) VALUES (%s, 2, '[]')", (a,)
-        )
+        conn.execute("INSERT INTO user_memory_snapshots (user_id, version, patch) VALUES (%s, 2, '[]')", (a,))
     with pytest.raises(pgerrors.InsufficientPrivilege, match="row-level security"), conn.transaction():
         as_role(conn, "authenticated", a)
         conn.execute("INSERT INTO user_memory_snapshots (user_id, version, patch) VALUES (%s, 2, '[]')", (b,))

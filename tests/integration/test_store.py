@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
-
 from user_memory.errors import DocumentTooLarge, InvalidUserId, PatchError, UnknownVersion, VersionConflict
 from user_memory.patching import apply_patch, json_equal
 from user_memory.store import MemoryStore
@@ -222,9 +221,7 @@ def test_two_threads_same_idempotency_key_write_one_version(database_url):
     def write(i: int) -> None:
         barrier.wait()
         try:
-            results.append(
-                stores[i].append(user_id, {"run": 1}, expected_version=0, source="t", idempotency_key="k")
-            )
+            results.append(stores[i].append(user_id, {"run": 1}, expected_version=0, source="t", idempotency_key="k"))
         except VersionConflict as err:
             results.append(err)
 

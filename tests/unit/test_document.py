@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from pydantic import BaseModel
-
 from user_memory.document import (
     DocumentTooLarge,
     InvalidDocument,
@@ -28,9 +27,7 @@ def valid_doc() -> dict:
                 "goals": [{"goal": "be kinder"}],
             }
         },
-        "triggers_and_goals": [
-            {"trigger": "deadlines", "desired_outcome": "stay calm", "related_parts": ["critic"]}
-        ],
+        "triggers_and_goals": [{"trigger": "deadlines", "desired_outcome": "stay calm", "related_parts": ["critic"]}],
         "safety_notes": "",
     }
 

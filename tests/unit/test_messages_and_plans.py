@@ -7,8 +7,6 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
-
-from tests.conftest import EVENTS
 from user_memory.activity import Activity
 from user_memory.document import validate_document
 from user_memory.errors import GuardrailRefused, InvalidMessage
@@ -16,6 +14,8 @@ from user_memory.fanout import SendFailed, SqsSender, plan_from_event, refresh_b
 from user_memory.messages import RecordActivity, RefreshUser, parse_message
 from user_memory.pipeline import PipelineConfig, check_guardrail
 from user_memory.summarizer.rules import RuleBasedSummarizer
+
+from tests.conftest import EVENTS
 
 U = uuid.UUID("0b7e6a2c-52a4-4c55-9d4e-3f0c1f6f0a01")
 
@@ -39,8 +39,13 @@ def test_manual_events_name_a_date_or_a_window_and_users():
     "event, message",
     [
         ({}, "exactly one of"),
-        ({"date": "2026-11-21", "window": {"start": "2026-11-21T00:00:00Z", "end": "2026-11-22T00:00:00Z"}},
-         "exactly one of"),
+        (
+            {
+                "date": "2026-11-21",
+                "window": {"start": "2026-11-21T00:00:00Z", "end": "2026-11-22T00:00:00Z"},
+            },
+            "exactly one of",
+        ),
         ({"date": "yesterday"}, "neither"),
         ({"window": {"start": "2026-11-22T00:00:00Z", "end": "2026-11-21T00:00:00Z"}}, "after its start"),
         ({"window": {"start": "2026-11-21T00:00:00", "end": "2026-11-22T00:00:00"}}, "timezone"),
@@ -53,12 +58,33 @@ def test_bad_fanout_events_are_refused_clearly(event, message):
 
 
 def test_messages_parse_by_type():
-    refresh = parse_message(json.dumps({"type": "refresh_user", "user_id": str(U), "run_key": "daily:x",
-                                        "window": {"start": "2026-11-21T00:00:00Z", "end": "2026-11-22T00:00:00Z"}}))
+    refresh = parse_message(
+        json.dumps(
+            {
+                "type": "refresh_user",
+                "user_id": str(U),
+                "run_key": "daily:x",
+                "window": {"start": "2026-11-21T00:00:00Z", "end": "2026-11-22T00:00:00Z"},
+            }
+        )
+    )
     assert isinstance(refresh, RefreshUser) and refresh.user_ids == [U]
-    activity = parse_message(json.dumps({"type": "record_activity", "activities": [
-        {"user_id": str(U), "occurred_at": "2026-11-21T10:00:00+01:00", "kind": "session", "source": "chat",
-         "external_id": "1"}]}))
+    activity = parse_message(
+        json.dumps(
+            {
+                "type": "record_activity",
+                "activities": [
+                    {
+                        "user_id": str(U),
+                        "occurred_at": "2026-11-21T10:00:00+01:00",
+                        "kind": "session",
+                        "source": "chat",
+                        "external_id": "1",
+                    }
+                ],
+            }
+        )
+    )
     assert isinstance(activity, RecordActivity)
 
 
@@ -67,12 +93,20 @@ def test_messages_parse_by_type():
     [
         ("not json", "invalid message"),
         ('{"type": "delete_everything"}', "type"),
-        ('{"type": "refresh_user", "user_ids": [], "run_key": "k", '
-         '"window": {"start": "2026-11-21T00:00:00Z", "end": "2026-11-22T00:00:00Z"}}', "user_ids"),
-        ('{"type": "refresh_user", "user_ids": ["nope"], "run_key": "k", '
-         '"window": {"start": "2026-11-21T00:00:00Z", "end": "2026-11-22T00:00:00Z"}}', "user_ids"),
-        ('{"type": "record_activity", "activities": [{"user_id": "0b7e6a2c-52a4-4c55-9d4e-3f0c1f6f0a01"}]}',
-         "occurred_at"),
+        (
+            '{"type": "refresh_user", "user_ids": [], "run_key": "k", '
+            '"window": {"start": "2026-11-21T00:00:00Z", "end": "2026-11-22T00:00:00Z"}}',
+            "user_ids",
+        ),
+        (
+            '{"type": "refresh_user", "user_ids": ["nope"], "run_key": "k", '
+            '"window": {"start": "2026-11-21T00:00:00Z", "end": "2026-11-22T00:00:00Z"}}',
+            "user_ids",
+        ),
+        (
+            '{"type": "record_activity", "activities": [{"user_id": "0b7e6a2c-52a4-4c55-9d4e-3f0c1f6f0a01"}]}',
+            "occurred_at",
+        ),
     ],
 )
 def test_malformed_messages_raise_invalid_message(body, message):

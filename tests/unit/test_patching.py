@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from user_memory import patching
 from user_memory.patching import PatchError, apply_patch, json_equal, make_patch
 

@@ -16,6 +16,8 @@ import psycopg
 
 from user_memory.errors import UserMemoryError
 
+_KEEP_ALIVE: list[Any] = []
+
 
 def _database_url(args: argparse.Namespace) -> tuple[str, Any]:
     url = args.database_url or os.environ.get("DATABASE_URL")
@@ -33,9 +35,8 @@ def _store(args: argparse.Namespace):
 
     dsn, server = _database_url(args)
     migrate(dsn)
-    store = MemoryStore(dsn)
-    store._server = server  # keep the embedded server alive as long as the store
-    return store
+    _KEEP_ALIVE.append(server)  # the embedded server stops when its last handle goes
+    return MemoryStore(dsn)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -50,8 +51,18 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     store = _store(args)
     mv = store.head(args.user) if args.version is None else store.at(args.user, args.version)
-    print(json.dumps({"version": mv.version, "source": mv.source, "created_at": str(mv.created_at),
-                      "document": mv.document}, indent=2, ensure_ascii=False))
+    print(
+        json.dumps(
+            {
+                "version": mv.version,
+                "source": mv.source,
+                "created_at": str(mv.created_at),
+                "document": mv.document,
+            },
+            indent=2,
+            ensure_ascii=False,
+        )
+    )
     return 0
 
 

@@ -85,5 +85,7 @@ class Settings(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as err:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])).upper() or 'settings'}: {e['msg']}" for e in err.errors())
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])).upper() or 'settings'}: {e['msg']}" for e in err.errors()
+            )
             raise ConfigError(f"invalid configuration: {problems}") from err

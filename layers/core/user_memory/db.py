@@ -69,7 +69,9 @@ def migrate(dsn_or_conn: str | psycopg.Connection, directory: Path = MIGRATIONS_
                      checksum text NOT NULL,
                      applied_at timestamptz NOT NULL DEFAULT now())"""
             )
-            recorded = dict(conn.execute("SELECT name, checksum FROM user_memory_migrations").fetchall())
+            recorded: dict[str, str] = dict(
+                conn.execute("SELECT name, checksum FROM user_memory_migrations").fetchall()
+            )
             for migration in migrations:
                 if migration.name in recorded:
                     if recorded[migration.name] != migration.checksum:

@@ -53,9 +53,7 @@ class UserState(_Strict):
         for i, item in enumerate(self.triggers_and_goals):
             for part_id in item.related_parts:
                 if part_id not in self.parts:
-                    raise ValueError(
-                        f"triggers_and_goals[{i}].related_parts names unknown part {part_id!r}"
-                    )
+                    raise ValueError(f"triggers_and_goals[{i}].related_parts names unknown part {part_id!r}")
         return self
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-import datetime as dt
 from datetime import datetime
 from typing import Any
 
@@ -120,8 +120,14 @@ def _chunks(items: list[uuid.UUID], size: int) -> Iterator[list[uuid.UUID]]:
 def refresh_bodies(user_ids: Iterable[uuid.UUID], plan: FanoutPlan, users_per_message: int) -> list[str]:
     window = {"start": plan.window.start.isoformat(), "end": plan.window.end.isoformat()}
     return [
-        json.dumps({"type": "refresh_user", "user_ids": [str(u) for u in chunk], "window": window,
-                    "run_key": plan.run_key})
+        json.dumps(
+            {
+                "type": "refresh_user",
+                "user_ids": [str(u) for u in chunk],
+                "window": window,
+                "run_key": plan.run_key,
+            }
+        )
         for chunk in _chunks(list(user_ids), users_per_message)
     ]
 

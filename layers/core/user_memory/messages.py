@@ -1,9 +1,9 @@
 """Queue message bodies: a discriminated union on `type`.
 
-    {"type": "refresh_user", "user_ids": ["<uuid>"], "window": {"start": "...", "end": "..."},
-     "run_key": "daily:2026-11-21"}
-    {"type": "record_activity", "activities": [{"user_id": "<uuid>", "occurred_at": "...",
-     "kind": "session", "payload": {...}, "source": "chat", "external_id": "msg-123"}]}
+{"type": "refresh_user", "user_ids": ["<uuid>"], "window": {"start": "...", "end": "..."},
+ "run_key": "daily:2026-11-21"}
+{"type": "record_activity", "activities": [{"user_id": "<uuid>", "occurred_at": "...",
+ "kind": "session", "payload": {...}, "source": "chat", "external_id": "msg-123"}]}
 """
 
 from __future__ import annotations

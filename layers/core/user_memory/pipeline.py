@@ -86,7 +86,11 @@ def summarize_valid(
         try:
             result = summarizer.summarize(document, activities, feedback=feedback)
             tokens += result.total_tokens
-            return validate_document(result.document, cfg.schema, max_bytes=cfg.max_document_bytes), result, tokens
+            return (
+                validate_document(result.document, cfg.schema, max_bytes=cfg.max_document_bytes),
+                result,
+                tokens,
+            )
         except InvalidDocument as err:
             feedback = str(err)
     raise SummarizerError(f"summarizer output invalid after {cfg.attempts} attempts: {feedback}")
@@ -149,6 +153,12 @@ def refresh_user(
             continue
         status = {"written": "written", "idempotent": "already_done", "unchanged": "unchanged"}[written.reason]
         return RunOutcome(
-            user_id, status, written.version, len(activities), len(written.patch), tokens,
-            time.perf_counter() - started, rebased,
+            user_id,
+            status,
+            written.version,
+            len(activities),
+            len(written.patch),
+            tokens,
+            time.perf_counter() - started,
+            rebased,
         )

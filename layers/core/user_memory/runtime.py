@@ -48,7 +48,9 @@ class Runtime:
     def build(cls, settings: Settings, *, sqs: Any = None, summarizer: Any = None) -> Runtime:
         conn = psycopg.connect(database_url(settings), autocommit=True)
         store = MemoryStore(
-            conn, checkpoint_interval=settings.checkpoint_interval, max_document_bytes=settings.max_document_bytes
+            conn,
+            checkpoint_interval=settings.checkpoint_interval,
+            max_document_bytes=settings.max_document_bytes,
         )
         if summarizer is None:
             if settings.summarizer_kind == "openai":

@@ -143,9 +143,7 @@ class MemoryStore:
         self.max_document_bytes = max_document_bytes
         self._pool: ConnectionPool | None = database if isinstance(database, ConnectionPool) else None
         self._dsn = database if isinstance(database, str) else None
-        self._conn: psycopg.Connection | None = (
-            database if isinstance(database, psycopg.Connection) else None
-        )
+        self._conn: psycopg.Connection | None = database if isinstance(database, psycopg.Connection) else None
         self._owns_conn = False
         self._lock = threading.RLock()
 
@@ -298,7 +296,9 @@ class MemoryStore:
 
         return self._write(user_id, next_document, expected_version, source, idempotency_key)
 
-    def revert(self, user_id: Any, to_version: int, *, source: str, expected_version: int | None = None) -> AppendResult:
+    def revert(
+        self, user_id: Any, to_version: int, *, source: str, expected_version: int | None = None
+    ) -> AppendResult:
         """Write a new version whose document equals `to_version`'s; history is never rewritten."""
         target = self.at(user_id, to_version).document
         expected = self.head(user_id).version if expected_version is None else expected_version
@@ -317,7 +317,9 @@ class MemoryStore:
                 deleted += conn.execute(statement, (uid,)).rowcount
         return deleted
 
-    def _write(self, user_id: Any, next_document: Any, expected_version: int, source: str, key: str | None) -> AppendResult:
+    def _write(
+        self, user_id: Any, next_document: Any, expected_version: int, source: str, key: str | None
+    ) -> AppendResult:
         uid = _uid(user_id)
         if not isinstance(expected_version, int) or expected_version < 0:
             raise ValueError("expected_version must be a non-negative integer")
@@ -335,10 +337,7 @@ class MemoryStore:
                     return AppendResult(head_version, head_document, [], written=False, reason="unchanged")
                 patch = make_patch(head_document, document)
                 version = head_version + 1
-                checkpoint = (
-                    version % self.checkpoint_interval == 0
-                    or document_size(patch) > LARGE_PATCH_RATIO * size
-                )
+                checkpoint = version % self.checkpoint_interval == 0 or document_size(patch) > LARGE_PATCH_RATIO * size
                 if head_version == 0:
                     conn.execute(_ENSURE_USER, (uid,), prepare=True)
                 written = conn.execute(

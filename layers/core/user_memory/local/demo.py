@@ -19,35 +19,60 @@ import psycopg
 from user_memory.activity import Activity, record_activity
 
 DEMO_NAMESPACE = uuid.UUID("6f1d8a52-3c1e-4b7a-9a51-0d4c1b2e7f10")
-PARTS = [("critic", "Inner critic"), ("planner", "Planner"), ("carer", "Carer"), ("rebel", "Rebel"),
-         ("worrier", "Worrier"), ("explorer", "Explorer")]
-GOALS = ["rest before deadlines", "ask for help early", "keep a weekly plan", "walk every morning",
-         "say no to extra work", "call family on Sundays"]
-TRIGGERS = [("late-night email", "stay offline after 9pm"), ("criticism at work", "pause before replying"),
-            ("crowded places", "take a short walk"), ("unplanned weekends", "pick one small plan")]
+PARTS = [
+    ("critic", "Inner critic"),
+    ("planner", "Planner"),
+    ("carer", "Carer"),
+    ("rebel", "Rebel"),
+    ("worrier", "Worrier"),
+    ("explorer", "Explorer"),
+]
+GOALS = [
+    "rest before deadlines",
+    "ask for help early",
+    "keep a weekly plan",
+    "walk every morning",
+    "say no to extra work",
+    "call family on Sundays",
+]
+TRIGGERS = [
+    ("late-night email", "stay offline after 9pm"),
+    ("criticism at work", "pause before replying"),
+    ("crowded places", "take a short walk"),
+    ("unplanned weekends", "pick one small plan"),
+]
 
 
-def demo_user_id(n: int) -> uuid.UUID:
-    return uuid.uuid5(DEMO_NAMESPACE, f"user-{n}")
+def demo_user_id(n: int, seed_value: int = 42) -> uuid.UUID:
+    return uuid.uuid5(DEMO_NAMESPACE, f"{seed_value}:user-{n}")
 
 
 def seed(conn: psycopg.Connection, users: int, day: date, *, seed_value: int = 42) -> int:
     """Create `users` demo users with a varied, deterministic day of activity; return activities."""
     rng = random.Random(f"{seed_value}:{day.isoformat()}")
-    ids = [demo_user_id(n) for n in range(users)]
+    ids = [demo_user_id(n, seed_value) for n in range(users)]
     with conn.transaction(), conn.cursor() as cur:
         cur.executemany("INSERT INTO users (id) VALUES (%s) ON CONFLICT DO NOTHING", [(u,) for u in ids])
     start = datetime.combine(day, datetime.min.time(), tzinfo=UTC)
     activities: list[Activity] = []
-    for n, uid in enumerate(ids):
+    for uid in ids:
         # About one user in eight was only active the day before: found by nobody today.
         offset = timedelta(days=-1) if rng.random() < 0.125 else timedelta(0)
         for i in range(rng.randint(1, 8)):
             at = start + offset + timedelta(minutes=rng.randint(0, 24 * 60 - 1))
-            kind = rng.choice(["session", "message", "part_named", "goal_set", "trigger_noted",
-                               "insight_interaction", "safety_note" if rng.random() < 0.1 else "message"])
+            kind = rng.choice(
+                [
+                    "session",
+                    "message",
+                    "part_named",
+                    "goal_set",
+                    "trigger_noted",
+                    "insight_interaction",
+                    "safety_note" if rng.random() < 0.1 else "message",
+                ]
+            )
             part_id, part_name = rng.choice(PARTS)
-            payload: dict[str, Any] = {
+            payloads: dict[str, dict[str, Any]] = {
                 "session": {"minutes": rng.randint(5, 60)},
                 "message": {"chars": rng.randint(10, 400)},
                 "part_named": {"part_id": part_id, "name": part_name},
@@ -55,7 +80,8 @@ def seed(conn: psycopg.Connection, users: int, day: date, *, seed_value: int = 4
                 "trigger_noted": dict(zip(("trigger", "desired_outcome"), rng.choice(TRIGGERS), strict=True)),
                 "insight_interaction": {"insight": f"insight-{rng.randint(1, 20)}", "action": "saved"},
                 "safety_note": {"note": "mentioned trouble sleeping; suggest professional support if it persists"},
-            }[kind]
+            }
+            payload = payloads[kind]
             activities.append(Activity(uid, at, kind, payload, "demo", f"{uid}:{(start + offset).date()}:{i}"))
     record_activity(conn, activities)
     return len(activities)
@@ -82,8 +108,16 @@ def _count(conn: psycopg.Connection, run_key: str) -> int:
     return int(row[0]) if row else 0
 
 
-def run_demo(dsn: str, *, users: int = 200, date: str | None = None, summarizer: str | None = None,
-             progress: bool = True, out: Any = None) -> int:
+def run_demo(
+    dsn: str,
+    *,
+    users: int = 200,
+    date: str | None = None,
+    summarizer: str | None = None,
+    progress: bool = True,
+    out: Any = None,
+    seed_value: int = 42,
+) -> int:
     """Seed, fan out, drain; print the report. Returns 0 when nothing ended in the DLQ."""
     import boto3
     from moto import mock_aws
@@ -103,12 +137,13 @@ def run_demo(dsn: str, *, users: int = 200, date: str | None = None, summarizer:
     started = time.perf_counter()
     migrate(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        n_activities = seed(conn, users, day)
+        n_activities = seed(conn, users, day, seed_value=seed_value)
         with mock_aws():
             sqs = boto3.client("sqs", region_name="us-east-1")
             queue_url, dlq_url = create_queues(sqs)
             settings = Settings.from_env(database_url=dsn, queue_url=queue_url, summarizer=summarizer)
-            fanout, worker = load_function("fanout"), load_function("worker")
+            fanout: Any = load_function("fanout")
+            worker: Any = load_function("worker")
             fanout._runtime = Runtime.build(settings, sqs=sqs, summarizer=object())
             worker._runtime = Runtime.build(settings)
             run_key = f"daily:{day.isoformat()}"
@@ -120,11 +155,16 @@ def run_demo(dsn: str, *, users: int = 200, date: str | None = None, summarizer:
                 from tqdm import tqdm
 
                 bar = tqdm(total=summary["messages"], unit="msg", desc="worker", leave=False)
-            report = poller.drain(on_batch=lambda _n: bar.update(poller.report.succeeded + poller.report.to_dlq - bar.n) if bar else None)
+            report = poller.drain(
+                on_batch=lambda _n: bar.update(poller.report.succeeded + poller.report.to_dlq - bar.n) if bar else None
+            )
             if bar:
                 bar.close()
-            dlq = int(sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])[
-                "Attributes"]["ApproximateNumberOfMessages"])
+            dlq = int(
+                sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])[
+                    "Attributes"
+                ]["ApproximateNumberOfMessages"]
+            )
             fanout._runtime.close()
             worker_name = worker._runtime.summarizer.name
             worker._runtime.close()
@@ -132,12 +172,19 @@ def run_demo(dsn: str, *, users: int = 200, date: str | None = None, summarizer:
         written = _count(conn, run_key) - before
         wall = time.perf_counter() - started
         rows = [
-            ("day", day.isoformat()), ("run key", run_key), ("summarizer", worker_name),
-            ("users seeded", users), ("activities seeded", n_activities),
-            ("users active", summary["users"]), ("messages sent", summary["messages"]),
-            ("worker invocations", report.invocations), ("versions written", written),
+            ("day", day.isoformat()),
+            ("run key", run_key),
+            ("summarizer", worker_name),
+            ("users seeded", users),
+            ("activities seeded", n_activities),
+            ("users active", summary["users"]),
+            ("messages sent", summary["messages"]),
+            ("worker invocations", report.invocations),
+            ("versions written", written),
             ("skipped (already done / unchanged)", summary["users"] - written - dlq),
-            ("failed attempts", report.failed_attempts), ("in DLQ", dlq), ("wall time", f"{wall:.1f} s"),
+            ("failed attempts", report.failed_attempts),
+            ("in DLQ", dlq),
+            ("wall time", f"{wall:.1f} s"),
         ]
         width = max(len(k) for k, _ in rows)
         print_("\nuser-memory demo\n" + "-" * (width + 24))

@@ -130,14 +130,20 @@ class OpenAISummarizer:
         return cls(client, model=settings.openai_model, temperature=settings.openai_temperature)
 
     def messages(
-        self, document: dict[str, Any], activities: list[Activity], feedback: str | None = None,
+        self,
+        document: dict[str, Any],
+        activities: list[Activity],
+        feedback: str | None = None,
         window: tuple[datetime, datetime] | None = None,
     ) -> list[dict[str, str]]:
         span = (
             f"{window[0].isoformat()} to {window[1].isoformat()}"
             if window
-            else (f"{activities[0].occurred_at.isoformat()} to {activities[-1].occurred_at.isoformat()}"
-                  if activities else "none")
+            else (
+                f"{activities[0].occurred_at.isoformat()} to {activities[-1].occurred_at.isoformat()}"
+                if activities
+                else "none"
+            )
         )
         user = _prompt("user.txt").format(
             window=span,

@@ -41,8 +41,13 @@ class RuleBasedSummarizer:
             if a.kind == "part_named" and p.get("part_id"):
                 part = parts.setdefault(
                     str(p["part_id"]),
-                    {"name": str(p.get("name") or p["part_id"]), "status": "active", "recency_score": 1.0,
-                     "influence_score": 0.1, "goals": []},
+                    {
+                        "name": str(p.get("name") or p["part_id"]),
+                        "status": "active",
+                        "recency_score": 1.0,
+                        "influence_score": 0.1,
+                        "goals": [],
+                    },
                 )
                 part["name"] = str(p.get("name") or part["name"])
                 part["status"] = str(p.get("status") or part["status"])
@@ -55,8 +60,11 @@ class RuleBasedSummarizer:
                 touched.add(str(p["part_id"]))
             elif a.kind == "trigger_noted" and p.get("trigger"):
                 related = [str(x) for x in p.get("related_parts", []) if str(x) in parts]
-                entry = {"trigger": str(p["trigger"]), "desired_outcome": str(p.get("desired_outcome", "")),
-                         "related_parts": related}
+                entry = {
+                    "trigger": str(p["trigger"]),
+                    "desired_outcome": str(p.get("desired_outcome", "")),
+                    "related_parts": related,
+                }
                 if entry not in triggers:
                     triggers.append(entry)
             elif a.kind == "safety_note" and p.get("note"):

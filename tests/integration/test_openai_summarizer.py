@@ -1,0 +1,149 @@
+"""The OpenAI path: the real `openai` client against a local OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+
+import openai
+import pytest
+from user_memory.activity import Activity
+from user_memory.config import Settings
+from user_memory.errors import InvalidDocument, SummarizerError
+from user_memory.pipeline import PipelineConfig, summarize_valid
+from user_memory.summarizer.openai_summarizer import OpenAISummarizer, response_schema
+
+from tests.fake_openai import completion, fake_openai_server
+
+U = uuid.uuid4()
+ACTS = [Activity(U, datetime(2026, 11, 21, 9, tzinfo=UTC), "part_named", {"part_id": "planner"}, "chat", "1")]
+CURRENT = {
+    "version": 1,
+    "last_updated_by": "rules",
+    "summary": "old",
+    "safety_notes": "",
+    "parts": {
+        "critic": {
+            "name": "Critic",
+            "status": "active",
+            "recency_score": 0.5,
+            "influence_score": 0.5,
+            "goals": [],
+        }
+    },
+    "triggers_and_goals": [],
+}
+GOOD = {
+    "summary": "Named a planner part.",
+    "safety_notes": "",
+    "parts": [
+        {
+            "id": "critic",
+            "name": "Critic",
+            "status": "active",
+            "recency_score": 0.45,
+            "influence_score": 0.5,
+            "goals": [],
+        },
+        {
+            "id": "planner",
+            "name": "Planner",
+            "status": "active",
+            "recency_score": 1.0,
+            "influence_score": 0.2,
+            "goals": [{"goal": "plan the week"}],
+        },
+    ],
+    "triggers_and_goals": [{"trigger": "deadlines", "desired_outcome": "rest", "related_parts": ["planner"]}],
+}
+
+
+def summarizer(url: str, **overrides) -> OpenAISummarizer:
+    values = {"openai_max_retries": 2, "openai_timeout_seconds": overrides.pop("timeout", 5.0), **overrides}
+    settings = Settings.from_env({}, openai_base_url=url, openai_api_key="test-key", **values)
+    return OpenAISummarizer.from_settings(settings)
+
+
+def test_valid_output_maps_to_the_stored_shape_with_token_usage():
+    with fake_openai_server() as (fake, url):
+        fake.reply(completion(json.dumps(GOOD)))
+        result = summarizer(url).summarize(CURRENT, ACTS)
+    assert set(result.document["parts"]) == {"critic", "planner"}
+    assert result.document["parts"]["planner"]["goals"] == [{"goal": "plan the week"}]
+    assert (result.prompt_tokens, result.completion_tokens) == (1200, 300)
+    sent = fake.requests[0]["body"]
+    assert sent["response_format"]["json_schema"]["strict"] is True
+    assert '"id":"critic"' in sent["messages"][1]["content"]  # the model sees parts as a list
+
+
+def test_response_schema_is_strict_mode_compatible():
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("type") == "object":
+                assert node["additionalProperties"] is False
+                assert set(node["required"]) == set(node["properties"])
+            assert "default" not in node
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(response_schema())
+
+
+def test_invalid_json_is_an_invalid_document():
+    with fake_openai_server() as (fake, url):
+        fake.reply(completion("{not json"))
+        with pytest.raises(InvalidDocument, match="not JSON"):
+            summarizer(url).summarize(CURRENT, ACTS)
+
+
+def test_schema_violating_output_is_retried_with_feedback_then_succeeds():
+    bad = {**GOOD, "parts": [{**GOOD["parts"][0], "recency_score": 7}]}
+    with fake_openai_server() as (fake, url):
+        fake.reply(completion(json.dumps(bad)))
+        fake.reply(completion(json.dumps(GOOD)))
+        document, _result, tokens = summarize_valid(summarizer(url), CURRENT, ACTS, PipelineConfig())
+    assert document["parts"]["planner"]["name"] == "Planner"
+    assert tokens == 3000  # both answers were paid for: the usage of each is counted
+    assert "recency_score" in fake.requests[1]["body"]["messages"][1]["content"]
+
+
+def test_output_that_never_validates_fails_after_bounded_attempts():
+    dangling = {
+        **GOOD,
+        "triggers_and_goals": [{"trigger": "t", "desired_outcome": "o", "related_parts": ["ghost"]}],
+    }
+    with fake_openai_server() as (fake, url):
+        for _ in range(3):
+            fake.reply(completion(json.dumps(dangling)))
+        with pytest.raises(SummarizerError, match="after 3 attempts.*ghost"):
+            summarize_valid(summarizer(url), CURRENT, ACTS, PipelineConfig(attempts=3))
+        assert len(fake.requests) == 3
+
+
+def test_rate_limit_then_success_is_retried_by_the_client():
+    with fake_openai_server() as (fake, url):
+        fake.reply({"error": {"message": "slow down", "type": "rate_limit"}}, status=429)
+        fake.reply(completion(json.dumps(GOOD)))
+        result = summarizer(url).summarize(CURRENT, ACTS)
+    assert len(fake.requests) == 2 and "planner" in result.document["parts"]
+
+
+def test_timeout_raises_after_bounded_retries():
+    with fake_openai_server() as (fake, url):
+        fake.default = completion(json.dumps(GOOD))
+        for _ in range(3):
+            fake.reply(completion(json.dumps(GOOD)), delay=1.5)
+        with pytest.raises(openai.APITimeoutError):
+            summarizer(url, timeout=0.5, openai_max_retries=1).summarize(CURRENT, ACTS)
+        assert len(fake.requests) == 2
+
+
+def test_openai_timeout_must_stay_below_the_lambda_timeout():
+    from user_memory.config import ConfigError
+
+    with pytest.raises(ConfigError, match="openai_timeout_seconds .* must be below lambda_timeout_seconds"):
+        Settings.from_env({"OPENAI_TIMEOUT_SECONDS": "130", "LAMBDA_TIMEOUT_SECONDS": "120"})
