@@ -134,6 +134,7 @@ def refresh_user(
                 expected_version=head.version,
                 source=describe(window, activities, result, tokens, run_key),
                 idempotency_key=run_key,
+                base=head,
             )
         except VersionConflict:
             rebased += 1
@@ -141,7 +142,18 @@ def refresh_user(
                 raise
             # Someone edited meanwhile: replay our change on their version when it applies
             # cleanly and still validates, else summarize again from the new head.
-            head = store.head(user_id)
+            head, recorded = store.head_for_run(user_id, run_key)
+            if recorded is not None:  # another worker finished this run meanwhile
+                return RunOutcome(
+                    user_id,
+                    "already_done",
+                    recorded,
+                    len(activities),
+                    0,
+                    tokens,
+                    time.perf_counter() - started,
+                    rebased,
+                )
             try:
                 proposed = validate_document(
                     apply_patch(head.document, patch), cfg.schema, max_bytes=cfg.max_document_bytes

@@ -78,36 +78,10 @@ def _uid(user_id: Any) -> uuid.UUID:
 
 _HEAD = "SELECT version, document, updated_at, source_description FROM user_memory_heads WHERE user_id = %s"
 
-# The head row, locked, and in the same round trip the version an idempotency key produced.
-_LOCK_HEAD = """
-SELECT h.version, h.document,
-       (SELECT s.version FROM user_memory_snapshots s
-         WHERE s.user_id = h.user_id AND s.idempotency_key = %(key)s)
-  FROM user_memory_heads h
- WHERE h.user_id = %(user_id)s
-   FOR UPDATE OF h
-"""
+# Lock, check, insert and move the head in one statement (migrations/004_append_function.sql).
+_APPEND = "SELECT status, version, created_at FROM user_memory_append(%s, %s, %s, %s, %s, %s, %s)"
 
-# Insert the version row and move the head in one statement (one round trip).
-_WRITE = """
-WITH row AS (
-  INSERT INTO user_memory_snapshots
-    (user_id, version, patch, is_full_snapshot, full_snapshot_content,
-     source_description, idempotency_key, created_at)
-  VALUES (%(user_id)s, %(version)s, %(patch)s, %(checkpoint)s, %(full)s,
-          %(source)s, %(key)s, clock_timestamp())
-  RETURNING created_at
-)
-INSERT INTO user_memory_heads (user_id, version, document, source_description, updated_at)
-SELECT %(user_id)s, %(version)s, %(document)s, %(source)s, created_at FROM row
-ON CONFLICT (user_id) DO UPDATE
-   SET version = EXCLUDED.version, document = EXCLUDED.document,
-       source_description = EXCLUDED.source_description, updated_at = EXCLUDED.updated_at
- WHERE user_memory_heads.version = %(expected)s
-RETURNING updated_at
-"""
-
-_ENSURE_USER = "INSERT INTO users (id) VALUES (%s) ON CONFLICT (id) DO NOTHING"
+_RECORDED = "SELECT version FROM user_memory_snapshots WHERE user_id = %s AND idempotency_key = %s"
 
 # Latest checkpoint at or below the version, then every row after it up to the version.
 _REBUILD = """
@@ -266,16 +240,18 @@ class MemoryStore:
         expected_version: int,
         source: str,
         idempotency_key: str | None = None,
+        base: MemoryVersion | None = None,
     ) -> AppendResult:
         """Write `document` as the next version, in one transaction.
 
         Raises VersionConflict when `expected_version` is not the head. A recorded
         `idempotency_key` returns the version it produced and writes nothing; a document
-        equal to the head writes nothing.
+        equal to the head writes nothing. `base` is the head the caller already read, which
+        saves a round trip; the database still checks that it is current.
         """
         if not isinstance(document, dict):
             raise InvalidDocument(f"a memory document must be a JSON object, got {type(document).__name__}")
-        return self._write(user_id, lambda _head: document, expected_version, source, idempotency_key)
+        return self._write(user_id, lambda _head: document, expected_version, source, idempotency_key, base)
 
     def append_patch(
         self,
@@ -318,59 +294,53 @@ class MemoryStore:
         return deleted
 
     def _write(
-        self, user_id: Any, next_document: Any, expected_version: int, source: str, key: str | None
+        self,
+        user_id: Any,
+        next_document: Any,
+        expected_version: int,
+        source: str,
+        key: str | None,
+        base: MemoryVersion | None = None,
     ) -> AppendResult:
         uid = _uid(user_id)
         if not isinstance(expected_version, int) or expected_version < 0:
             raise ValueError("expected_version must be a non-negative integer")
+        # The diff is computed against the head read here (or handed in by the caller); the
+        # append statement re-checks under a row lock that this head is still current.
+        head = base if base is not None and base.version == expected_version else self.head(uid)
+        if head.version != expected_version:
+            if key is not None:
+                with self._connection() as conn:
+                    recorded = conn.execute(_RECORDED, (uid, key)).fetchone()
+                    if recorded:
+                        return self._idempotent(conn, uid, recorded[0])
+            raise VersionConflict(str(uid), expected_version, head.version)
+        document = next_document(head.document)
+        size = check_size(document, self.max_document_bytes)
+        if json_equal(document, head.document):
+            return AppendResult(head.version, head.document, [], written=False, reason="unchanged")
+        patch = make_patch(head.document, document)
+        version = head.version + 1
+        checkpoint = version % self.checkpoint_interval == 0 or document_size(patch) > LARGE_PATCH_RATIO * size
+        params = (uid, expected_version, Jsonb(patch), checkpoint, Jsonb(document), source, key)
         try:
-            with self._connection() as conn, conn.transaction():
-                row = conn.execute(_LOCK_HEAD, {"user_id": uid, "key": key}, prepare=True).fetchone()
-                head_version, head_document, recorded = row if row else (0, {}, None)
-                if recorded is not None:
-                    return self._idempotent(conn, uid, recorded)
-                if head_version != expected_version:
-                    raise VersionConflict(str(uid), expected_version, head_version)
-                document = next_document(head_document)
-                size = check_size(document, self.max_document_bytes)
-                if json_equal(document, head_document):
-                    return AppendResult(head_version, head_document, [], written=False, reason="unchanged")
-                patch = make_patch(head_document, document)
-                version = head_version + 1
-                checkpoint = version % self.checkpoint_interval == 0 or document_size(patch) > LARGE_PATCH_RATIO * size
-                if head_version == 0:
-                    conn.execute(_ENSURE_USER, (uid,), prepare=True)
-                written = conn.execute(
-                    _WRITE,
-                    {
-                        "user_id": uid,
-                        "version": version,
-                        "expected": expected_version,
-                        "patch": Jsonb(patch),
-                        "checkpoint": checkpoint,
-                        "full": Jsonb(document) if checkpoint else None,
-                        "source": source,
-                        "key": key,
-                        "document": Jsonb(document),
-                    },
-                    prepare=True,
-                ).fetchone()
-                if written is None:  # pragma: no cover - the head row is locked above
-                    raise VersionConflict(str(uid), expected_version, -1)
-                return AppendResult(version, document, patch, written=True, is_checkpoint=checkpoint)
+            with self._connection() as conn:
+                row = conn.execute(_APPEND, params, prepare=True).fetchone()
+                assert row is not None
+                status, number, _created = row
+                if status == "idempotent":
+                    return self._idempotent(conn, uid, number)
         except pgerrors.UniqueViolation as err:
             # A concurrent first write for this user (no head row to lock yet) got there first.
-            constraint = err.diag.constraint_name or ""
-            if key is not None and "idempotency" in constraint:
+            if key is not None and "idempotency" in (err.diag.constraint_name or ""):
                 with self._connection() as conn:
-                    found = conn.execute(
-                        "SELECT version FROM user_memory_snapshots WHERE user_id = %s AND idempotency_key = %s",
-                        (uid, key),
-                    ).fetchone()
-                    if found:
-                        return self._idempotent(conn, uid, found[0])
-            current = self.head(uid).version
-            raise VersionConflict(str(uid), expected_version, current) from err
+                    recorded = conn.execute(_RECORDED, (uid, key)).fetchone()
+                    if recorded:
+                        return self._idempotent(conn, uid, recorded[0])
+            raise VersionConflict(str(uid), expected_version, self.head(uid).version) from err
+        if status == "conflict":
+            raise VersionConflict(str(uid), expected_version, number)
+        return AppendResult(version, document, patch, written=True, is_checkpoint=checkpoint)
 
     def _idempotent(self, conn: psycopg.Connection, uid: uuid.UUID, version: int) -> AppendResult:
         rows = conn.execute(_REBUILD, {"user_id": uid, "version": version}).fetchall()
