@@ -187,3 +187,16 @@ def test_guardrail_refuses_large_removals_unless_asked():
         check_guardrail(old, {**old, "safety_notes": ""}, [], cfg)
     check_guardrail(old, {"parts": {}, "safety_notes": ""}, [_act("memory_reset")], cfg)
     check_guardrail(old, {**old, "parts": {f"p{i}": {} for i in range(4)}}, [], cfg)
+
+
+def test_settings_pick_the_summarizer_and_refuse_an_unusable_openai_choice():
+    from user_memory.config import ConfigError, Settings
+
+    assert Settings.from_env({}).summarizer_kind == "rules"
+    assert Settings.from_env({"OPENAI_API_KEY": "k"}).summarizer_kind == "openai"
+    assert Settings.from_env({"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"}).summarizer_kind == "openai"
+    assert Settings.from_env({"OPENAI_API_KEY": "k", "SUMMARIZER": "rules"}).summarizer_kind == "rules"
+    with pytest.raises(ConfigError, match="needs OPENAI_API_KEY"):
+        Settings.from_env({"SUMMARIZER": "openai"})
+    with pytest.raises(ConfigError, match="CHECKPOINT_INTERVAL"):
+        Settings.from_env({"CHECKPOINT_INTERVAL": "0"})

@@ -62,6 +62,9 @@ class Settings(BaseModel):
                 f"openai_timeout_seconds ({self.openai_timeout_seconds}) must be below "
                 f"lambda_timeout_seconds ({self.lambda_timeout_seconds})"
             )
+        has_key = self.openai_api_key or self.openai_api_key_secret_name or self.openai_api_key_parameter
+        if self.summarizer == "openai" and not (has_key or self.openai_base_url):
+            raise ValueError("SUMMARIZER=openai needs OPENAI_API_KEY (or its secret or parameter) or OPENAI_BASE_URL")
         return self
 
     @property
