@@ -8,7 +8,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-DEFAULT_DATA_DIR = Path(os.getcwd()) / ".pgdata"
+# One cluster per purpose under .pgdata/: main (CLI, demo), test, bench.
+DEFAULT_DATA_DIR = Path(os.getcwd()) / ".pgdata" / "main"
 
 
 def start_embedded(data_dir: Path | str | None = None, database: str = "user_memory") -> tuple[Any, str]:
