@@ -8,7 +8,6 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -154,7 +153,3 @@ def run_fanout(
         report.messages += sender.send(refresh_bodies(page, plan, users_per_message))
     report.seconds = time.perf_counter() - started
     return report
-
-
-def isoformat(value: datetime) -> str:
-    return value.isoformat()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -42,7 +42,6 @@ class Runtime:
     summarizer: Any
     pipeline: PipelineConfig
     sqs: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def build(cls, settings: Settings, *, sqs: Any = None, summarizer: Any = None) -> Runtime:
