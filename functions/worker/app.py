@@ -29,7 +29,7 @@ class DeadlineReached(UserMemoryError):
 def runtime() -> Runtime:
     """Built on the first invocation and reused while the execution environment lives."""
     global _runtime
-    if _runtime is None or _runtime.conn.closed or _runtime.conn.broken:
+    if _runtime is None or not _runtime.usable:
         _runtime = Runtime.build(Settings.from_env())
     return _runtime
 

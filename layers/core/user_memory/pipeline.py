@@ -126,7 +126,6 @@ def refresh_user(
     rebased = 0
     while True:
         check_guardrail(base, proposed, activities, cfg)
-        patch = make_patch(head.document, proposed)
         try:
             written = store.append(
                 user_id,
@@ -141,7 +140,9 @@ def refresh_user(
             if rebased > MAX_REBASES:
                 raise
             # Someone edited meanwhile: replay our change on their version when it applies
-            # cleanly and still validates, else summarize again from the new head.
+            # cleanly and still validates, else summarize again from the new head. The patch
+            # is computed only here: on the happy path the store's own diff is the only one.
+            patch = make_patch(head.document, proposed)
             head, recorded = store.head_for_run(user_id, run_key)
             if recorded is not None:  # another worker finished this run meanwhile
                 return RunOutcome(

@@ -63,5 +63,10 @@ class Runtime:
                 summarizer = RuleBasedSummarizer()
         return cls(settings, conn, store, summarizer, PipelineConfig.from_settings(settings), sqs)
 
+    @property
+    def usable(self) -> bool:
+        """False once the database connection is closed or broken: the handler builds anew."""
+        return not (self.conn.closed or self.conn.broken)
+
     def close(self) -> None:
         self.conn.close()
