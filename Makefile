@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)  ## the main job on embedded defaults: seed, fan-out, drain the queue, report
+demo: $(STAMP)  ## the daily job on local stand-ins (PostgreSQL in $USER_MEMORY_HOME/pgdata, moto SQS), then the report
 	$(BIN)/user-memory demo $(ARGS)
 
 test: $(STAMP)  ## the whole suite: unit, integration (embedded PostgreSQL), e2e, template checks
@@ -32,3 +32,35 @@ migrate: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pgdata .pytest_cache .mypy_cache .ruff_cache
+
+# ---- Lambda build (SAM). The SAM CLI and uv live in their own virtual environment.
+SAM_VENV := .venv-sam
+SAM := $(SAM_VENV)/bin/sam
+SAM_STAMP := $(SAM_VENV)/.installed
+SAM_CLI_VERSION ?= 1.170.0
+UV_VERSION ?= 0.13.9
+# The functions' runtime; `sam build` finds it on PATH by this name.
+PYTHON312 ?= python3.12
+# Lambda python3.12 runs on Amazon Linux 2023 (glibc 2.34), arm64.
+LOCK_PLATFORM := aarch64-manylinux_2_34
+
+.PHONY: build lock
+
+$(SAM_STAMP):
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet --upgrade pip
+	$(SAM_VENV)/bin/pip install --quiet 'aws-sam-cli==$(SAM_CLI_VERSION)' 'uv==$(UV_VERSION)'
+	touch $(SAM_STAMP)
+
+lock: $(SAM_STAMP)  ## regenerate the layer's lock (layers/core/requirements.txt) from requirements.in
+	UV_PYTHON_DOWNLOADS=never $(SAM_VENV)/bin/uv pip compile layers/core/requirements.in --python-version 3.12 \
+	  --python-platform $(LOCK_PLATFORM) -o layers/core/requirements.txt
+
+build: $(SAM_STAMP)  ## sam validate --lint, sam build (arm64 layer from the lock), then check the artifacts
+	@py=$$($(PYTHON312) -c 'import sys; assert sys.version_info[:2] == (3, 12); print(sys.executable)' 2>/dev/null) \
+	  || { echo "make build: no working python3.12 on PATH (sam build needs it for the python3.12 runtime); install one or run: make build PYTHON312=/path/to/python3.12" >&2; exit 1; }; \
+	export PATH="$$(dirname "$$py"):$$PATH" SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION="$${AWS_DEFAULT_REGION:-us-east-1}"; \
+	set -x; \
+	$(SAM) validate --lint --template-file template.yaml && \
+	$(SAM) build --template-file template.yaml && \
+	"$$py" infra/check_build.py

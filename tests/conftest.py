@@ -10,7 +10,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg import sql
-from user_memory.db import migrate
+from psycopg_pool import ConnectionPool
+from user_memory.adapters.migrations import migrate
+from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
+from user_memory.domain.repository import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "tests" / "events"
@@ -24,7 +27,7 @@ def database_url() -> Iterator[str]:
         migrate(url)
         yield url
         return
-    from user_memory.local.embedded import start_embedded
+    from user_memory_local.embedded import start_embedded
 
     server, _ = start_embedded(ROOT / ".pgdata" / "test", database="postgres")
     name = f"user_memory_test_{os.getpid()}"
@@ -40,6 +43,14 @@ def database_url() -> Iterator[str]:
     server.cleanup()
 
 
+@pytest.fixture(scope="session")
+def pool(database_url: str) -> Iterator[ConnectionPool]:
+    """A small pool of autocommit connections for the whole session."""
+    p = open_pool(database_url, size=4)
+    yield p
+    p.close()
+
+
 @pytest.fixture
 def conn(database_url: str) -> Iterator[psycopg.Connection]:
     with psycopg.connect(database_url, autocommit=True) as c:
@@ -47,11 +58,13 @@ def conn(database_url: str) -> Iterator[psycopg.Connection]:
 
 
 @pytest.fixture
-def store(database_url: str):
-    from user_memory.store import MemoryStore
+def store(pool: ConnectionPool) -> MemoryStore:
+    return MemoryStore(PostgresRecorder(pool))
 
-    with MemoryStore(database_url) as s:
-        yield s
+
+@pytest.fixture
+def pg_activity(pool: ConnectionPool) -> PostgresActivity:
+    return PostgresActivity(pool)
 
 
 @pytest.fixture

@@ -1,31 +1,40 @@
-"""The daily job end to end: real handlers, real JSON events, real PostgreSQL, moto's SQS."""
+"""The daily job end to end: real handlers, real JSON events, real PostgreSQL, moto's SQS.
+
+The handlers are imported like any module and given their services (`services=`), composed
+here from the session's pool; nothing reaches into their module globals.
+"""
 
 from __future__ import annotations
 
-import io
 import json
+import logging
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import boto3
 import psycopg
 import pytest
 from moto import mock_aws
-from user_memory.activity import Activity, record_activity
-from user_memory.config import Settings
-from user_memory.local.demo import run_demo
-from user_memory.local.handlers import load_function
-from user_memory.local.poller import FakeLambdaContext, LambdaSqsPoller, create_queues
-from user_memory.messages import Window
-from user_memory.pipeline import refresh_user
-from user_memory.runtime import Runtime
-from user_memory.store import MemoryStore
-from user_memory.summarizer.rules import RuleBasedSummarizer
+from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
+from user_memory.config import FanoutSettings, WorkerSettings
+from user_memory.domain.model import Activity, RunStatus, Window
+from user_memory.domain.pipeline import refresh_user
+from user_memory.domain.repository import MemoryStore
+from user_memory.domain.rules import RuleBasedSummarizer
+from user_memory.errors import SendFailed, StorageUnavailable
+from user_memory.observability import metrics
+from user_memory.runtime import build_fanout, build_worker
+from user_memory_functions.fanout.app import handler as fanout_handler
+from user_memory_functions.worker.app import handler as worker_handler
+from user_memory_local.poller import FakeLambdaContext, LambdaSqsPoller, create_queues
 
 from tests.conftest import EVENTS
+from tests.fake_openai import fake_openai_server
 
 pytestmark = pytest.mark.e2e
+MAX_RECEIVES = 5
 
 
 @pytest.fixture(autouse=True)
@@ -36,62 +45,87 @@ def aws_env(monkeypatch):
         "AWS_SECRET_ACCESS_KEY": "testing",
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "WARNING",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
     }.items():
         monkeypatch.setenv(k, v)
 
 
+class Logs(logging.Handler):
+    """Collects the service's log records (Powertools keeps keyword fields as record attributes)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def named(self, message: str) -> list[dict[str, Any]]:
+        return [r.__dict__ for r in self.records if r.getMessage() == message]
+
+
 @pytest.fixture
-def stack(database_url):
-    """Queues in moto and both handlers wired to the test database."""
-    with mock_aws():
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        queue_url, dlq_url = create_queues(sqs)
-        settings = Settings.from_env({}, database_url=database_url, queue_url=queue_url, summarizer="rules")
-        fanout, worker = load_function("fanout"), load_function("worker")
-        fanout._runtime = Runtime.build(settings, sqs=sqs, summarizer=object())
-        worker._runtime = Runtime.build(settings)
+def logs():
+    handler = Logs()
+    service = logging.getLogger("user-memory")
+    service.addHandler(handler)
+    yield handler
+    service.removeHandler(handler)
 
-        class Stack:
-            pass
 
-        s = Stack()
-        s.sqs, s.queue_url, s.dlq_url, s.fanout, s.worker, s.settings = (
-            sqs,
-            queue_url,
-            dlq_url,
-            fanout,
-            worker,
-            settings,
+class Stack:
+    """moto queues, both handlers bound to services built on the test database."""
+
+    def __init__(self, database_url: str, pool: Any, sqs: Any) -> None:
+        self.sqs = sqs
+        self.queue_url, self.dlq_url = create_queues(sqs, max_receive_count=MAX_RECEIVES)
+        self.fanout_services = build_fanout(
+            FanoutSettings.from_env({}, database_url=database_url, queue_url=self.queue_url), sqs_client=sqs, pool=pool
         )
-        s.poller = lambda: LambdaSqsPoller(sqs, queue_url, dlq_url, worker.handler)
-        yield s
-        for m in (fanout, worker):
-            m._runtime.close()
-            m._runtime = None
+        self.worker_services = build_worker(
+            WorkerSettings.from_env({}, database_url=database_url, summarizer="rules"), pool=pool
+        )
+        self.store = self.worker_services.store
+
+    def fanout(self, event: Any) -> dict[str, Any]:
+        return fanout_handler(event, FakeLambdaContext(function_name="fanout"), services=self.fanout_services)
+
+    def worker(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        return worker_handler(event, context or FakeLambdaContext(), services=self.worker_services)
+
+    def poller(self) -> LambdaSqsPoller:
+        return LambdaSqsPoller(self.sqs, self.queue_url, self.dlq_url, self.worker, max_receive_count=MAX_RECEIVES)
+
+
+@pytest.fixture
+def stack(database_url, pool):
+    with mock_aws():
+        yield Stack(database_url, pool, boto3.client("sqs", region_name="us-east-1"))
 
 
 def versions_for(conn: psycopg.Connection, run_key: str) -> int:
-    return conn.execute("SELECT count(*) FROM user_memory_snapshots WHERE idempotency_key = %s", (run_key,)).fetchone()[
-        0
-    ]
+    row = conn.execute("SELECT count(*) FROM user_memory_snapshots WHERE idempotency_key = %s", (run_key,)).fetchone()
+    return int(row[0])
 
 
-def seed_users(conn, n: int, day: datetime, tag: str) -> list[uuid.UUID]:
+def seed_users(pool: Any, n: int, day: datetime, tag: str) -> list[uuid.UUID]:
     users = [uuid.uuid4() for _ in range(n)]
-    record_activity(
-        conn,
-        [
-            Activity(u, day + timedelta(hours=2 + i), kind, payload, tag, f"{u}:{i}")
-            for u in users
-            for i, (kind, payload) in enumerate(
-                [
-                    ("part_named", {"part_id": "planner", "name": "Planner"}),
-                    ("goal_set", {"part_id": "planner", "goal": "plan"}),
-                    ("session", {}),
-                ]
-            )
-        ],
+    steps = [
+        ("part_named", {"part_id": "planner", "name": "Planner"}),
+        ("goal_set", {"part_id": "planner", "goal": "plan"}),
+        ("session", {}),
+    ]
+    PostgresActivity(pool).record(
+        Activity(
+            user_id=u,
+            occurred_at=day + timedelta(hours=2 + i),
+            kind=kind,
+            payload=payload,
+            source=tag,
+            external_id=f"{u}:{i}",
+        )
+        for u in users
+        for i, (kind, payload) in enumerate(steps)
     )
     return users
 
@@ -107,92 +141,110 @@ def refresh_body(users, day: datetime, run_key: str) -> str:
     )
 
 
-def test_demo_for_50_users_then_rerun_writes_nothing(database_url, conn):
-    # Given 50 demo users with a day of activity, When the demo runs twice for the same day
-    out = io.StringIO()
-    assert run_demo(database_url, users=50, date="2030-01-15", progress=False, out=out, seed_value=7) == 0
-    first = versions_for(conn, "daily:2030-01-15")
-    report = out.getvalue()
-    active = int(next(line.split()[-1] for line in report.splitlines() if line.startswith("users active")))
-    # Then every active user got exactly one version
-    assert 30 < active <= 50 and first == active
-    assert "in DLQ" in report and "latest patch:" in report
-    out2 = io.StringIO()
-    assert run_demo(database_url, users=50, date="2030-01-15", progress=False, out=out2, seed_value=7) == 0
-    assert versions_for(conn, "daily:2030-01-15") == first
-    assert any(line.split()[-1] == "0" for line in out2.getvalue().splitlines() if line.startswith("versions written"))
+def sqs_event(*bodies: str) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": f"m{i}",
+                "receiptHandle": "r",
+                "body": body,
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": "1795309200000",
+                    "SenderId": "AIDAEXAMPLE",
+                    "ApproximateFirstReceiveTimestamp": "1795309200000",
+                },
+                "messageAttributes": {},
+                "md5OfBody": "00000000000000000000000000000000",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:1:q",
+                "awsRegion": "us-east-1",
+            }
+            for i, body in enumerate(bodies)
+        ]
+    }
 
 
-def test_scheduled_fanout_then_worker_writes_one_version_per_active_user(stack, conn):
+def test_scheduled_fanout_then_worker_writes_one_version_per_active_user(stack, pool):
+    # Given 12 users active on the scheduled day
     event = json.loads((EVENTS / "scheduled_event.json").read_text())
     day = datetime(2026, 11, 21, 0, 15, tzinfo=UTC)
-    users = seed_users(conn, 12, day, f"sched-{uuid.uuid4()}")
-    result = stack.fanout.handler(event, FakeLambdaContext(function_name="fanout"))
+    users = seed_users(pool, 12, day, f"sched-{uuid.uuid4()}")
+    # When the fan-out runs on the real scheduled event and the queue is drained through the worker
+    result = stack.fanout(event)
     assert result["run_key"] == "daily:2026-11-21" and result["users"] >= 12
     report = stack.poller().drain()
+    # Then each has one version with the day's summary
     assert report.to_dlq == 0
-    store = MemoryStore(conn)
     for u in users:
-        head = store.head(u)
+        head = stack.store.head(u)
         assert head.version == 1 and "planner" in head.document["parts"]
         assert head.source.startswith("daily summary 2026-11-21, 3 activities, model rules")
 
 
-def test_worker_event_from_file_reports_exactly_the_bad_records(stack, conn):
+def test_worker_event_from_file_reports_exactly_the_bad_records(stack, logs):
     event = json.loads((EVENTS / "worker_batch.json").read_text())
-    result = stack.worker.handler(event, FakeLambdaContext())
+    result = stack.worker(event)
     assert result == {
         "batchItemFailures": [
             {"itemIdentifier": "33333333-3333-3333-3333-333333333333"},
             {"itemIdentifier": "44444444-4444-4444-4444-444444444444"},
         ]
     }
-    head = MemoryStore(conn).head("0b7e6a2c-52a4-4c55-9d4e-3f0c1f6f0a01")
+    head = stack.store.head("0b7e6a2c-52a4-4c55-9d4e-3f0c1f6f0a01")
     assert head.document["parts"]["planner"]["goals"] == [{"goal": "keep a weekly plan"}]
+    failed = {r["message_id"]: r for r in logs.named("record failed")}
+    assert set(failed) == {"33333333-3333-3333-3333-333333333333", "44444444-4444-4444-4444-444444444444"}
+    assert all(r["error"] == "InvalidMessage" and r["reason"] for r in failed.values())
 
 
-def test_poison_message_reaches_dlq_after_max_receives_while_batch_mates_succeed(stack, conn):
+def test_poison_message_reaches_dlq_after_max_receives_while_batch_mates_succeed(stack, pool, conn):
     day = datetime(2030, 2, 1, tzinfo=UTC)
-    users = seed_users(conn, 4, day, f"poison-{uuid.uuid4()}")
+    users = seed_users(pool, 4, day, f"poison-{uuid.uuid4()}")
     stack.sqs.send_message(QueueUrl=stack.queue_url, MessageBody='{"type": "refresh_user", "user_ids": "oops"}')
     for u in users:
         stack.sqs.send_message(QueueUrl=stack.queue_url, MessageBody=refresh_body([u], day, "daily:2030-02-01"))
     report = stack.poller().drain()
-    assert report.to_dlq == 1 and report.failed_attempts == 3
+    assert report.to_dlq == 1 and report.failed_attempts == MAX_RECEIVES
     dlq = stack.sqs.receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=10)["Messages"]
     assert [m["Body"] for m in dlq] == ['{"type": "refresh_user", "user_ids": "oops"}']
     assert versions_for(conn, "daily:2030-02-01") == 4
 
 
-def test_crash_after_llm_before_commit_is_retried_into_exactly_one_version(stack, conn):
-    day = datetime(2030, 3, 1, tzinfo=UTC)
-    [user] = seed_users(conn, 1, day, f"crash-{uuid.uuid4()}")
-    rt = stack.worker._runtime
-    calls = {"summarize": 0, "append": 0}
+class CrashingOnce(MemoryStore):
+    """A store whose first append dies (the process crashing between the LLM call and the commit)."""
 
-    class CountingSummarizer(RuleBasedSummarizer):
+    crashed = False
+
+    def append(self, *a: Any, **k: Any):
+        if not self.crashed:
+            self.crashed = True
+            raise RuntimeError("process died before commit")
+        return super().append(*a, **k)
+
+
+def test_crash_after_llm_before_commit_is_retried_into_exactly_one_version(stack, pool):
+    day = datetime(2030, 3, 1, tzinfo=UTC)
+    [user] = seed_users(pool, 1, day, f"crash-{uuid.uuid4()}")
+    calls = []
+
+    class Counting(RuleBasedSummarizer):
         def summarize(self, *a, **k):
-            calls["summarize"] += 1
+            calls.append(1)
             return super().summarize(*a, **k)
 
-    class CrashingStore(MemoryStore):
-        def append(self, *a, **k):
-            calls["append"] += 1
-            if calls["append"] == 1:
-                raise RuntimeError("process died before commit")
-            return super().append(*a, **k)
-
-    rt.summarizer, rt.store = CountingSummarizer(), CrashingStore(rt.conn)
+    stack.worker_services.summarizer = Counting()
+    stack.worker_services.store = CrashingOnce(PostgresRecorder(pool))
     stack.sqs.send_message(QueueUrl=stack.queue_url, MessageBody=refresh_body([user], day, "daily:2030-03-01"))
     report = stack.poller().drain()
     assert report.failed_attempts == 1 and report.to_dlq == 0
-    assert calls["summarize"] == 2
-    assert [h.version for h in MemoryStore(conn).history(user)] == [1]
+    assert len(calls) == 2
+    assert [h.version for h in stack.store.history(user)] == [1]
 
 
-def test_two_workers_on_the_same_user_and_run_key_write_one_version(database_url, conn):
+def test_two_workers_on_the_same_user_and_run_key_write_one_version(pool):
     day = datetime(2030, 4, 1, tzinfo=UTC)
-    [user] = seed_users(conn, 1, day, f"twins-{uuid.uuid4()}")
+    [user] = seed_users(pool, 1, day, f"twins-{uuid.uuid4()}")
     barrier = threading.Barrier(2)
 
     class Slow(RuleBasedSummarizer):
@@ -203,115 +255,192 @@ def test_two_workers_on_the_same_user_and_run_key_write_one_version(database_url
     outcomes = []
 
     def work() -> None:
-        with psycopg.connect(database_url, autocommit=True) as c:
-            outcomes.append(refresh_user(MemoryStore(c), c, Slow(), user, Window.day(day.date()), "daily:2030-04-01"))
+        outcomes.append(
+            refresh_user(
+                user,
+                Window.day(day.date()),
+                "daily:2030-04-01",
+                store=MemoryStore(PostgresRecorder(pool)),
+                activity=PostgresActivity(pool),
+                summarizer=Slow(),
+                cfg=WorkerSettings().pipeline(),
+            )
+        )
 
     threads = [threading.Thread(target=work) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert sorted(o.status for o in outcomes) == ["already_done", "written"]
-    assert [h.version for h in MemoryStore(conn).history(user)] == [1]
+    assert sorted(o.status for o in outcomes) == [RunStatus.ALREADY_DONE, RunStatus.WRITTEN]
+    assert [h.version for h in MemoryStore(PostgresRecorder(pool)).history(user)] == [1]
 
 
-def test_concurrent_user_edit_is_preserved_by_rebase(database_url, conn):
-    day = datetime(2030, 5, 1, tzinfo=UTC)
-    [user] = seed_users(conn, 1, day, f"rebase-{uuid.uuid4()}")
-    store = MemoryStore(conn)
-    store.append(
-        user,
-        {
-            "version": 1,
-            "last_updated_by": "user",
-            "summary": "",
-            "parts": {},
-            "triggers_and_goals": [],
-            "safety_notes": "",
-        },
-        expected_version=0,
-        source="seed",
-    )
+def test_one_users_failure_does_not_block_the_others_and_only_it_is_retried(stack, pool, conn, logs):
+    # Given a message for three users, the second of whom the summarizer fails on
+    day = datetime(2030, 8, 1, tzinfo=UTC)
+    users = seed_users(pool, 3, day, f"multi-{uuid.uuid4()}")
+    summarized: list[uuid.UUID] = []
 
-    class EditMeanwhile(RuleBasedSummarizer):
+    class FailsForOne(RuleBasedSummarizer):
         def summarize(self, document, activities, **k):
-            result = super().summarize(document, activities, **k)
-            with psycopg.connect(database_url, autocommit=True) as c:  # the user edits during the LLM call
-                MemoryStore(c).append_patch(
-                    user,
-                    [{"op": "replace", "path": "/safety_notes", "value": "no calls"}],
-                    expected_version=1,
-                    source="user edit",
-                )
-            return result
+            summarized.append(activities[0].user_id)
+            if activities[0].user_id == users[1]:
+                raise StorageUnavailable("simulated outage for one user")
+            return super().summarize(document, activities, **k)
 
-    outcome = refresh_user(store, conn, EditMeanwhile(), user, Window.day(day.date()), "daily:2030-05-01")
-    assert (outcome.status, outcome.version, outcome.rebased) == ("written", 3, 1)
-    head = store.head(user).document
-    assert head["safety_notes"] == "no calls"  # the user's edit survived
-    assert "planner" in head["parts"]  # and so did the summary
-
-
-def test_guardrail_refusal_fails_the_message_and_writes_nothing(stack, conn):
-    day = datetime(2030, 6, 1, tzinfo=UTC)
-    [user] = seed_users(conn, 1, day, f"guard-{uuid.uuid4()}")
-    store = MemoryStore(conn)
-    parts = {
-        f"p{i}": {
-            "name": f"P{i}",
-            "status": "active",
-            "recency_score": 0.5,
-            "influence_score": 0.5,
-            "goals": [],
-        }
-        for i in range(5)
-    }
-    store.append(
-        user,
-        {
-            "version": 1,
-            "last_updated_by": "x",
-            "summary": "",
-            "parts": parts,
-            "triggers_and_goals": [],
-            "safety_notes": "careful",
-        },
-        expected_version=0,
-        source="seed",
+    stack.worker_services.summarizer = FailsForOne()
+    event = sqs_event(refresh_body(users, day, "daily:2030-08-01"))
+    # When the worker processes it
+    assert stack.worker(event) == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
+    # Then the other two are written, the failure is logged with the user and the message
+    assert versions_for(conn, "daily:2030-08-01") == 2
+    [failed_user] = logs.named("user refresh failed")
+    assert (failed_user["user_id"], failed_user["message_id"], failed_user["error"]) == (
+        str(users[1]),
+        "m0",
+        "StorageUnavailable",
     )
+    # And on redelivery only the failed user is summarized again
+    summarized.clear()
+    stack.worker_services.summarizer = RuleBasedSummarizer()
+    assert stack.worker(event) == {"batchItemFailures": []}
+    assert versions_for(conn, "daily:2030-08-01") == 3
+
+
+def test_guardrail_refusal_fails_the_message_and_writes_nothing(stack, pool, logs):
+    day = datetime(2030, 6, 1, tzinfo=UTC)
+    [user] = seed_users(pool, 1, day, f"guard-{uuid.uuid4()}")
+    parts = {f"p{i}": {"name": f"P{i}", "status": "active", "goals": []} for i in range(5)}
+    stack.store.append(user, {"parts": parts, "safety_notes": "careful"}, expected_version=0, source="seed")
 
     class Forgetful(RuleBasedSummarizer):
         def summarize(self, document, activities, **k):
             result = super().summarize(document, activities, **k)
-            return type(result)({**result.document, "parts": {}}, result.model)
+            return type(result)(document={**result.document, "parts": {}}, model=result.model)
 
-    stack.worker._runtime.summarizer = Forgetful()
-    stack.sqs.send_message(QueueUrl=stack.queue_url, MessageBody=refresh_body([user], day, "daily:2030-06-01"))
-    report = stack.poller().drain()
-    assert report.to_dlq == 1
-    assert store.head(user).version == 1
+    stack.worker_services.summarizer = Forgetful()
+    assert stack.worker(sqs_event(refresh_body([user], day, "daily:2030-06-01")))["batchItemFailures"]
+    assert stack.store.head(user).version == 1
+    assert logs.named("record failed")[0]["error"] == "GuardrailRefused"
 
 
-def test_worker_stops_taking_records_near_the_deadline(stack, conn):
+def test_worker_stops_taking_records_near_the_deadline(stack, pool, conn, logs):
     day = datetime(2030, 7, 1, tzinfo=UTC)
-    users = seed_users(conn, 2, day, f"deadline-{uuid.uuid4()}")
-    event = {
-        "Records": [
-            {
-                "messageId": str(i),
-                "receiptHandle": "r",
-                "body": refresh_body([u], day, "daily:2030-07-01"),
-                "attributes": {"ApproximateReceiveCount": "1"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:1:q",
-                "awsRegion": "us-east-1",
-            }
-            for i, u in enumerate(users)
-        ]
-    }
+    users = seed_users(pool, 2, day, f"deadline-{uuid.uuid4()}")
+    event = sqs_event(*(refresh_body([u], day, "daily:2030-07-01") for u in users))
     almost_out = FakeLambdaContext(timeout_seconds=5)  # below the 15 s margin
-    result = stack.worker.handler(event, almost_out)
-    assert result == {"batchItemFailures": [{"itemIdentifier": "0"}, {"itemIdentifier": "1"}]}
+    assert stack.worker(event, almost_out) == {
+        "batchItemFailures": [{"itemIdentifier": "m0"}, {"itemIdentifier": "m1"}]
+    }
     assert versions_for(conn, "daily:2030-07-01") == 0
+    assert [r["error"] for r in logs.named("record failed")] == ["DeadlineReached", "DeadlineReached"]
+
+
+@pytest.mark.parametrize("failure", ["connection refused", "http 500", "hang"])
+def test_every_llm_failure_is_logged_with_the_message_id_and_counted(
+    database_url, pool, failure, logs, capsys, monkeypatch
+):
+    # Given a worker whose OpenAI endpoint refuses, answers 500, or hangs past the timeout
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    day = datetime(2030, 9, 1, tzinfo=UTC)
+    [user] = seed_users(pool, 1, day, f"llm-{failure}-{uuid.uuid4()}")
+    with fake_openai_server() as (fake, url):
+        if failure == "connection refused":
+            url = "http://127.0.0.1:9/v1"
+        for _ in range(4):
+            fake.reply({"error": {"message": "boom"}}, status=500, delay=3.0 if failure == "hang" else 0.0)
+        settings = WorkerSettings.from_env(
+            {},
+            database_url=database_url,
+            openai_base_url=url,
+            openai_api_key="k",
+            openai_timeout_seconds=1,
+            openai_max_retries=1,
+        )
+        services = build_worker(settings, pool=pool)
+        event = sqs_event(refresh_body([user], day, "daily:2030-09-01"))
+        metrics.clear_metrics()  # earlier tests ran with metrics disabled, which never flushes them
+        capsys.readouterr()
+        # When the worker runs the record
+        result = worker_handler(event, FakeLambdaContext(), services=services)
+    # Then the record fails alone, its log line names it, its error type and why, and a metric counts it
+    assert result == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
+    [line] = logs.named("record failed")
+    assert (line["message_id"], line["error"]) == ("m0", "SummarizerUnavailable")
+    assert {"connection refused": "cannot reach", "http 500": "HTTP 500", "hang": "timed out"}[failure] in line[
+        "reason"
+    ]
+    [emf] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
+    assert emf["RecordsFailed"] in (1.0, [1.0]) and emf["UsersFailed"] in (1.0, [1.0])
+
+
+def test_a_database_outage_fails_and_reports_every_record(database_url, logs):
+    # Given a worker whose pool is gone (the database went away)
+    dead = open_pool(database_url)
+    services = build_worker(WorkerSettings.from_env({}, database_url=database_url), pool=dead)
+    dead.close()
+    day = datetime(2030, 10, 1, tzinfo=UTC)
+    event = sqs_event(refresh_body([uuid.uuid4()], day, "daily:x"), refresh_body([uuid.uuid4()], day, "daily:x"))
+    # Then each record fails, logged as StorageUnavailable
+    assert len(worker_handler(event, FakeLambdaContext(), services=services)["batchItemFailures"]) == 2
+    assert [r["error"] for r in logs.named("record failed")] == ["StorageUnavailable", "StorageUnavailable"]
+
+
+def test_a_worker_that_cannot_start_reports_every_record_failed(monkeypatch, logs):
+    # Given no database configured at all (the handler builds its own services)
+    for name in ("DATABASE_URL", "DATABASE_SECRET_NAME", "DATABASE_URL_PARAMETER"):
+        monkeypatch.delenv(name, raising=False)
+    event = sqs_event('{"type": "refresh_user"}', '{"type": "record_activity"}')
+    result = worker_handler(event, FakeLambdaContext())
+    assert result == {"batchItemFailures": [{"itemIdentifier": "m0"}, {"itemIdentifier": "m1"}]}
+    assert {r["error"] for r in logs.named("record failed")} == {"ConfigError"}
+
+
+class FailingAfter:
+    """An SQS client that accepts `ok_batches` batches, then fails every entry."""
+
+    def __init__(self, real: Any, ok_batches: int) -> None:
+        self.real, self.ok_batches = real, ok_batches
+
+    def send_message_batch(self, **kw: Any) -> dict[str, Any]:
+        if self.ok_batches <= 0:
+            return {"Successful": [], "Failed": [{"Id": e["Id"], "Code": "ServiceUnavailable"} for e in kw["Entries"]]}
+        self.ok_batches -= 1
+        return self.real.send_message_batch(**kw)
+
+
+def test_a_fanout_that_fails_midway_and_is_retried_summarizes_no_one_twice(stack, database_url, pool, conn, logs):
+    # Given 25 users to summarize for a day nobody else uses, and an SQS that fails after one batch of 10
+    day = datetime(1975, 6, 1, tzinfo=UTC)
+    users = seed_users(pool, 25, day, f"fanout-retry-{uuid.uuid4()}")
+    event = {"date": "1975-06-01", "user_ids": [str(u) for u in users]}
+    broken = build_fanout(
+        FanoutSettings.from_env({}, database_url=database_url, queue_url=stack.queue_url),
+        sqs_client=FailingAfter(stack.sqs, ok_batches=1),
+        pool=pool,
+    )
+    broken.sender.sleep = lambda _s: None
+    with pytest.raises(SendFailed, match="10 sent before"):
+        fanout_handler(event, FakeLambdaContext(function_name="fanout"), services=broken)
+    assert logs.named("fan-out failed")[0]["error"] == "SendFailed"
+    # When the fan-out is retried whole (as EventBridge does) and the queue drained
+    stack.fanout(event)
+    report = stack.poller().drain()
+    # Then 35 messages were processed, but each user has exactly one version
+    assert report.received == 35 and report.to_dlq == 0
+    assert versions_for(conn, "daily:1975-06-01") == 25
+    rows = conn.execute(
+        "SELECT user_id, count(*) FROM user_memory_snapshots WHERE idempotency_key = 'daily:1975-06-01' GROUP BY 1"
+    ).fetchall()
+    assert {r[1] for r in rows} == {1}
+
+
+@pytest.mark.parametrize("event", [[], "2026-11-21", {"date": "soon"}, {"detail-type": "Scheduled Event"}])
+def test_a_malformed_fanout_event_is_refused_logged_and_counted(stack, event, logs):
+    from user_memory.errors import InvalidEvent
+
+    with pytest.raises(InvalidEvent):
+        stack.fanout(event)
+    [line] = logs.named("fan-out failed")
+    assert line["error"] == "InvalidEvent" and line["reason"]

@@ -8,16 +8,25 @@ from datetime import UTC, datetime
 
 import openai
 import pytest
-from user_memory.activity import Activity
-from user_memory.config import Settings
-from user_memory.errors import InvalidDocument, SummarizerError
-from user_memory.pipeline import PipelineConfig, summarize_valid
-from user_memory.summarizer.openai_summarizer import OpenAISummarizer, response_schema
+from user_memory.adapters.openai_summarizer import MAX_ACTIVITY_LINE_CHARS, OpenAISummarizer, response_schema
+from user_memory.config import WorkerSettings
+from user_memory.domain.model import Activity
+from user_memory.domain.pipeline import NO_DEADLINE, summarize_valid
+from user_memory.errors import InvalidDocument, SummarizerError, SummarizerUnavailable
 
 from tests.fake_openai import completion, fake_openai_server
 
 U = uuid.uuid4()
-ACTS = [Activity(U, datetime(2026, 11, 21, 9, tzinfo=UTC), "part_named", {"part_id": "planner"}, "chat", "1")]
+ACTS = [
+    Activity(
+        user_id=U,
+        occurred_at=datetime(2026, 11, 21, 9, tzinfo=UTC),
+        kind="part_named",
+        payload={"part_id": "planner"},
+        source="chat",
+        external_id="1",
+    )
+]
 CURRENT = {
     "version": 1,
     "last_updated_by": "rules",
@@ -61,8 +70,12 @@ GOOD = {
 
 def summarizer(url: str, **overrides) -> OpenAISummarizer:
     values = {"openai_max_retries": 2, "openai_timeout_seconds": overrides.pop("timeout", 5.0), **overrides}
-    settings = Settings.from_env({}, openai_base_url=url, openai_api_key="test-key", **values)
+    settings = WorkerSettings.from_env({}, openai_base_url=url, openai_api_key="test-key", **values)
     return OpenAISummarizer.from_settings(settings)
+
+
+def cfg(**overrides):
+    return WorkerSettings(**overrides).pipeline()
 
 
 def test_valid_output_maps_to_the_stored_shape_with_token_usage():
@@ -105,7 +118,7 @@ def test_schema_violating_output_is_retried_with_feedback_then_succeeds():
     with fake_openai_server() as (fake, url):
         fake.reply(completion(json.dumps(bad)))
         fake.reply(completion(json.dumps(GOOD)))
-        document, _result, tokens = summarize_valid(summarizer(url), CURRENT, ACTS, PipelineConfig())
+        document, _result, tokens = summarize_valid(summarizer(url), CURRENT, ACTS, cfg(), NO_DEADLINE)
     assert document["parts"]["planner"]["name"] == "Planner"
     assert tokens == 3000  # both answers were paid for: the usage of each is counted
     assert "recency_score" in fake.requests[1]["body"]["messages"][1]["content"]
@@ -120,7 +133,7 @@ def test_output_that_never_validates_fails_after_bounded_attempts():
         for _ in range(3):
             fake.reply(completion(json.dumps(dangling)))
         with pytest.raises(SummarizerError, match="after 3 attempts.*ghost"):
-            summarize_valid(summarizer(url), CURRENT, ACTS, PipelineConfig(attempts=3))
+            summarize_valid(summarizer(url), CURRENT, ACTS, cfg(summarizer_attempts=3), NO_DEADLINE)
         assert len(fake.requests) == 3
 
 
@@ -132,18 +145,48 @@ def test_rate_limit_then_success_is_retried_by_the_client():
     assert len(fake.requests) == 2 and "planner" in result.document["parts"]
 
 
-def test_timeout_raises_after_bounded_retries():
+def test_timeout_fails_as_unavailable_after_bounded_retries():
     with fake_openai_server() as (fake, url):
         fake.default = completion(json.dumps(GOOD))
         for _ in range(3):
             fake.reply(completion(json.dumps(GOOD)), delay=1.5)
-        with pytest.raises(openai.APITimeoutError):
+        with pytest.raises(SummarizerUnavailable, match="timed out") as info:
             summarizer(url, timeout=0.5, openai_max_retries=1).summarize(CURRENT, ACTS)
+        assert isinstance(info.value.__cause__, openai.APITimeoutError)
         assert len(fake.requests) == 2
 
 
-def test_openai_timeout_must_stay_below_the_lambda_timeout():
-    from user_memory.config import ConfigError
+def test_the_per_call_timeout_overrides_the_client_timeout():
+    # Given a client timeout of 5 s and an endpoint that answers after 1.5 s
+    with fake_openai_server() as (fake, url):
+        fake.reply(completion(json.dumps(GOOD)), delay=1.5)
+        # When the pipeline allows this call only 0.5 s
+        with pytest.raises(SummarizerUnavailable, match="timed out after 0.5"):
+            summarizer(url, openai_max_retries=0).summarize(CURRENT, ACTS, timeout=0.5)
 
-    with pytest.raises(ConfigError, match="openai_timeout_seconds .* must be below lambda_timeout_seconds"):
-        Settings.from_env({"OPENAI_TIMEOUT_SECONDS": "130", "LAMBDA_TIMEOUT_SECONDS": "120"})
+
+def test_a_server_error_fails_as_unavailable_with_its_status():
+    with fake_openai_server() as (fake, url):
+        for _ in range(3):
+            fake.reply({"error": {"message": "boom"}}, status=500)
+        with pytest.raises(SummarizerUnavailable, match="HTTP 500"):
+            summarizer(url, openai_max_retries=1).summarize(CURRENT, ACTS)
+
+
+def test_an_unreachable_endpoint_fails_as_unavailable():
+    with pytest.raises(SummarizerUnavailable, match="cannot reach"):
+        summarizer("http://127.0.0.1:9/v1", openai_max_retries=0).summarize(CURRENT, ACTS)
+
+
+def test_an_oversized_activity_is_cut_in_the_prompt_with_a_marker():
+    big = Activity(
+        user_id=U,
+        occurred_at=datetime(2026, 11, 21, 9, tzinfo=UTC),
+        kind="message",
+        payload={"text": "x" * (MAX_ACTIVITY_LINE_CHARS + 500)},
+        source="chat",
+        external_id="big",
+    )
+    content = OpenAISummarizer(client=None).messages(CURRENT, [big])[1]["content"]
+    assert "[truncated: " in content and "more characters]" in content
+    assert "x" * (MAX_ACTIVITY_LINE_CHARS + 1) not in content

@@ -1,257 +1,57 @@
-"""MemoryStore on a real PostgreSQL: versions, checkpoints, as_of, diff, revert, idempotency, concurrency."""
+"""What only the PostgreSQL recorder must show: its rows, its error translation, its pool."""
 
 from __future__ import annotations
 
-import threading
-import uuid
-from datetime import UTC, datetime, timedelta
-
 import psycopg
 import pytest
-from user_memory.errors import DocumentTooLarge, InvalidUserId, PatchError, UnknownVersion, VersionConflict
-from user_memory.patching import apply_patch, json_equal
-from user_memory.store import MemoryStore
+from user_memory.adapters.postgres import PostgresRecorder, open_pool, translate
+from user_memory.domain.repository import MemoryStore
+from user_memory.errors import ConfigError, StorageError, StorageUnavailable
 
 pytestmark = pytest.mark.integration
 
 
-def doc_for(version: int) -> dict:
-    """A document that changes a little at every version, lists and types included."""
-    return {
-        "summary": f"summary {version}",
-        "counter": version,
-        "flags": [version % 2 == 0, version % 3, 1.0 if version % 5 == 0 else 1],
-        "parts": {f"p{i}": {"score": (version * i) % 7 / 7} for i in range(version % 6)},
-        "log": [f"entry {i}" for i in range(version % 9)],
-        "we~ird/key": version % 4,
-    }
-
-
-def test_unknown_user_head_is_version_zero(store, user_id):
-    head = store.head(user_id)
-    assert (head.version, head.document, head.created_at) == (0, {}, None)
-
-
-def test_120_versions_rebuild_exactly_across_checkpoints(store, user_id, conn):
-    # Given 120 versions
-    for v in range(1, 121):
-        result = store.append(user_id, doc_for(v), expected_version=v - 1, source=f"test {v}")
-        assert (result.version, result.written) == (v, True)
-    # Then every version rebuilds exactly, checkpoint boundaries included
-    for v in [1, 2, 48, 49, 50, 51, 99, 100, 101, 119, 120, *range(3, 120, 7)]:
-        got = store.at(user_id, v)
-        assert got.version == v
-        assert json_equal(got.document, doc_for(v)), f"version {v}"
-        assert got.source == f"test {v}"
-    checkpoints = [
-        r[0]
-        for r in conn.execute(
-            "SELECT version FROM user_memory_snapshots WHERE user_id = %s AND is_full_snapshot ORDER BY 1",
-            (user_id,),
-        )
-    ]
-    assert 50 in checkpoints and 100 in checkpoints
-    assert store.head(user_id).version == 120
-    assert json_equal(store.head(user_id).document, doc_for(120))
-
-
-def test_every_stored_patch_turns_the_previous_version_into_the_next(store, user_id):
-    for v in range(1, 12):
-        store.append(user_id, doc_for(v), expected_version=v - 1, source="t")
-    history = store.history(user_id, limit=100)
-    assert [h.version for h in history] == list(range(11, 0, -1))
-    for entry in history:
-        before = store.at(user_id, entry.version - 1).document
-        assert json_equal(apply_patch(before, entry.patch), doc_for(entry.version))
-
-
-def test_unknown_version_is_a_clear_error(store, user_id):
-    store.append(user_id, {"a": 1}, expected_version=0, source="t")
-    with pytest.raises(UnknownVersion, match="no version 5") as info:
-        store.at(user_id, 5)
-    assert info.value.head == 1
-    with pytest.raises(UnknownVersion):
-        store.at(user_id, -1)
-
-
-def test_version_zero_is_the_empty_document(store, user_id):
-    store.append(user_id, {"a": 1}, expected_version=0, source="t")
-    assert store.at(user_id, 0).document == {}
-
-
-def test_stale_expected_version_raises_version_conflict(store, user_id, conn):
-    store.append(user_id, {"a": 1}, expected_version=0, source="t")
-    with pytest.raises(VersionConflict) as info:
-        store.append(user_id, {"a": 2}, expected_version=0, source="t")
-    assert info.value.current == 1
-    assert conn.execute("SELECT count(*) FROM user_memory_snapshots WHERE user_id = %s", (user_id,)).fetchone()[0] == 1
-
-
-def test_idempotency_key_returns_recorded_version_and_writes_nothing(store, user_id, conn):
-    first = store.append(user_id, {"a": 1}, expected_version=0, source="t", idempotency_key="daily:2026-11-21")
-    store.append(user_id, {"a": 2}, expected_version=1, source="t")
-    again = store.append(user_id, {"a": 3}, expected_version=0, source="t", idempotency_key="daily:2026-11-21")
-    assert (again.version, again.written, again.reason) == (first.version, False, "idempotent")
-    assert again.document == {"a": 1}
-    assert store.head(user_id).version == 2
-
-
-def test_unchanged_document_writes_nothing(store, user_id):
-    store.append(user_id, {"a": 1}, expected_version=0, source="t")
-    result = store.append(user_id, {"a": 1}, expected_version=1, source="t")
-    assert (result.written, result.reason, result.version) == (False, "unchanged", 1)
-    # but a type change is a change
-    assert store.append(user_id, {"a": 1.0}, expected_version=1, source="t").version == 2
-
-
-def test_large_patch_makes_a_checkpoint(store, user_id, conn):
-    store.append(user_id, {"a": "x" * 200}, expected_version=0, source="t")
-    store.append(user_id, {"a": "x" * 200, "b": 1}, expected_version=1, source="t")
-    store.append(user_id, {"c": "y" * 1000}, expected_version=2, source="t")
+def test_checkpoint_rows_hold_the_full_document_and_version_one_is_stored_once(store, user_id, conn):
+    # Given 50 versions (the default interval)
+    for v in range(1, 51):
+        store.append(user_id, {"v": v, "text": "x" * 100}, expected_version=v - 1, source="t")
     rows = dict(
         conn.execute(
-            "SELECT version, is_full_snapshot FROM user_memory_snapshots WHERE user_id = %s", (user_id,)
+            "SELECT version, full_snapshot_content IS NOT NULL FROM user_memory_snapshots WHERE user_id = %s",
+            (user_id,),
         ).fetchall()
     )
-    assert rows == {1: True, 2: False, 3: True}
-    assert store.at(user_id, 3).document == {"c": "y" * 1000}
+    # Then only version 50 carries the document; version 1 is its patch alone
+    assert rows[1] is False and rows[50] is True
+    assert sum(rows.values()) == 1
 
 
-def test_append_patch_applies_to_head(store, user_id):
-    store.append(user_id, {"a": [1, 2]}, expected_version=0, source="t")
-    result = store.append_patch(user_id, [{"op": "add", "path": "/a/-", "value": 3}], expected_version=1, source="p")
-    assert result.document == {"a": [1, 2, 3]}
-    assert store.head(user_id).document == {"a": [1, 2, 3]}
+def test_a_dsn_that_is_not_a_connection_string_is_a_config_error():
+    with pytest.raises(ConfigError, match="not a PostgreSQL connection string"):
+        open_pool("this is not a dsn")
 
 
-def test_append_patch_that_does_not_apply_writes_nothing(store, user_id, conn):
-    store.append(user_id, {"a": 1}, expected_version=0, source="t")
-    with pytest.raises(PatchError):
-        store.append_patch(user_id, [{"op": "remove", "path": "/missing"}], expected_version=1, source="p")
-    assert store.head(user_id).version == 1
+def test_an_unreachable_database_is_storage_unavailable():
+    # Given a port nothing listens on
+    with pytest.raises(StorageUnavailable, match="cannot connect"):
+        open_pool("postgresql://nobody@127.0.0.1:1/none?connect_timeout=1", timeout=2)
 
 
-def test_oversized_document_is_refused(database_url, user_id):
-    with MemoryStore(database_url, max_document_bytes=1000) as small:
-        with pytest.raises(DocumentTooLarge):
-            small.append(user_id, {"a": "x" * 2000}, expected_version=0, source="t")
-        assert small.head(user_id).version == 0
+def test_a_pool_that_lost_its_server_reports_storage_unavailable(database_url, user_id):
+    # Given a store whose pool is closed (the database went away)
+    pool = open_pool(database_url)
+    store = MemoryStore(PostgresRecorder(pool))
+    store.head(user_id)
+    pool.close()
+    # Then reads fail as StorageUnavailable, not as a driver error
+    with pytest.raises(StorageUnavailable):
+        store.head(user_id)
 
 
-def test_invalid_user_id_is_a_typed_error(store):
-    with pytest.raises(InvalidUserId):
-        store.head("not-a-uuid")
-
-
-def test_as_of_returns_the_version_current_at_a_time(store, user_id):
-    before = datetime.now(UTC) - timedelta(seconds=1)
-    store.append(user_id, {"v": 1}, expected_version=0, source="t")
-    middle = store.head(user_id).created_at
-    store.append(user_id, {"v": 2}, expected_version=1, source="t")
-    assert store.as_of(user_id, before).version == 0
-    assert store.as_of(user_id, middle).document == {"v": 1}
-    assert store.as_of(user_id, datetime.now(UTC) + timedelta(seconds=1)).document == {"v": 2}
-
-
-def test_diff_between_two_versions(store, user_id):
-    for v in range(1, 6):
-        store.append(user_id, doc_for(v), expected_version=v - 1, source="t")
-    patch = store.diff(user_id, 2, 5)
-    assert json_equal(apply_patch(doc_for(2), patch), doc_for(5))
-    assert json_equal(apply_patch(doc_for(5), store.diff(user_id, 5, 2)), doc_for(2))
-
-
-def test_revert_writes_a_new_version_and_keeps_history(store, user_id):
-    for v in range(1, 5):
-        store.append(user_id, doc_for(v), expected_version=v - 1, source="t")
-    result = store.revert(user_id, 2, source="revert to 2")
-    assert result.version == 5
-    assert json_equal(store.head(user_id).document, doc_for(2))
-    assert json_equal(store.at(user_id, 4).document, doc_for(4))
-    assert store.history(user_id, limit=1)[0].source == "revert to 2"
-
-
-def test_history_pages_newest_first(store, user_id):
-    for v in range(1, 8):
-        store.append(user_id, {"v": v}, expected_version=v - 1, source=f"s{v}")
-    page = store.history(user_id, limit=3, before_version=6)
-    assert [h.version for h in page] == [5, 4, 3]
-    assert page[0].patch == [{"op": "replace", "path": "/v", "value": 5}]
-
-
-@pytest.mark.parametrize("first_write", [True, False])
-def test_two_threads_same_expected_version_exactly_one_wins(database_url, first_write):
-    user_id = str(uuid.uuid4())
-    stores = [MemoryStore(database_url), MemoryStore(database_url)]
-    expected = 0
-    if not first_write:
-        stores[0].append(user_id, {"base": True}, expected_version=0, source="t")
-        expected = 1
-    barrier = threading.Barrier(2)
-    outcomes: list[object] = []
-
-    def write(i: int) -> None:
-        barrier.wait()
-        try:
-            outcomes.append(stores[i].append(user_id, {"writer": i}, expected_version=expected, source=f"w{i}"))
-        except VersionConflict as err:
-            outcomes.append(err)
-
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wins = [o for o in outcomes if not isinstance(o, VersionConflict)]
-    conflicts = [o for o in outcomes if isinstance(o, VersionConflict)]
-    assert len(wins) == 1 and len(conflicts) == 1
-    assert conflicts[0].current == expected + 1
-    assert stores[0].head(user_id).version == expected + 1
-    assert [h.version for h in stores[0].history(user_id)] == list(range(expected + 1, 0, -1))
-    for s in stores:
-        s.close()
-
-
-def test_two_threads_same_idempotency_key_write_one_version(database_url):
-    user_id = str(uuid.uuid4())
-    stores = [MemoryStore(database_url), MemoryStore(database_url)]
-    barrier = threading.Barrier(2)
-    results: list[object] = []
-
-    def write(i: int) -> None:
-        barrier.wait()
-        try:
-            results.append(stores[i].append(user_id, {"run": 1}, expected_version=0, source="t", idempotency_key="k"))
-        except VersionConflict as err:
-            results.append(err)
-
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert stores[0].head(user_id).version == 1
-    assert len(stores[0].history(user_id)) == 1
-    for s in stores:
-        s.close()
-
-
-def test_delete_user_removes_every_row(store, user_id, conn):
-    for v in range(1, 4):
-        store.append(user_id, {"v": v}, expected_version=v - 1, source="t")
-    other = str(uuid.uuid4())
-    store.append(other, {"v": 1}, expected_version=0, source="t")
-    assert store.delete_user(user_id) == 4
-    assert store.head(user_id).version == 0
-    for table in ("user_memory_snapshots", "user_memory_heads"):
-        assert conn.execute(f"SELECT count(*) FROM {table} WHERE user_id = %s", (user_id,)).fetchone()[0] == 0
-    assert store.head(other).version == 1
-
-
-def test_store_accepts_a_connection_and_a_pool(database_url, user_id):
-    from psycopg_pool import ConnectionPool
-
-    with psycopg.connect(database_url, autocommit=True) as c:
-        MemoryStore(c).append(user_id, {"a": 1}, expected_version=0, source="conn")
-    with ConnectionPool(database_url, min_size=1, max_size=2, kwargs={"autocommit": True}) as pool:
-        assert MemoryStore(pool).head(user_id).document == {"a": 1}
+def test_driver_errors_are_translated_without_row_values(conn):
+    # Given a driver error whose DETAIL quotes a row value
+    try:
+        conn.execute("SELECT 1/0")
+    except psycopg.Error as err:
+        translated = translate(err)
+    assert isinstance(translated, StorageError) and "division by zero" in str(translated)

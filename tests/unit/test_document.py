@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import BaseModel
-from user_memory.document import (
+from user_memory.domain.document import (
     DocumentTooLarge,
     InvalidDocument,
     empty_document,
@@ -75,7 +75,7 @@ def test_not_an_object_is_refused():
 def test_size_limit_default_and_configurable():
     doc = valid_doc()
     doc["summary"] = "x" * (256 * 1024)
-    with pytest.raises(DocumentTooLarge, match="over the limit of 262144 bytes") as info:
+    with pytest.raises(DocumentTooLarge, match="over the limit of 262,144 bytes") as info:
         validate_document(doc)
     assert info.value.size > info.value.limit
     small = valid_doc()

@@ -7,17 +7,31 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
-from user_memory.activity import Activity
-from user_memory.document import validate_document
-from user_memory.errors import GuardrailRefused, InvalidMessage
-from user_memory.fanout import SendFailed, SqsSender, plan_from_event, refresh_bodies
-from user_memory.messages import RecordActivity, RefreshUser, parse_message
-from user_memory.pipeline import PipelineConfig, check_guardrail
-from user_memory.summarizer.rules import RuleBasedSummarizer
+from user_memory.adapters.sqs import SqsSender
+from user_memory.config import FanoutSettings, WorkerSettings
+from user_memory.domain.document import validate_document
+from user_memory.domain.fanout import plan_from_event as _plan
+from user_memory.domain.fanout import refresh_bodies
+from user_memory.domain.messages import (
+    MAX_ACTIVITY_PAYLOAD_BYTES,
+    MAX_MESSAGE_BYTES,
+    RecordActivity,
+    RefreshUser,
+    parse_message,
+)
+from user_memory.domain.model import Activity
+from user_memory.domain.pipeline import check_guardrail
+from user_memory.domain.rules import RuleBasedSummarizer
+from user_memory.errors import ConfigError, GuardrailRefused, InvalidEvent, InvalidMessage, MessageTooLarge, SendFailed
 
 from tests.conftest import EVENTS
 
 U = uuid.UUID("0b7e6a2c-52a4-4c55-9d4e-3f0c1f6f0a01")
+WINDOW = {"start": "2026-11-21T00:00:00Z", "end": "2026-11-22T00:00:00Z"}
+
+
+def plan_from_event(event):
+    return _plan(event, window_hours=24)
 
 
 def test_scheduled_event_ends_the_window_and_names_the_run():
@@ -46,14 +60,22 @@ def test_manual_events_name_a_date_or_a_window_and_users():
             },
             "exactly one of",
         ),
-        ({"date": "yesterday"}, "neither"),
+        ({"date": "yesterday"}, "manual fan-out request: date"),
         ({"window": {"start": "2026-11-22T00:00:00Z", "end": "2026-11-21T00:00:00Z"}}, "after its start"),
         ({"window": {"start": "2026-11-21T00:00:00", "end": "2026-11-22T00:00:00"}}, "timezone"),
-        ({"detail-type": "Scheduled Event"}, "neither"),
+        ({"detail-type": "Scheduled Event"}, "scheduled event: time: Field required"),
+        ({"detail-type": "Something Else", "time": "2026-11-22T00:15:00Z"}, "scheduled event: detail-type"),
+        ({"dates": "2026-11-21"}, "dates: Extra inputs"),
+        ({"date": "2026-11-21", "user_ids": ["not-a-uuid"]}, "user_ids.0"),
+        ([], "must be a JSON object"),
+        ("2026-11-21", "must be a JSON object"),
+        (None, "got NoneType"),
+        (42, "got int"),
     ],
 )
-def test_bad_fanout_events_are_refused_clearly(event, message):
-    with pytest.raises(InvalidMessage, match=message):
+def test_a_malformed_fanout_event_of_any_shape_gets_a_typed_error_naming_the_problem(event, message):
+    # Given an event of the wrong shape / When it is planned / Then InvalidEvent names what is wrong
+    with pytest.raises(InvalidEvent, match=message):
         plan_from_event(event)
 
 
@@ -62,7 +84,7 @@ def test_messages_parse_by_type():
         json.dumps(
             {
                 "type": "refresh_user",
-                "user_id": str(U),
+                "user_ids": [str(U)],
                 "run_key": "daily:x",
                 "window": {"start": "2026-11-21T00:00:00Z", "end": "2026-11-22T00:00:00Z"},
             }
@@ -114,6 +136,32 @@ def test_malformed_messages_raise_invalid_message(body, message):
         parse_message(body)
 
 
+def test_a_body_over_the_size_limit_is_refused_before_parsing():
+    # Given a body one byte over SQS's maximum
+    body = '{"type": "record_activity", "pad": "' + "x" * MAX_MESSAGE_BYTES + '"}'
+    # Then it fails as MessageTooLarge, naming the size
+    with pytest.raises(MessageTooLarge, match="over the limit of 262,144"):
+        parse_message(body)
+
+
+def test_an_activity_payload_over_its_limit_names_the_activity():
+    # Given the second of two activities carries a payload over the limit
+    small = {"user_id": str(U), "occurred_at": "2026-11-21T10:00:00Z", "kind": "k", "source": "s", "external_id": "1"}
+    big = {**small, "external_id": "2", "payload": {"text": "x" * MAX_ACTIVITY_PAYLOAD_BYTES}}
+    # Then the message is refused and the error points at activities.1.payload
+    with pytest.raises(InvalidMessage, match=r"activities\.1\.payload: payload is [\d,]+ bytes"):
+        parse_message(json.dumps({"type": "record_activity", "activities": [small, big]}))
+
+
+def test_validation_errors_never_echo_the_input():
+    # Given a message whose invalid field holds personal text
+    body = json.dumps({"type": "refresh_user", "user_ids": ["my secret diary entry"], "run_key": "k", "window": WINDOW})
+    # Then the error names the field but does not repeat the text
+    with pytest.raises(InvalidMessage) as info:
+        parse_message(body)
+    assert "user_ids.0" in str(info.value) and "secret diary" not in str(info.value)
+
+
 def test_refresh_bodies_group_users_per_message():
     plan = plan_from_event({"date": "2026-11-21"})
     users = [uuid.uuid4() for _ in range(5)]
@@ -158,7 +206,14 @@ def test_sender_gives_up_after_bounded_attempts():
 
 
 def _act(kind: str, **payload) -> Activity:
-    return Activity(U, datetime(2026, 11, 21, 10, tzinfo=UTC), kind, payload, "t", kind)
+    return Activity(
+        user_id=U,
+        occurred_at=datetime(2026, 11, 21, 10, tzinfo=UTC),
+        kind=kind,
+        payload=payload,
+        source="t",
+        external_id=kind,
+    )
 
 
 def test_rule_based_summarizer_folds_structured_activity_deterministically():
@@ -179,7 +234,7 @@ def test_rule_based_summarizer_folds_structured_activity_deterministically():
 
 
 def test_guardrail_refuses_large_removals_unless_asked():
-    cfg = PipelineConfig()
+    cfg = WorkerSettings().pipeline()
     old = {"parts": {f"p{i}": {} for i in range(6)}, "safety_notes": "careful"}
     with pytest.raises(GuardrailRefused, match="remove 4 of 6 parts"):
         check_guardrail(old, {"parts": {"p0": {}, "p1": {}}, "safety_notes": "careful"}, [], cfg)
@@ -190,13 +245,43 @@ def test_guardrail_refuses_large_removals_unless_asked():
 
 
 def test_settings_pick_the_summarizer_and_refuse_an_unusable_openai_choice():
-    from user_memory.config import ConfigError, Settings
-
-    assert Settings.from_env({}).summarizer_kind == "rules"
-    assert Settings.from_env({"OPENAI_API_KEY": "k"}).summarizer_kind == "openai"
-    assert Settings.from_env({"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"}).summarizer_kind == "openai"
-    assert Settings.from_env({"OPENAI_API_KEY": "k", "SUMMARIZER": "rules"}).summarizer_kind == "rules"
+    assert WorkerSettings.from_env({}).summarizer_kind == "rules"
+    assert WorkerSettings.from_env({"OPENAI_API_KEY": "k"}).summarizer_kind == "openai"
+    assert WorkerSettings.from_env({"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"}).summarizer_kind == "openai"
+    assert WorkerSettings.from_env({"OPENAI_API_KEY": "k", "SUMMARIZER": "rules"}).summarizer_kind == "rules"
     with pytest.raises(ConfigError, match="needs OPENAI_API_KEY"):
-        Settings.from_env({"SUMMARIZER": "openai"})
+        WorkerSettings.from_env({"SUMMARIZER": "openai"})
     with pytest.raises(ConfigError, match="CHECKPOINT_INTERVAL"):
-        Settings.from_env({"CHECKPOINT_INTERVAL": "0"})
+        WorkerSettings.from_env({"CHECKPOINT_INTERVAL": "0"})
+
+
+def test_settings_are_per_function():
+    # The fan-out needs a queue; the worker does not.
+    with pytest.raises(ConfigError, match="QUEUE_URL: Field required"):
+        FanoutSettings.from_env({})
+    assert FanoutSettings.from_env({"QUEUE_URL": "q", "USERS_PER_MESSAGE": "7"}).users_per_message == 7
+    assert not hasattr(WorkerSettings.from_env({}), "queue_url")
+    with pytest.raises(ConfigError, match="USERS_PER_MESSAGE"):
+        FanoutSettings.from_env({"QUEUE_URL": "q", "USERS_PER_MESSAGE": "101"})
+
+
+def test_the_worker_defaults_fit_its_timeout():
+    s = WorkerSettings.from_env({"OPENAI_API_KEY": "k"})
+    needed = s.openai_timeout_seconds * (s.openai_max_retries + 1) * s.summarizer_attempts + s.deadline_margin_ms / 1000
+    assert needed <= s.lambda_timeout_seconds
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"OPENAI_TIMEOUT_SECONDS": "60"},  # 60 x 2 x 2 + 15 > 120
+        {"OPENAI_MAX_RETRIES": "4"},  # 25 x 5 x 2 + 15 > 120
+        {"SUMMARIZER_ATTEMPTS": "3", "OPENAI_TIMEOUT_SECONDS": "40"},
+        {"LAMBDA_TIMEOUT_SECONDS": "60"},
+    ],
+)
+def test_settings_that_cannot_fit_the_function_timeout_are_refused_at_start(env):
+    # Given an LLM time budget (timeout x tries x attempts + margin) over the function timeout
+    # Then building the settings fails, naming the rule
+    with pytest.raises(ConfigError, match="does not fit LAMBDA_TIMEOUT_SECONDS"):
+        WorkerSettings.from_env({"OPENAI_API_KEY": "k", **env})

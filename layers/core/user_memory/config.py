@@ -1,83 +1,39 @@
-"""Settings read from the environment once, validated, and passed down; domain code never reads os.environ."""
+"""Settings per function, read from the environment once, validated; domain code never reads os.environ.
+
+Each field is set by the environment variable of its name upper-cased. Defaults are defined
+here once (or in user_memory.domain.model for the store's own).
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from user_memory.errors import UserMemoryError
+from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
+from user_memory.domain.model import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_MAX_DOCUMENT_BYTES
+from user_memory.domain.pipeline import PipelineConfig
+from user_memory.errors import ConfigError, describe_validation_error
 
 
-class ConfigError(UserMemoryError):
-    """The environment does not describe a valid configuration."""
-
-
-class Settings(BaseModel):
-    """Every setting, with the environment variable that sets it (the field name, upper-cased)."""
+class DatabaseSettings(BaseModel):
+    """Where the database is; the base of every function's settings."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    # database
-    database_url: str | None = None
-    database_secret_name: str | None = Field(
-        default=None, description="Secrets Manager secret (ARN or name) holding the DSN, read in Lambda"
-    )
-    database_url_parameter: str | None = Field(default=None, description="SSM SecureString holding the DSN")
-    checkpoint_interval: int = Field(default=50, ge=1)
-    max_document_bytes: int = Field(default=256 * 1024, ge=1024)
-    document_schema: str = "user_state"
-
-    # queue
-    queue_url: str | None = None
-    users_per_message: int = Field(default=1, ge=1, le=100)
-    fanout_page_size: int = Field(default=1000, ge=1, le=10_000)
-    window_hours: int = Field(default=24, ge=1, le=24 * 31)
-
-    # summarizer
-    summarizer: Literal["auto", "openai", "rules"] = "auto"
-    openai_api_key: str | None = None
-    openai_api_key_secret_name: str | None = None
-    openai_api_key_parameter: str | None = None
-    openai_base_url: str | None = None
-    openai_model: str = "gpt-4o-mini"
-    openai_temperature: float = Field(default=0.2, ge=0.0, le=2.0)
-    openai_timeout_seconds: float = Field(default=60.0, gt=0)
-    openai_max_retries: int = Field(default=2, ge=0, le=10)
-    summarizer_attempts: int = Field(default=3, ge=1, le=10)
-    max_activities_per_run: int = Field(default=500, ge=1)
-
-    # worker
-    guardrail_max_removed_parts_share: float = Field(default=0.5, ge=0.0, le=1.0)
-    guardrail_min_parts: int = Field(default=4, ge=1)
-    deadline_margin_ms: int = Field(default=15_000, ge=0)
-    lambda_timeout_seconds: float = Field(default=120.0, gt=0)
-
-    @model_validator(mode="after")
-    def _timeouts(self) -> Settings:
-        if self.openai_timeout_seconds >= self.lambda_timeout_seconds:
-            raise ValueError(
-                f"openai_timeout_seconds ({self.openai_timeout_seconds}) must be below "
-                f"lambda_timeout_seconds ({self.lambda_timeout_seconds})"
-            )
-        has_key = self.openai_api_key or self.openai_api_key_secret_name or self.openai_api_key_parameter
-        if self.summarizer == "openai" and not (has_key or self.openai_base_url):
-            raise ValueError("SUMMARIZER=openai needs OPENAI_API_KEY (or its secret or parameter) or OPENAI_BASE_URL")
-        return self
-
-    @property
-    def summarizer_kind(self) -> Literal["openai", "rules"]:
-        """The summarizer to use: `auto` means OpenAI when a key or an endpoint is configured."""
-        if self.summarizer != "auto":
-            return self.summarizer
-        configured = self.openai_api_key or self.openai_api_key_secret_name or self.openai_api_key_parameter
-        return "openai" if configured or self.openai_base_url else "rules"
+    # Where the DSN comes from: DATABASE_URL wins, else the secret, else the SSM parameter.
+    database_url: str | None = Field(default=None, repr=False)
+    database_secret_name: str | None = None
+    database_url_parameter: str | None = None
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
-        """Build settings from environment variables (upper-cased field names) plus overrides."""
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Self:
+        """Build settings from environment variables (upper-cased field names) plus overrides.
+
+        Raises ConfigError naming every invalid variable.
+        """
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
         for name in cls.model_fields:
@@ -88,7 +44,87 @@ class Settings(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as err:
-            problems = "; ".join(
-                f"{'.'.join(map(str, e['loc'])).upper() or 'settings'}: {e['msg']}" for e in err.errors()
-            )
-            raise ConfigError(f"invalid configuration: {problems}") from err
+            raise ConfigError(f"invalid configuration: {describe_validation_error(err, env_names=True)}") from err
+
+
+class FanoutSettings(DatabaseSettings):
+    """The fan-out function: which users, in what window, to which queue."""
+
+    queue_url: str = Field(min_length=1)
+    users_per_message: int = Field(default=1, ge=1, le=MAX_USERS_PER_MESSAGE)
+    fanout_page_size: int = Field(default=1000, ge=1, le=10_000)
+    window_hours: int = Field(default=24, ge=1, le=24 * 31)
+
+
+class WorkerSettings(DatabaseSettings):
+    """The worker function: the store, the summarizer and the time it may take."""
+
+    checkpoint_interval: int = Field(default=DEFAULT_CHECKPOINT_INTERVAL, ge=1)
+    max_document_bytes: int = Field(default=DEFAULT_MAX_DOCUMENT_BYTES, ge=1024)
+    document_schema: str = "user_state"
+
+    summarizer: Literal["auto", "openai", "rules"] = "auto"
+    openai_api_key: str | None = Field(default=None, repr=False)
+    openai_api_key_secret_name: str | None = None
+    openai_api_key_parameter: str | None = None
+    openai_base_url: str | None = None
+    openai_model: str = "gpt-4o-mini"
+    openai_temperature: float = Field(default=0.2, ge=0.0, le=2.0)
+    openai_timeout_seconds: float = Field(default=25.0, gt=0)
+    openai_max_retries: int = Field(default=1, ge=0, le=10)
+    summarizer_attempts: int = Field(default=2, ge=1, le=10)
+    max_activities_per_run: int = Field(default=500, ge=1, le=10_000)
+    max_prompt_activity_chars: int = Field(default=24_000, ge=1_000)
+
+    guardrail_max_removed_parts_share: float = Field(default=0.5, ge=0.0, le=1.0)
+    guardrail_min_parts: int = Field(default=4, ge=1)
+    deadline_margin_ms: int = Field(default=15_000, ge=0)
+    lambda_timeout_seconds: float = Field(default=120.0, gt=0)
+
+    @property
+    def worst_call_seconds(self) -> float:
+        """The longest one summarizer attempt can take: the client's timeout times its tries."""
+        return self.openai_timeout_seconds * (self.openai_max_retries + 1)
+
+    @model_validator(mode="after")
+    def _fits(self) -> WorkerSettings:
+        margin = self.deadline_margin_ms / 1000
+        if self.summarizer_kind == "openai":
+            needed = self.worst_call_seconds * self.summarizer_attempts + margin
+            if needed > self.lambda_timeout_seconds:
+                raise ValueError(
+                    f"OPENAI_TIMEOUT_SECONDS x (OPENAI_MAX_RETRIES + 1) x SUMMARIZER_ATTEMPTS + DEADLINE_MARGIN_MS "
+                    f"= {self.openai_timeout_seconds:g} x {self.openai_max_retries + 1} x {self.summarizer_attempts}"
+                    f" + {margin:g} = {needed:g} s does not fit LAMBDA_TIMEOUT_SECONDS "
+                    f"({self.lambda_timeout_seconds:g} s)"
+                )
+        elif margin >= self.lambda_timeout_seconds:
+            raise ValueError("DEADLINE_MARGIN_MS must be below LAMBDA_TIMEOUT_SECONDS")
+        if self.summarizer == "openai" and not (self._has_key or self.openai_base_url):
+            raise ValueError("SUMMARIZER=openai needs OPENAI_API_KEY (or its secret or parameter) or OPENAI_BASE_URL")
+        return self
+
+    @property
+    def _has_key(self) -> bool:
+        return bool(self.openai_api_key or self.openai_api_key_secret_name or self.openai_api_key_parameter)
+
+    @property
+    def summarizer_kind(self) -> Literal["openai", "rules"]:
+        """The summarizer to use: `auto` means OpenAI when a key or an endpoint is configured."""
+        if self.summarizer != "auto":
+            return self.summarizer
+        return "openai" if self._has_key or self.openai_base_url else "rules"
+
+    def pipeline(self) -> PipelineConfig:
+        """The run's rules from these settings."""
+        return PipelineConfig(
+            schema=self.document_schema,
+            max_document_bytes=self.max_document_bytes,
+            attempts=self.summarizer_attempts,
+            max_activities=self.max_activities_per_run,
+            max_prompt_activity_chars=self.max_prompt_activity_chars,
+            max_removed_parts_share=self.guardrail_max_removed_parts_share,
+            guardrail_min_parts=self.guardrail_min_parts,
+            call_timeout=self.openai_timeout_seconds,
+            call_tries=self.openai_max_retries + 1,
+        )

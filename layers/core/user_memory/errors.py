@@ -1,10 +1,20 @@
-"""Domain exceptions: every failure a caller can act on has a name here."""
+"""Every failure a caller can act on has a name here, and one formatter for validation errors."""
 
 from __future__ import annotations
+
+from pydantic import ValidationError
 
 
 class UserMemoryError(Exception):
     """Base class of every error this library raises on purpose."""
+
+
+class ConfigError(UserMemoryError):
+    """The environment does not describe a valid configuration."""
+
+
+class InvalidUserId(UserMemoryError, ValueError):
+    """A user id is not a UUID."""
 
 
 class PatchError(UserMemoryError, ValueError):
@@ -19,7 +29,7 @@ class DocumentTooLarge(InvalidDocument):
     """A memory document exceeds the configured size limit."""
 
     def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"document is {size} bytes, over the limit of {limit} bytes")
+        super().__init__(f"document is {size:,} bytes, over the limit of {limit:,} bytes")
         self.size = size
         self.limit = limit
 
@@ -27,9 +37,9 @@ class DocumentTooLarge(InvalidDocument):
 class VersionConflict(UserMemoryError):
     """The writer's expected_version is not the user's current version."""
 
-    def __init__(self, user_id: str, expected: int, current: int) -> None:
+    def __init__(self, user_id: object, expected: int, current: int) -> None:
         super().__init__(f"user {user_id}: expected version {expected}, current version is {current}")
-        self.user_id = user_id
+        self.user_id = str(user_id)
         self.expected = expected
         self.current = current
 
@@ -37,15 +47,32 @@ class VersionConflict(UserMemoryError):
 class UnknownVersion(UserMemoryError, LookupError):
     """The requested version does not exist for this user."""
 
-    def __init__(self, user_id: str, version: int, head: int) -> None:
-        super().__init__(f"user {user_id} has no version {version} (versions 0..{head} exist)")
-        self.user_id = user_id
+    def __init__(self, user_id: object, version: object, head: int) -> None:
+        versions = f"versions 0..{head} exist" if head > 0 else "only version 0 (the empty document) exists"
+        super().__init__(f"user {user_id} has no version {version} ({versions})")
+        self.user_id = str(user_id)
         self.version = version
         self.head = head
 
 
-class InvalidUserId(UserMemoryError, ValueError):
-    """A user id is not a UUID."""
+class UnknownUser(UserMemoryError, LookupError):
+    """The user has no memory at all (no version was ever written)."""
+
+    def __init__(self, user_id: object) -> None:
+        super().__init__(f"user {user_id} has no memory yet")
+        self.user_id = str(user_id)
+
+
+class AccessDenied(UserMemoryError, PermissionError):
+    """The database refused the operation for the current role or claims."""
+
+
+class StorageUnavailable(UserMemoryError):
+    """The database cannot be reached (connection refused, closed, timed out, pool exhausted)."""
+
+
+class StorageError(UserMemoryError):
+    """The database reported an error this library does not name more precisely."""
 
 
 class MigrationError(UserMemoryError):
@@ -60,5 +87,52 @@ class SummarizerError(UserMemoryError):
     """The summarizer could not produce a valid next document."""
 
 
+class SummarizerUnavailable(SummarizerError):
+    """The LLM endpoint failed: connection error, timeout, rate limit or a server error."""
+
+
+class DeadlineReached(UserMemoryError):
+    """Too little time is left in this invocation to finish the work safely; it is left for a retry."""
+
+
+class UsersFailed(UserMemoryError):
+    """Some users of a multi-user message failed; the others were written (a retry skips them)."""
+
+    def __init__(self, failures: dict[str, str]) -> None:
+        first = next(iter(failures.items()))
+        super().__init__(f"{len(failures)} user(s) failed, first {first[0]}: {first[1]}")
+        self.failures = failures
+
+
 class InvalidMessage(UserMemoryError, ValueError):
     """A queue message does not match any known message type."""
+
+
+class MessageTooLarge(InvalidMessage):
+    """A queue message body exceeds the documented size limit."""
+
+
+class InvalidEvent(UserMemoryError, ValueError):
+    """A fan-out event is neither a scheduled event nor a valid manual request."""
+
+
+class SendFailed(UserMemoryError):
+    """Some messages could not be sent to the queue after retries."""
+
+
+def describe_validation_error(err: ValidationError, *, limit: int = 5, env_names: bool = False) -> str:
+    """One line naming each failing field and why; never the input values (they may be personal data).
+
+    `env_names` names fields as their environment variables (upper case).
+    """
+    problems = []
+    for e in err.errors(include_input=False, include_url=False)[:limit]:
+        loc = ".".join(str(x) for x in e["loc"])
+        if env_names:
+            loc = loc.upper()
+        msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        problems.append(f"{loc}: {msg}" if loc else msg)
+    more = err.error_count() - limit
+    if more > 0:
+        problems.append(f"and {more} more")
+    return "; ".join(problems)

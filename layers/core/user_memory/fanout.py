@@ -1,155 +1,46 @@
-"""Fan-out: turn a schedule (or a manual request) into refresh_user messages on SQS."""
+"""The fan-out's job: plan from the event, queue the refresh messages, log and count the outcome."""
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import time
-import uuid
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from aws_lambda_powertools.metrics import MetricUnit
 
-from user_memory.activity import active_user_pages
-from user_memory.errors import InvalidMessage, UserMemoryError
-from user_memory.messages import Window
-
-SQS_BATCH = 10
-SEND_ATTEMPTS = 4
+from user_memory.domain.fanout import plan_from_event, run_fanout
+from user_memory.observability import logger, metrics
+from user_memory.runtime import FanoutServices
+from user_memory.worker import describe_failure
 
 
-class SendFailed(UserMemoryError):
-    """Some messages could not be sent after retries."""
-
-
-class ManualRequest(BaseModel):
-    """A manual fan-out: a date, or a window, and optionally a list of users."""
-
-    model_config = ConfigDict(extra="forbid")
-    date: dt.date | None = None
-    window: Window | None = None
-    user_ids: list[uuid.UUID] | None = Field(default=None, min_length=1)
-    run_key: str | None = Field(default=None, min_length=1, max_length=200)
-
-
-class ScheduledEvent(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-    detail_type: str = Field(alias="detail-type")
-    time: AwareDatetime
-
-
-@dataclass(frozen=True)
-class FanoutPlan:
-    window: Window
-    run_key: str
-    user_ids: list[uuid.UUID] | None = None
-
-
-def plan_from_event(event: dict[str, Any], *, window_hours: int = 24) -> FanoutPlan:
-    """EventBridge scheduled event (its `time` ends the window) or a manual request."""
+def fan_out(event: object, services: FanoutServices) -> dict[str, Any]:
+    """Queue refresh_user messages for the event's window; a failure is logged, counted and raised
+    (EventBridge retries the invocation, then sends the event to the schedule's DLQ)."""
+    settings = services.settings
     try:
-        if event.get("detail-type") == "Scheduled Event":
-            scheduled = ScheduledEvent.model_validate(event)
-            window = Window.ending(scheduled.time, window_hours)
-            return FanoutPlan(window, f"daily:{window.start.date().isoformat()}")
-        manual = ManualRequest.model_validate(event)
-    except ValidationError as err:
-        raise InvalidMessage(f"fan-out event is neither a scheduled event nor a manual request: {err}") from err
-    if (manual.date is None) == (manual.window is None):
-        raise InvalidMessage("a manual fan-out names exactly one of `date` or `window`")
-    if manual.date is not None:
-        window = Window.day(manual.date)
-        key = f"daily:{manual.date.isoformat()}"
-    else:
-        assert manual.window is not None
-        window = manual.window
-        key = f"window:{window.start.isoformat()}/{window.end.isoformat()}"
-    return FanoutPlan(window, manual.run_key or key, manual.user_ids)
-
-
-class SqsSender:
-    """SendMessageBatch, 10 entries a call, per-entry failures retried with backoff."""
-
-    def __init__(self, queue_url: str, client: Any = None, *, sleep: Any = time.sleep) -> None:
-        if client is None:
-            import boto3
-
-            client = boto3.client("sqs")
-        self.client = client
-        self.queue_url = queue_url
-        self.sleep = sleep
-        self.calls = 0
-
-    def send(self, bodies: list[str]) -> int:
-        """Send every body; raise SendFailed naming how many could not be sent."""
-        sent = 0
-        for i in range(0, len(bodies), SQS_BATCH):
-            pending = {str(n): body for n, body in enumerate(bodies[i : i + SQS_BATCH])}
-            for attempt in range(SEND_ATTEMPTS):
-                entries = [{"Id": k, "MessageBody": v} for k, v in pending.items()]
-                self.calls += 1
-                response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
-                for ok in response.get("Successful", []):
-                    pending.pop(ok["Id"], None)
-                    sent += 1
-                if not pending:
-                    break
-                self.sleep(min(2.0, 0.1 * 2**attempt))
-            if pending:
-                raise SendFailed(f"{len(pending)} message(s) could not be sent after {SEND_ATTEMPTS} attempts")
-        return sent
-
-
-@dataclass
-class FanoutReport:
-    users: int = 0
-    messages: int = 0
-    pages: int = 0
-    seconds: float = 0.0
-
-
-def _chunks(items: list[uuid.UUID], size: int) -> Iterator[list[uuid.UUID]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
-def refresh_bodies(user_ids: Iterable[uuid.UUID], plan: FanoutPlan, users_per_message: int) -> list[str]:
-    window = {"start": plan.window.start.isoformat(), "end": plan.window.end.isoformat()}
-    return [
-        json.dumps(
-            {
-                "type": "refresh_user",
-                "user_ids": [str(u) for u in chunk],
-                "window": window,
-                "run_key": plan.run_key,
-            }
+        plan = plan_from_event(event, window_hours=settings.window_hours)
+        report = run_fanout(
+            plan,
+            reader=services.activity,
+            sender=services.sender,
+            page_size=settings.fanout_page_size,
+            users_per_message=settings.users_per_message,
         )
-        for chunk in _chunks(list(user_ids), users_per_message)
-    ]
-
-
-def run_fanout(
-    conn: psycopg.Connection,
-    sender: SqsSender,
-    plan: FanoutPlan,
-    *,
-    page_size: int = 1000,
-    users_per_message: int = 1,
-) -> FanoutReport:
-    """Page through the window's active users (or the named ones) and queue refresh messages."""
-    started = time.perf_counter()
-    report = FanoutReport()
-    pages: Iterable[list[uuid.UUID]] = (
-        _chunks(plan.user_ids, page_size)
-        if plan.user_ids is not None
-        else active_user_pages(conn, plan.window.start, plan.window.end, page_size=page_size)
+    except Exception as err:
+        error, reason = describe_failure(err)
+        event_id = event.get("id") if isinstance(event, dict) else None
+        logger.error("fan-out failed", event_id=event_id, error=error, reason=reason)
+        metrics.add_metric(name="FanoutFailed", unit=MetricUnit.Count, value=1)
+        raise
+    logger.info(
+        "fan-out done",
+        run_key=report.run_key,
+        users=report.users,
+        messages=report.messages,
+        pages=report.pages,
+        seconds=round(report.seconds, 3),
+        send_calls=services.sender.calls,
     )
-    for page in pages:
-        report.pages += 1
-        report.users += len(page)
-        report.messages += sender.send(refresh_bodies(page, plan, users_per_message))
-    report.seconds = time.perf_counter() - started
-    return report
+    metrics.add_metric(name="UsersFound", unit=MetricUnit.Count, value=report.users)
+    metrics.add_metric(name="MessagesSent", unit=MetricUnit.Count, value=report.messages)
+    metrics.add_metric(name="FanoutSeconds", unit=MetricUnit.Seconds, value=report.seconds)
+    return report.as_dict()

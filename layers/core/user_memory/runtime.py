@@ -1,72 +1,121 @@
-"""What a handler needs, built once per cold start from validated settings (never at import time)."""
+"""The composition root: adapters composed into the domain once per process (a Lambda cold start).
+
+Never at import time: a handler builds its services on its first invocation, tests and the
+local kit build them with what they want instead (a pool, a summarizer, an SQS client).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
+from psycopg_pool import ConnectionPool
 
-from user_memory.config import Settings
-from user_memory.pipeline import PipelineConfig
-from user_memory.store import MemoryStore
+from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
+from user_memory.adapters.sqs import SqsSender
+from user_memory.config import DatabaseSettings, FanoutSettings, WorkerSettings
+from user_memory.domain.pipeline import PipelineConfig
+from user_memory.domain.ports import Summarizer
+from user_memory.domain.repository import MemoryStore
+from user_memory.errors import ConfigError
 
 
 def _secret(name: str | None, parameter: str | None) -> str | None:
-    """Read a secret with Powertools Parameters (cached), from Secrets Manager or SSM."""
+    """Read a secret with Powertools Parameters (cached 5 minutes), from Secrets Manager or SSM."""
+    if not (name or parameter):
+        return None
+    from aws_lambda_powertools.utilities import parameters
+
     if name:
-        from aws_lambda_powertools.utilities import parameters
-
         return str(parameters.get_secret(name, max_age=300))
-    if parameter:
-        from aws_lambda_powertools.utilities import parameters
-
-        return str(parameters.get_parameter(parameter, decrypt=True, max_age=300))
-    return None
+    return str(parameters.get_parameter(parameter, decrypt=True, max_age=300))  # type: ignore[arg-type]
 
 
-def database_url(settings: Settings) -> str:
+def database_url(settings: DatabaseSettings) -> str:
+    """The DSN: DATABASE_URL, else the secret, else the SSM parameter."""
     url = settings.database_url or _secret(settings.database_secret_name, settings.database_url_parameter)
     if not url:
-        from user_memory.config import ConfigError
-
         raise ConfigError("no database: set DATABASE_URL, DATABASE_SECRET_NAME or DATABASE_URL_PARAMETER")
     return url
 
 
-@dataclass
-class Runtime:
-    settings: Settings
-    conn: psycopg.Connection
+def build_summarizer(settings: WorkerSettings) -> Summarizer:
+    """OpenAI (or a compatible endpoint) when configured, else the rule-based summarizer."""
+    if settings.summarizer_kind == "openai":
+        from user_memory.adapters.openai_summarizer import OpenAISummarizer  # only when used: cold start
+
+        key = _secret(settings.openai_api_key_secret_name, settings.openai_api_key_parameter)
+        return OpenAISummarizer.from_settings(settings, api_key=key)
+    from user_memory.domain.rules import RuleBasedSummarizer
+
+    return RuleBasedSummarizer()
+
+
+@dataclass(kw_only=True)
+class WorkerServices:
+    """What the worker needs."""
+
+    settings: WorkerSettings
     store: MemoryStore
-    summarizer: Any
+    activity: PostgresActivity
+    summarizer: Summarizer
     pipeline: PipelineConfig
-    sqs: Any = None
-
-    @classmethod
-    def build(cls, settings: Settings, *, sqs: Any = None, summarizer: Any = None) -> Runtime:
-        conn = psycopg.connect(database_url(settings), autocommit=True)
-        store = MemoryStore(
-            conn,
-            checkpoint_interval=settings.checkpoint_interval,
-            max_document_bytes=settings.max_document_bytes,
-        )
-        if summarizer is None:
-            if settings.summarizer_kind == "openai":
-                from user_memory.summarizer.openai_summarizer import OpenAISummarizer
-
-                key = _secret(settings.openai_api_key_secret_name, settings.openai_api_key_parameter)
-                summarizer = OpenAISummarizer.from_settings(settings, api_key=key)
-            else:
-                from user_memory.summarizer.rules import RuleBasedSummarizer
-
-                summarizer = RuleBasedSummarizer()
-        return cls(settings, conn, store, summarizer, PipelineConfig.from_settings(settings), sqs)
-
-    @property
-    def usable(self) -> bool:
-        """False once the database connection is closed or broken: the handler builds anew."""
-        return not (self.conn.closed or self.conn.broken)
+    pool: ConnectionPool | None = field(default=None, repr=False)
 
     def close(self) -> None:
-        self.conn.close()
+        """Close the pool this object opened (a given pool belongs to the caller)."""
+        if self.pool is not None:
+            self.pool.close()
+
+
+def build_worker(
+    settings: WorkerSettings, *, summarizer: Summarizer | None = None, pool: ConnectionPool | None = None
+) -> WorkerServices:
+    """Compose the worker's services; a given pool stays the caller's to close."""
+    summarizer = summarizer or build_summarizer(settings)  # before the pool: a bad key fails first
+    owned = pool is None
+    pool = pool or open_pool(database_url(settings))
+    return WorkerServices(
+        settings=settings,
+        store=MemoryStore(
+            PostgresRecorder(pool),
+            checkpoint_interval=settings.checkpoint_interval,
+            max_document_bytes=settings.max_document_bytes,
+        ),
+        activity=PostgresActivity(pool),
+        summarizer=summarizer,
+        pipeline=settings.pipeline(),
+        pool=pool if owned else None,
+    )
+
+
+@dataclass(kw_only=True)
+class FanoutServices:
+    """What the fan-out needs."""
+
+    settings: FanoutSettings
+    activity: PostgresActivity
+    sender: SqsSender
+    pool: ConnectionPool | None = field(default=None, repr=False)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+def build_fanout(
+    settings: FanoutSettings, *, sqs_client: Any = None, pool: ConnectionPool | None = None
+) -> FanoutServices:
+    """Compose the fan-out's services; the SQS client is built here once unless given."""
+    if sqs_client is None:
+        import boto3
+
+        sqs_client = boto3.client("sqs")
+    owned = pool is None
+    pool = pool or open_pool(database_url(settings))
+    return FanoutServices(
+        settings=settings,
+        activity=PostgresActivity(pool),
+        sender=SqsSender(settings.queue_url, sqs_client),
+        pool=pool if owned else None,
+    )

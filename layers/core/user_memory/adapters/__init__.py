@@ -1,0 +1,1 @@
+"""Adapters: PostgreSQL, in-memory, SQS and OpenAI implementations of the domain's ports."""

@@ -1,0 +1,255 @@
+"""PostgreSQL adapters: the memory recorder and the activity reader/writer (psycopg 3).
+
+SQL only: no diffing, no policy. Every statement runs on a connection from one pool through
+`connection()`, the single place where driver errors become this library's errors.
+Writes are one statement each (`user_memory_append`, migrations/004-006), so a write is one
+round trip and one transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from user_memory.domain.model import Activity, HistoryEntry, MemoryVersion, Window
+from user_memory.domain.ports import InsertOutcome, NewVersion, StoredRow
+from user_memory.errors import (
+    AccessDenied,
+    ConfigError,
+    DocumentTooLarge,
+    InvalidDocument,
+    StorageError,
+    StorageUnavailable,
+    UserMemoryError,
+)
+
+
+def translate(err: psycopg.Error) -> UserMemoryError:
+    """The library's error for a driver error; the message is the server's primary line only
+    (never DETAIL, which can quote row values)."""
+    primary = (getattr(err.diag, "message_primary", None) or str(err)).splitlines()[0][:300]
+    if isinstance(err, pgerrors.InsufficientPrivilege):
+        return AccessDenied(primary)
+    if isinstance(err, pgerrors.InvalidParameterValue):
+        return InvalidDocument(primary)
+    if isinstance(err, psycopg.OperationalError | PoolTimeout):
+        return StorageUnavailable(f"database unavailable: {primary}")
+    return StorageError(f"{type(err).__name__}: {primary}")
+
+
+def open_pool(dsn: str, *, size: int = 1, timeout: float = 10.0) -> ConnectionPool:
+    """A pool of autocommit connections, opened and checked; one per process (Lambda: size 1)."""
+    try:
+        psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as err:
+        raise ConfigError(f"the database URL is not a PostgreSQL connection string: {translate(err)}") from None
+    pool = ConnectionPool(
+        dsn,
+        min_size=size,
+        max_size=size,
+        kwargs={"autocommit": True},
+        open=False,
+        timeout=timeout,
+        name="user-memory",
+    )
+    try:
+        pool.open(wait=True, timeout=timeout)
+    except PoolTimeout as err:
+        pool.close()
+        raise StorageUnavailable(f"cannot connect to the database within {timeout:g} s") from err
+    return pool
+
+
+class _Database:
+    """A pool and the one place that turns psycopg errors into ours."""
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.pool = pool
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except psycopg.Error as err:
+            raise translate(err) from err
+
+
+_HEAD = """
+SELECT h.version, h.document, h.updated_at, h.source_description,
+       (SELECT s.version FROM user_memory_snapshots s
+         WHERE s.user_id = %(u)s AND s.idempotency_key = %(k)s)
+  FROM (SELECT 1) one
+  LEFT JOIN user_memory_heads h ON h.user_id = %(u)s
+"""
+
+# Latest checkpoint at or below the version, then every row after it up to the version.
+_ROWS = """
+SELECT version, patch, CASE WHEN is_full_snapshot THEN full_snapshot_content END, created_at, source_description
+  FROM user_memory_snapshots
+ WHERE user_id = %(u)s AND version <= %(v)s
+   AND version >= coalesce((SELECT max(version) FROM user_memory_snapshots
+                             WHERE user_id = %(u)s AND is_full_snapshot AND version <= %(v)s), 1)
+ ORDER BY version
+"""
+
+_APPEND = "SELECT status, version, created_at FROM user_memory_append(%s, %s, %s, %s, %s::jsonb, %s, %s, %s)"
+
+_RECORDED = "SELECT version FROM user_memory_snapshots WHERE user_id = %s AND idempotency_key = %s"
+
+
+class PostgresRecorder(_Database):
+    """MemoryRecorder on PostgreSQL: user_memory_snapshots + user_memory_heads."""
+
+    def read_head(self, user_id: uuid.UUID, key: str | None = None) -> tuple[MemoryVersion | None, int | None]:
+        with self.connection() as conn:
+            row = conn.execute(_HEAD, {"u": user_id, "k": key}, prepare=True).fetchone()
+        if row is None or row[0] is None:
+            return None, row[4] if row else None
+        return MemoryVersion(version=row[0], document=row[1], created_at=row[2], source=row[3]), row[4]
+
+    def read_rows(self, user_id: uuid.UUID, version: int) -> list[StoredRow]:
+        with self.connection() as conn:
+            rows = conn.execute(_ROWS, {"u": user_id, "v": version}, prepare=True).fetchall()
+        return [StoredRow(version=r[0], patch=r[1], checkpoint=r[2], created_at=r[3], source=r[4]) for r in rows]
+
+    def version_at(self, user_id: uuid.UUID, timestamp: datetime) -> int:
+        with self.connection() as conn:
+            row = conn.execute(
+                "SELECT max(version) FROM user_memory_snapshots WHERE user_id = %s AND created_at <= %s",
+                (user_id, timestamp),
+            ).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def read_history(self, user_id: uuid.UUID, *, limit: int, before_version: int | None) -> list[HistoryEntry]:
+        with self.connection() as conn:
+            rows = conn.execute(
+                """SELECT version, patch, source_description, created_at, is_full_snapshot
+                     FROM user_memory_snapshots
+                    WHERE user_id = %s AND (%s::int IS NULL OR version < %s::int)
+                    ORDER BY version DESC LIMIT %s""",
+                (user_id, before_version, before_version, limit),
+            ).fetchall()
+        return [HistoryEntry(version=r[0], patch=r[1], source=r[2], created_at=r[3], is_checkpoint=r[4]) for r in rows]
+
+    def insert(self, new: NewVersion) -> InsertOutcome:
+        params = (
+            new.user_id,
+            new.expected_version,
+            Jsonb(new.patch),
+            new.checkpoint,
+            new.document_json,
+            new.source,
+            new.idempotency_key,
+            list(new.activity_ids) if new.activity_ids else None,
+        )
+        try:
+            with self.pool.connection() as conn:
+                row = conn.execute(_APPEND, params, prepare=True).fetchone()
+        except pgerrors.UniqueViolation as err:
+            # A concurrent first write for this user (no head row to lock yet) got there first.
+            return self._after_race(new, err)
+        except pgerrors.InvalidParameterValue as err:
+            raise self._refused(err, new) from err
+        except psycopg.Error as err:
+            raise translate(err) from err
+        if row is None:
+            raise StorageError("user_memory_append returned no row")
+        return InsertOutcome(status=row[0], version=row[1], created_at=row[2])
+
+    @staticmethod
+    def _refused(err: psycopg.Error, new: NewVersion) -> UserMemoryError:
+        primary = getattr(err.diag, "message_primary", None) or ""
+        if "over the limit" in primary:
+            limit = int("".join(ch for ch in primary.rsplit("limit", 1)[-1] if ch.isdigit()) or 0)
+            return DocumentTooLarge(len(new.document_json.encode()), limit)
+        return translate(err)
+
+    def _after_race(self, new: NewVersion, err: pgerrors.UniqueViolation) -> InsertOutcome:
+        with self.connection() as conn:
+            if new.idempotency_key is not None:
+                recorded = conn.execute(_RECORDED, (new.user_id, new.idempotency_key)).fetchone()
+                if recorded:
+                    return InsertOutcome(status="idempotent", version=recorded[0])
+            head = conn.execute("SELECT version FROM user_memory_heads WHERE user_id = %s", (new.user_id,)).fetchone()
+        return InsertOutcome(status="conflict", version=head[0] if head else 0)
+
+    def mark_summarized(self, user_id: uuid.UUID, version: int, activity_ids: Sequence[int]) -> int:
+        with self.connection() as conn:
+            row = conn.execute(
+                "SELECT user_memory_mark_summarized(%s, %s, %s)", (user_id, version, list(activity_ids))
+            ).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def erase(self, user_id: uuid.UUID) -> dict[str, int]:
+        with self.connection() as conn:
+            rows = conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (user_id,)).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
+
+_INSERT_ACTIVITY = """
+INSERT INTO user_activity (user_id, occurred_at, kind, payload, source, external_id)
+VALUES (%s, %s, %s, %s, %s, %s)
+ON CONFLICT (user_id, source, external_id) DO NOTHING
+"""
+
+# Keyset page of users with unsummarized activity that occurred before the window's end: walks
+# the partial index of unsummarized rows (about a day's worth) in user order; never OFFSET.
+# Late arrivals and the leftovers of a failed run are found the same way as the day's activity.
+_ACTIVE_PAGE = """
+SELECT DISTINCT user_id FROM user_activity
+ WHERE summarized_version IS NULL AND user_id > %(after)s AND occurred_at < %(end)s
+ ORDER BY user_id
+ LIMIT %(limit)s
+"""
+
+_UNSUMMARIZED = """
+SELECT id, user_id, occurred_at, kind, payload, source, external_id FROM user_activity
+ WHERE user_id = %s AND summarized_version IS NULL AND occurred_at < %s AND id > %s
+ ORDER BY id
+ LIMIT %s
+"""
+
+_NIL = uuid.UUID(int=0)
+
+
+class PostgresActivity(_Database):
+    """ActivityReader and ActivityWriter on user_activity."""
+
+    def record(self, activities: Iterable[Activity]) -> int:
+        rows = [(a.user_id, a.occurred_at, a.kind, Jsonb(a.payload), a.source, a.external_id) for a in activities]
+        if not rows:
+            return 0
+        with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(_INSERT_ACTIVITY, rows, returning=False)
+            return max(cur.rowcount, 0)
+
+    def active_user_pages(self, window: Window, *, page_size: int) -> Iterator[list[uuid.UUID]]:
+        after = _NIL
+        while True:
+            with self.connection() as conn:
+                rows = conn.execute(
+                    _ACTIVE_PAGE, {"after": after, "end": window.end, "limit": page_size}, prepare=True
+                ).fetchall()
+            if not rows:
+                return
+            page = [r[0] for r in rows]
+            yield page
+            if len(page) < page_size:
+                return
+            after = page[-1]
+
+    def unsummarized(self, user_id: uuid.UUID, *, before: datetime, after_id: int = 0, limit: int) -> list[Activity]:
+        with self.connection() as conn:
+            rows = conn.execute(_UNSUMMARIZED, (user_id, before, after_id, limit), prepare=True).fetchall()
+        return [
+            Activity(id=r[0], user_id=r[1], occurred_at=r[2], kind=r[3], payload=r[4], source=r[5], external_id=r[6])
+            for r in rows
+        ]

@@ -1,0 +1,113 @@
+"""Memory document schemas and validation, a layer above the schema-agnostic store.
+
+The default schema is "user_state" (summary, parts, triggers_and_goals, safety_notes).
+Other schemas can be registered by name with `register_schema`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from user_memory.domain.model import DEFAULT_MAX_DOCUMENT_BYTES
+from user_memory.errors import DocumentTooLarge, InvalidDocument, describe_validation_error
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class Goal(_Strict):
+    goal: str = Field(min_length=1)
+
+
+class Part(_Strict):
+    name: str = Field(min_length=1)
+    status: str
+    recency_score: float = Field(default=0.0, ge=0.0, le=1.0)
+    influence_score: float = Field(default=0.0, ge=0.0, le=1.0)
+    goals: list[Goal] = Field(default_factory=list)
+
+
+class TriggerAndGoal(_Strict):
+    trigger: str = Field(min_length=1)
+    desired_outcome: str
+    related_parts: list[str] = Field(default_factory=list)
+
+
+class UserState(_Strict):
+    """The default memory document: what an agent should know about one user."""
+
+    version: int = Field(default=1, ge=1, description="schema version of the document")
+    last_updated_by: str = "system"
+    summary: str = ""
+    parts: dict[str, Part] = Field(default_factory=dict)
+    triggers_and_goals: list[TriggerAndGoal] = Field(default_factory=list)
+    safety_notes: str = ""
+
+    @model_validator(mode="after")
+    def _related_parts_exist(self) -> UserState:
+        for i, item in enumerate(self.triggers_and_goals):
+            for part_id in item.related_parts:
+                if part_id not in self.parts:
+                    raise ValueError(f"triggers_and_goals[{i}].related_parts names unknown part {part_id!r}")
+        return self
+
+
+_SCHEMAS: dict[str, type[BaseModel]] = {"user_state": UserState}
+
+
+def register_schema(name: str, model: type[BaseModel]) -> None:
+    """Make a pydantic model available as a memory document schema under `name`."""
+    _SCHEMAS[name] = model
+
+
+def get_schema(name: str) -> type[BaseModel]:
+    """Return the schema registered under `name`."""
+    try:
+        return _SCHEMAS[name]
+    except KeyError:
+        raise InvalidDocument(f"unknown document schema {name!r}; known: {sorted(_SCHEMAS)}") from None
+
+
+def encode(document: Any) -> str:
+    """The compact JSON text a document is stored and measured as."""
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+
+
+def document_size(document: Any) -> int:
+    """Size in bytes of the document's compact JSON encoding."""
+    return len(encode(document).encode())
+
+
+def check_size(document: Any, max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> int:
+    """Raise DocumentTooLarge when the document is over `max_bytes`; return its size."""
+    size = document_size(document)
+    if size > max_bytes:
+        raise DocumentTooLarge(size, max_bytes)
+    return size
+
+
+def validate_document(
+    document: Any, schema: str = "user_state", *, max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
+) -> dict[str, Any]:
+    """Validate a document against a schema and the size limit; return it in stored form.
+
+    Raises InvalidDocument naming each failing field, or DocumentTooLarge.
+    """
+    if not isinstance(document, dict):
+        raise InvalidDocument(f"a memory document must be a JSON object, got {type(document).__name__}")
+    check_size(document, max_bytes)
+    model = get_schema(schema)
+    try:
+        parsed = model.model_validate(document)
+    except ValidationError as err:
+        raise InvalidDocument(describe_validation_error(err)) from err
+    return parsed.model_dump(mode="json")
+
+
+def empty_document(schema: str = "user_state") -> dict[str, Any]:
+    """The starting document of a schema (what version 0, `{}`, becomes on first write)."""
+    return get_schema(schema)().model_dump(mode="json")

@@ -1,0 +1,100 @@
+"""Queue message bodies: a discriminated union on `type`, with documented size limits.
+
+{"type": "refresh_user", "user_ids": ["<uuid>"], "window": {"start": "...", "end": "..."},
+ "run_key": "daily:2026-11-21"}
+{"type": "record_activity", "activities": [{"user_id": "<uuid>", "occurred_at": "...",
+ "kind": "session", "payload": {...}, "source": "chat", "external_id": "msg-123"}]}
+
+Limits: a body is at most MAX_MESSAGE_BYTES (SQS's own maximum), an activity payload at most
+MAX_ACTIVITY_PAYLOAD_BYTES of compact JSON, a record_activity message at most
+MAX_ACTIVITIES_PER_MESSAGE activities, a refresh_user message at most MAX_USERS_PER_MESSAGE users.
+Over a limit, the message fails alone with a typed error naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from user_memory.domain.model import Activity, Window
+from user_memory.errors import InvalidMessage, MessageTooLarge, describe_validation_error
+
+MAX_MESSAGE_BYTES = 256 * 1024
+MAX_ACTIVITY_PAYLOAD_BYTES = 16 * 1024
+MAX_ACTIVITIES_PER_MESSAGE = 500
+MAX_USERS_PER_MESSAGE = 100
+RUN_KEY_MAX = 200
+
+
+class RefreshUser(BaseModel):
+    """Summarize these users' unsummarized activity up to the window's end, one version each."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["refresh_user"]
+    user_ids: list[uuid.UUID] = Field(min_length=1, max_length=MAX_USERS_PER_MESSAGE)
+    window: Window
+    run_key: str = Field(min_length=1, max_length=RUN_KEY_MAX)
+
+
+class ActivityIn(BaseModel):
+    """One activity as other services send it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    user_id: uuid.UUID
+    occurred_at: AwareDatetime
+    kind: str = Field(min_length=1, max_length=100)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    source: str = Field(min_length=1, max_length=100)
+    external_id: str = Field(min_length=1, max_length=300)
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_size(cls, payload: dict[str, Any]) -> dict[str, Any]:
+        size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+        if size > MAX_ACTIVITY_PAYLOAD_BYTES:
+            raise ValueError(f"payload is {size:,} bytes, over the limit of {MAX_ACTIVITY_PAYLOAD_BYTES:,}")
+        return payload
+
+    def to_activity(self) -> Activity:
+        return Activity(
+            user_id=self.user_id,
+            occurred_at=self.occurred_at,
+            kind=self.kind,
+            payload=self.payload,
+            source=self.source,
+            external_id=self.external_id,
+        )
+
+
+class RecordActivity(BaseModel):
+    """Activity sent by another service; idempotent on (user_id, source, external_id)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["record_activity"]
+    activities: list[ActivityIn] = Field(min_length=1, max_length=MAX_ACTIVITIES_PER_MESSAGE)
+
+
+Message = Annotated[RefreshUser | RecordActivity, Field(discriminator="type")]
+_MESSAGE: TypeAdapter[RefreshUser | RecordActivity] = TypeAdapter(Message)
+
+
+def check_body_size(body: str) -> str:
+    """Refuse a body over MAX_MESSAGE_BYTES before parsing it."""
+    size = len(body.encode()) if isinstance(body, str) else 0
+    if size > MAX_MESSAGE_BYTES:
+        raise MessageTooLarge(f"message body is {size:,} bytes, over the limit of {MAX_MESSAGE_BYTES:,}")
+    return body
+
+
+def parse_message(body: str) -> RefreshUser | RecordActivity:
+    """Parse one queue body; anything malformed, unknown or too large raises InvalidMessage."""
+    if not isinstance(body, str):
+        raise InvalidMessage(f"a message body must be a JSON string, got {type(body).__name__}")
+    check_body_size(body)
+    try:
+        return _MESSAGE.validate_json(body)
+    except ValidationError as err:
+        raise InvalidMessage(f"invalid message: {describe_validation_error(err)}") from err

@@ -1,0 +1,127 @@
+"""The domain's types: user ids, windows, activity, versions and what writes and runs did."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, model_validator
+
+from user_memory.errors import InvalidUserId
+
+Document = dict[str, Any]
+Patch = list[dict[str, Any]]
+
+# Defaults defined once; settings and the store refer to these.
+DEFAULT_CHECKPOINT_INTERVAL = 50
+DEFAULT_MAX_DOCUMENT_BYTES = 256 * 1024
+MAX_WINDOW = timedelta(days=31)
+
+
+def parse_user_id(value: object) -> uuid.UUID:
+    """Parse a user id at the edge; InvalidUserId when it is not a UUID."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise InvalidUserId(f"user id {value!r} is not a UUID") from None
+
+
+class Window(BaseModel):
+    """A half-open time range [start, end) whose activity a run summarizes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    start: AwareDatetime
+    end: AwareDatetime
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Window:
+        if self.end <= self.start:
+            raise ValueError("window end must be after its start")
+        if self.end - self.start > MAX_WINDOW:
+            raise ValueError(f"a window may span at most {MAX_WINDOW.days} days")
+        return self
+
+    @classmethod
+    def day(cls, day: date) -> Window:
+        """The UTC calendar day."""
+        start = datetime.combine(day, time(0), tzinfo=UTC)
+        return cls(start=start, end=start + timedelta(days=1))
+
+    @classmethod
+    def ending(cls, end: datetime, hours: int = 24) -> Window:
+        """The `hours` before `end`."""
+        return cls(start=end - timedelta(hours=hours), end=end)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Activity:
+    """One thing that happened to a user; `id` is set once it is stored."""
+
+    user_id: uuid.UUID
+    occurred_at: datetime
+    kind: str
+    payload: dict[str, Any]
+    source: str
+    external_id: str
+    id: int | None = None
+
+
+class RunStatus(enum.StrEnum):
+    """What one run did for one user."""
+
+    WRITTEN = "written"
+    ALREADY_DONE = "already_done"  # the run key was recorded by an earlier delivery
+    NO_ACTIVITY = "no_activity"
+    UNCHANGED = "unchanged"  # summarized, but the document did not change
+
+
+class WriteStatus(enum.StrEnum):
+    """What one append did."""
+
+    WRITTEN = "written"
+    UNCHANGED = "unchanged"
+    IDEMPOTENT = "idempotent"  # the idempotency key was already recorded: nothing written
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryVersion:
+    """One version of a user's memory document."""
+
+    version: int
+    document: Document
+    created_at: datetime | None = None
+    source: str | None = None
+
+
+EMPTY = MemoryVersion(version=0, document={})
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryEntry:
+    """One row of a user's history, newest first."""
+
+    version: int
+    patch: Patch
+    source: str | None
+    created_at: datetime
+    is_checkpoint: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppendResult:
+    """What an append did: the resulting head, its patch, and whether a row was written."""
+
+    status: WriteStatus
+    version: int
+    document: Document
+    patch: Patch = field(default_factory=list)
+    is_checkpoint: bool = False
+
+    @property
+    def written(self) -> bool:
+        return self.status is WriteStatus.WRITTEN

@@ -1,0 +1,273 @@
+"""Summarize, diff, save: one user's run, through ports (store, activity reader, summarizer).
+
+A run reads the user's unsummarized activity that occurred before the window's end (so late
+arrivals and a failed run's leftovers are included), in chunks that fit the prompt budget, and
+writes one version that marks every activity it summarized. Activity that does not fit the
+invocation's time stays unsummarized, is logged and counted, and is found by the next run.
+
+Round trips per user on the happy path: head + run key (1), the activity (1), the write (1).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from user_memory.domain.document import validate_document
+from user_memory.domain.model import Activity, Document, RunStatus, Window, WriteStatus
+from user_memory.domain.patching import apply_patch, make_patch
+from user_memory.domain.ports import ActivityReader, Summarizer, SummaryResult
+from user_memory.domain.repository import MemoryStore
+from user_memory.errors import (
+    DeadlineReached,
+    GuardrailRefused,
+    InvalidDocument,
+    PatchError,
+    SummarizerError,
+    VersionConflict,
+)
+
+# Activity kinds through which a user explicitly asks to forget; they let an update remove memory.
+FORGET_KINDS = frozenset({"forget_part", "forget_request", "memory_reset"})
+MAX_REBASES = 3
+# The shortest summarizer call worth starting; below it the record is deferred to a retry.
+MIN_CALL_SECONDS = 5.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineConfig:
+    """The rules of a run; built from WorkerSettings (defaults live there)."""
+
+    schema: str
+    max_document_bytes: int
+    attempts: int
+    max_activities: int
+    max_prompt_activity_chars: int
+    max_removed_parts_share: float
+    guardrail_min_parts: int
+    call_timeout: float
+    call_tries: int
+
+
+class Deadline:
+    """The time this invocation has left, minus a safety margin.
+
+    Args:
+        remaining_ms: Lambda's `context.get_remaining_time_in_millis` (None: no deadline).
+        margin_s: seconds kept free for writing the result and answering the event source.
+    """
+
+    def __init__(self, remaining_ms: Callable[[], int] | None = None, margin_s: float = 0.0) -> None:
+        self._remaining_ms = remaining_ms
+        self.margin_s = margin_s
+
+    def left(self) -> float:
+        if self._remaining_ms is None:
+            return float("inf")
+        return self._remaining_ms() / 1000 - self.margin_s
+
+    def call_timeout(self, cfg: PipelineConfig) -> float:
+        """Seconds one summarizer call may take so that its tries end before the deadline.
+
+        Raises DeadlineReached when even a short call would not fit.
+        """
+        per_try = min(cfg.call_timeout, self.left() / cfg.call_tries)
+        if per_try < min(MIN_CALL_SECONDS, cfg.call_timeout):
+            raise DeadlineReached(f"{max(self.left(), 0):.1f} s left before the deadline margin; retried later")
+        return per_try
+
+
+NO_DEADLINE = Deadline()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOutcome:
+    """What one run for one user did."""
+
+    user_id: uuid.UUID
+    status: RunStatus
+    version: int
+    activities: int = 0
+    deferred: int = 0  # activity left unsummarized for the next run (time ran out)
+    ops: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    rebased: int = 0
+
+
+def check_guardrail(old: Document, new: Document, activities: list[Activity], cfg: PipelineConfig) -> None:
+    """Refuse an update that removes a large share of parts or the safety notes, unless asked."""
+    if any(a.kind in FORGET_KINDS for a in activities):
+        return
+    old_parts = set(old.get("parts", {}))
+    removed = old_parts - set(new.get("parts", {}))
+    if len(old_parts) >= cfg.guardrail_min_parts and len(removed) / len(old_parts) > cfg.max_removed_parts_share:
+        raise GuardrailRefused(
+            f"update would remove {len(removed)} of {len(old_parts)} parts "
+            f"(limit {cfg.max_removed_parts_share:.0%}) and no activity asked for it"
+        )
+    if old.get("safety_notes") and not new.get("safety_notes"):
+        raise GuardrailRefused("update would clear the safety notes and no activity asked for it")
+
+
+def activity_chars(a: Activity) -> int:
+    """How much of the prompt an activity takes (its compact JSON line)."""
+    return len(json.dumps(a.payload, separators=(",", ":"), ensure_ascii=False)) + len(a.kind) + 40
+
+
+def prompt_chunks(activities: list[Activity], max_chars: int) -> Iterator[list[Activity]]:
+    """Consecutive chunks whose prompt size stays within `max_chars` (an oversized item goes alone)."""
+    chunk: list[Activity] = []
+    size = 0
+    for a in activities:
+        n = activity_chars(a)
+        if chunk and size + n > max_chars:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(a)
+        size += n
+    if chunk:
+        yield chunk
+
+
+def summarize_valid(
+    summarizer: Summarizer, document: Document, activities: list[Activity], cfg: PipelineConfig, deadline: Deadline
+) -> tuple[Document, SummaryResult, int]:
+    """Ask the summarizer until its output validates, at most cfg.attempts times."""
+    feedback: str | None = None
+    tokens = 0
+    for _ in range(cfg.attempts):
+        timeout = deadline.call_timeout(cfg)
+        result = summarizer.summarize(document, activities, feedback=feedback, timeout=timeout)
+        tokens += result.total_tokens
+        try:
+            return validate_document(result.document, cfg.schema, max_bytes=cfg.max_document_bytes), result, tokens
+        except InvalidDocument as err:
+            feedback = str(err)
+    raise SummarizerError(f"summarizer output invalid after {cfg.attempts} attempts: {feedback}")
+
+
+def describe(window: Window, activities: int, model: str, tokens: int, run_key: str) -> str:
+    """The version's source description: what produced it."""
+    day = window.start.date().isoformat()
+    label = "daily summary" if run_key.startswith("daily:") else f"summary ({run_key})"
+    text = f"{label} {day}, {activities} activities, model {model}"
+    return f"{text}, {tokens:,} tokens" if tokens else text
+
+
+@dataclass
+class _Draft:
+    document: Document
+    included: list[Activity]
+    model: str = ""
+    tokens: int = 0
+    deferred: int = 0
+
+
+def _summarize_all(
+    user_id: uuid.UUID,
+    base: Document,
+    window: Window,
+    activity: ActivityReader,
+    summarizer: Summarizer,
+    cfg: PipelineConfig,
+    deadline: Deadline,
+) -> _Draft:
+    """Fold every unsummarized activity into the document, chunk by chunk, while time allows."""
+    draft = _Draft(document=base, included=[])
+    after_id = 0
+    while True:
+        batch = activity.unsummarized(user_id, before=window.end, after_id=after_id, limit=cfg.max_activities)
+        done = 0
+        for chunk in prompt_chunks(batch, cfg.max_prompt_activity_chars):
+            if draft.included and deadline.left() < cfg.call_timeout * cfg.call_tries:
+                # Keep what is summarized; the rest stays unsummarized for the next run.
+                draft.deferred = len(batch) - done
+                return draft
+            document, result, tokens = summarize_valid(summarizer, draft.document, chunk, cfg, deadline)
+            draft.document = document
+            draft.included.extend(chunk)
+            draft.model = result.model
+            draft.tokens += tokens
+            done += len(chunk)
+        if len(batch) < cfg.max_activities:
+            return draft
+        last = batch[-1].id
+        after_id = last if last is not None else after_id
+
+
+def refresh_user(
+    user_id: uuid.UUID,
+    window: Window,
+    run_key: str,
+    *,
+    store: MemoryStore,
+    activity: ActivityReader,
+    summarizer: Summarizer,
+    cfg: PipelineConfig,
+    deadline: Deadline = NO_DEADLINE,
+) -> RunOutcome:
+    """Run summarize -> diff -> save for one user; idempotent on `run_key`."""
+    started = time.perf_counter()
+
+    def outcome(status: RunStatus, version: int, **fields: int) -> RunOutcome:
+        return RunOutcome(
+            user_id=user_id, status=status, version=version, seconds=time.perf_counter() - started, **fields
+        )
+
+    head, recorded = store.head_for_run(user_id, run_key)
+    if recorded is not None:
+        return outcome(RunStatus.ALREADY_DONE, recorded)
+    draft = _summarize_all(user_id, head.document, window, activity, summarizer, cfg, deadline)
+    if not draft.included:
+        return outcome(RunStatus.NO_ACTIVITY, head.version)
+    proposed = draft.document
+    ids = [a.id for a in draft.included if a.id is not None]
+    rebased = 0
+    while True:
+        check_guardrail(head.document, proposed, draft.included, cfg)
+        try:
+            written = store.append(
+                user_id,
+                proposed,
+                expected_version=head.version,
+                source=describe(window, len(draft.included), draft.model, draft.tokens, run_key),
+                idempotency_key=run_key,
+                base=head,
+                activity_ids=ids,
+            )
+        except VersionConflict:
+            rebased += 1
+            if rebased > MAX_REBASES:
+                raise
+            # Someone edited meanwhile: replay our change on their version when it applies
+            # cleanly and still validates, else summarize again from the new head. The patch
+            # is computed only here: on the happy path the store's own diff is the only one.
+            patch = make_patch(head.document, proposed)
+            head, recorded = store.head_for_run(user_id, run_key)
+            if recorded is not None:  # another worker finished this run meanwhile
+                return outcome(RunStatus.ALREADY_DONE, recorded, activities=len(draft.included), rebased=rebased)
+            try:
+                proposed = validate_document(
+                    apply_patch(head.document, patch), cfg.schema, max_bytes=cfg.max_document_bytes
+                )
+            except (PatchError, InvalidDocument):
+                proposed, result, tokens = summarize_valid(summarizer, head.document, draft.included, cfg, deadline)
+                draft.tokens += tokens
+            continue
+        fields = {
+            "activities": len(draft.included),
+            "deferred": draft.deferred,
+            "ops": len(written.patch),
+            "tokens": draft.tokens,
+            "rebased": rebased,
+        }
+        if written.status is WriteStatus.UNCHANGED:
+            store.mark_summarized(user_id, written.version, ids)
+            return outcome(RunStatus.UNCHANGED, written.version, **fields)
+        if written.status is WriteStatus.IDEMPOTENT:
+            return outcome(RunStatus.ALREADY_DONE, written.version, **fields)
+        return outcome(RunStatus.WRITTEN, written.version, **fields)

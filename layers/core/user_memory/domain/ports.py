@@ -1,0 +1,145 @@
+"""The ports the domain talks to. Adapters implement them: PostgreSQL, in-memory, SQS, OpenAI."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol
+
+from user_memory.domain.model import Activity, Document, HistoryEntry, MemoryVersion, Patch, Window
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredRow:
+    """One stored version row as a recorder returns it (the checkpoint document when it has one)."""
+
+    version: int
+    patch: Patch
+    checkpoint: Document | None
+    created_at: datetime
+    source: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewVersion:
+    """A version row to insert, already diffed and verified by the repository.
+
+    `document_json` is the document's compact JSON text, encoded once by the repository and
+    reused for the size check and the insert.
+    """
+
+    user_id: uuid.UUID
+    expected_version: int
+    patch: Patch
+    document: Document
+    document_json: str
+    checkpoint: bool
+    source: str
+    idempotency_key: str | None = None
+    activity_ids: Sequence[int] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class InsertOutcome:
+    """What the recorder did with a NewVersion: wrote it, found the key recorded, or found a newer head."""
+
+    status: Literal["written", "idempotent", "conflict"]
+    version: int
+    created_at: datetime | None = None
+
+
+class MemoryRecorder(Protocol):
+    """Storage of version rows and heads: no diffing, no rules, only reads and atomic writes."""
+
+    def read_head(self, user_id: uuid.UUID, key: str | None = None) -> tuple[MemoryVersion | None, int | None]:
+        """The head (None for a user with no versions) and the version `key` produced, if recorded."""
+        ...
+
+    def read_rows(self, user_id: uuid.UUID, version: int) -> list[StoredRow]:
+        """The latest checkpoint at or below `version` (or version 1), then every row up to `version`."""
+        ...
+
+    def version_at(self, user_id: uuid.UUID, timestamp: datetime) -> int:
+        """The newest version created at or before `timestamp` (0 if none)."""
+        ...
+
+    def read_history(self, user_id: uuid.UUID, *, limit: int, before_version: int | None) -> list[HistoryEntry]:
+        """Rows newest first."""
+        ...
+
+    def insert(self, new: NewVersion) -> InsertOutcome:
+        """Atomically: check the key, then the expected version, insert the row, move the head,
+        and mark `activity_ids` as summarized by the new version."""
+        ...
+
+    def mark_summarized(self, user_id: uuid.UUID, version: int, activity_ids: Sequence[int]) -> int:
+        """Mark activity as summarized by `version` without writing a version (an unchanged summary)."""
+        ...
+
+    def erase(self, user_id: uuid.UUID) -> dict[str, int]:
+        """Delete every memory and activity row of the user in one transaction; rows deleted per relation."""
+        ...
+
+
+class ActivityReader(Protocol):
+    """Where a run's input comes from."""
+
+    def unsummarized(self, user_id: uuid.UUID, *, before: datetime, after_id: int = 0, limit: int) -> list[Activity]:
+        """The user's activity not yet summarized, occurred before `before`, oldest first, ids > after_id."""
+        ...
+
+    def active_user_pages(self, window: Window, *, page_size: int) -> Iterator[list[uuid.UUID]]:
+        """Pages of users with activity that occurred or was recorded in the window, in id order."""
+        ...
+
+
+class ActivityWriter(Protocol):
+    def record(self, activities: Iterable[Activity]) -> int:
+        """Store activities; a repeat of (user, source, external_id) is ignored. Returns rows new."""
+        ...
+
+
+class MessageSender(Protocol):
+    """Sends message bodies to the worker queue."""
+
+    def send(self, bodies: list[str]) -> int:
+        """Send every body or raise SendFailed; returns how many were sent."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class SummaryResult:
+    """The proposed next document (not yet validated) and what producing it cost."""
+
+    document: Document
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class Summarizer(Protocol):
+    """Turns the current memory document and new activity into the next document."""
+
+    name: str
+
+    def summarize(
+        self,
+        document: Document,
+        activities: list[Activity],
+        *,
+        feedback: str | None = None,
+        timeout: float | None = None,
+    ) -> SummaryResult:
+        """Propose the next document.
+
+        Args:
+            feedback: why the previous proposal was invalid, for a retry.
+            timeout: seconds this call may take at most, retries included (None: the adapter's own).
+        """
+        ...

@@ -1,0 +1,196 @@
+"""The worker's batch: Powertools BatchProcessor over a pydantic record model, partial failures.
+
+Every failed record is logged once with its messageId, the error type and a short reason
+(never document or activity content) and counted in the `RecordsFailed` metric, whatever the
+exception. A record is not started when the invocation is too close to its deadline; it fails
+as DeadlineReached and comes back after the visibility timeout.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse, PartialItemFailures
+from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
+from pydantic import BeforeValidator, Json, ValidationError
+
+from user_memory.domain.messages import Message, RecordActivity, RefreshUser, check_body_size
+from user_memory.domain.pipeline import Deadline, RunOutcome, refresh_user
+from user_memory.errors import DeadlineReached, InvalidMessage, UserMemoryError, UsersFailed, describe_validation_error
+from user_memory.observability import logger, metrics
+from user_memory.runtime import WorkerServices
+
+
+class QueueRecord(SqsRecordModel):
+    """An SQS record whose body is one of our messages (size-checked, then parsed)."""
+
+    body: Annotated[Json[Message], BeforeValidator(check_body_size)]  # type: ignore[assignment]
+
+
+def describe_failure(exc: BaseException) -> tuple[str, str]:
+    """(error type, short reason) for a log line: ids and causes only, never content."""
+    if isinstance(exc, ValidationError):
+        return InvalidMessage.__name__, describe_validation_error(exc)[:300]
+    if isinstance(exc, UserMemoryError):
+        return type(exc).__name__, str(exc)[:300]
+    # Anything else (a driver, SDK or programming error): its type and first line, shortened.
+    first = (str(exc).splitlines() or [""])[0]
+    return type(exc).__name__, first[:200]
+
+
+class WorkerProcessor(BatchProcessor):
+    """BatchProcessor whose failure handler logs and counts every failed record."""
+
+    def __init__(self) -> None:
+        # A batch whose records all failed still returns its failures: retries stay per message.
+        super().__init__(event_type=EventType.SQS, model=QueueRecord, raise_on_entire_batch_failure=False)
+
+    def failure_handler(self, record: Any, exception: Any) -> Any:
+        exc = exception[1]
+        error, reason = describe_failure(exc)
+        message_id = getattr(record, "messageId", None) or getattr(record, "message_id", None)
+        logger.warning("record failed", message_id=message_id, error=error, reason=reason)
+        metrics.add_metric(name="RecordsFailed", unit=MetricUnit.Count, value=1)
+        if isinstance(exc, DeadlineReached):
+            metrics.add_metric(name="RecordsDeferred", unit=MetricUnit.Count, value=1)
+        return super().failure_handler(record, exception)
+
+
+class _Tally:
+    """Per-invocation counts, logged and emitted once per batch instead of per user."""
+
+    def __init__(self) -> None:
+        self.statuses: Counter[str] = Counter()
+        self.tokens = 0
+        self.activities = 0
+        self.deferred = 0
+        self.recorded = 0
+
+    def add(self, outcome: RunOutcome) -> None:
+        self.statuses[outcome.status.value] += 1
+        self.tokens += outcome.tokens
+        self.activities += outcome.activities
+        self.deferred += outcome.deferred
+
+
+def refresh_users(
+    message: RefreshUser, message_id: str, services: WorkerServices, deadline: Deadline, tally: _Tally
+) -> None:
+    """One run per user; a user's failure does not stop the others, and a retry skips the done ones."""
+    failures: dict[str, str] = {}
+    errors: list[BaseException] = []
+    for user_id in message.user_ids:
+        try:
+            outcome = refresh_user(
+                user_id,
+                message.window,
+                message.run_key,
+                store=services.store,
+                activity=services.activity,
+                summarizer=services.summarizer,
+                cfg=services.pipeline,
+                deadline=deadline,
+            )
+        except DeadlineReached:
+            raise  # the rest of the message waits for the retry
+        except Exception as err:  # noqa: BLE001 - one user's failure, whatever it is, must not stop the others
+            error, reason = describe_failure(err)
+            logger.warning(
+                "user refresh failed",
+                message_id=message_id,
+                user_id=str(user_id),
+                run_key=message.run_key,
+                error=error,
+                reason=reason,
+            )
+            metrics.add_metric(name="UsersFailed", unit=MetricUnit.Count, value=1)
+            failures[str(user_id)] = f"{error}: {reason}"
+            errors.append(err)
+            continue
+        tally.add(outcome)
+        if outcome.deferred:
+            logger.warning(
+                "activity deferred to the next run",
+                message_id=message_id,
+                user_id=str(user_id),
+                summarized=outcome.activities,
+                deferred=outcome.deferred,
+            )
+        logger.debug(
+            "user refreshed",
+            user_id=str(user_id),
+            run_key=message.run_key,
+            status=outcome.status.value,
+            version=outcome.version,
+            activities=outcome.activities,
+            ops=outcome.ops,
+            tokens=outcome.tokens,
+            rebased=outcome.rebased,
+            seconds=round(outcome.seconds, 4),
+        )
+    if len(errors) == 1 and len(message.user_ids) == 1:
+        raise errors[0]
+    if failures:
+        raise UsersFailed(failures)
+
+
+def handle_record(record: QueueRecord, services: WorkerServices, deadline: Deadline, tally: _Tally) -> None:
+    """Do what one message asks."""
+    if deadline.left() <= 0:
+        raise DeadlineReached("too close to the invocation's deadline to start this record")
+    message = record.body
+    if isinstance(message, RecordActivity):
+        new = services.activity.record([a.to_activity() for a in message.activities])
+        tally.recorded += new
+        return
+    refresh_users(message, record.messageId, services, deadline, tally)
+
+
+def process_batch(event: dict[str, Any], context: Any, services: WorkerServices) -> PartialItemFailureResponse:
+    """Process one SQS event; returns the partial batch response."""
+    deadline = Deadline(context.get_remaining_time_in_millis, services.settings.deadline_margin_ms / 1000)
+    tally = _Tally()
+
+    def record_handler(record: QueueRecord) -> None:
+        handle_record(record, services, deadline, tally)
+
+    response = process_partial_response(
+        event=event, record_handler=record_handler, processor=WorkerProcessor(), context=context
+    )
+    failed = len(response.get("batchItemFailures", []))
+    logger.info(
+        "batch done",
+        records=len(event.get("Records", [])),
+        failed=failed,
+        users=dict(tally.statuses),
+        activities_recorded=tally.recorded,
+        activities_summarized=tally.activities,
+        activities_deferred=tally.deferred,
+        tokens=tally.tokens,
+    )
+    for status, n in tally.statuses.items():
+        metrics.add_metric(name=f"Users_{status}", unit=MetricUnit.Count, value=n)
+    if tally.recorded:
+        metrics.add_metric(name="ActivitiesRecorded", unit=MetricUnit.Count, value=tally.recorded)
+    if tally.deferred:
+        metrics.add_metric(name="ActivitiesDeferred", unit=MetricUnit.Count, value=tally.deferred)
+    if tally.tokens:
+        metrics.add_metric(name="LLMTokens", unit=MetricUnit.Count, value=tally.tokens)
+    return response
+
+
+def fail_all(event: dict[str, Any], exc: BaseException) -> PartialItemFailureResponse:
+    """Every record failed before processing could start (e.g. the database is down at cold start):
+    each is logged and counted, and all come back after the visibility timeout."""
+    error, reason = describe_failure(exc)
+    failures: list[PartialItemFailures] = []
+    for record in event.get("Records", []) if isinstance(event, dict) else []:
+        message_id = record.get("messageId") if isinstance(record, dict) else None
+        logger.warning("record failed", message_id=message_id, error=error, reason=reason)
+        metrics.add_metric(name="RecordsFailed", unit=MetricUnit.Count, value=1)
+        if message_id:
+            failures.append({"itemIdentifier": message_id})
+    return {"batchItemFailures": failures}

@@ -1,0 +1,362 @@
+"""user-memory: versioned per-user memory on PostgreSQL, from the command line.
+
+The database is --database-url, else $DATABASE_URL, else an embedded PostgreSQL in
+$USER_MEMORY_HOME/pgdata (USER_MEMORY_HOME defaults to the user data directory,
+~/.local/share/user-memory on Linux). Errors are one line on stderr starting with "error:";
+set USER_MEMORY_DEBUG=1 for a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import psycopg
+from user_memory.errors import ConfigError, StorageError, UnknownUser, UserMemoryError
+
+if TYPE_CHECKING:
+    from user_memory.domain.model import MemoryVersion
+    from user_memory.domain.repository import MemoryStore
+
+PROG = "user-memory"
+DEBUG_ENV = "USER_MEMORY_DEBUG"
+CONNECT_TIMEOUT_SECONDS = 10
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+# Embedded servers stop when their last handle goes; the CLI holds them until it exits.
+_KEEP_ALIVE: list[Any] = []
+
+
+class UsageError(Exception):
+    """The command line itself is wrong (reported like argparse would, on one line)."""
+
+
+# -- argument types: checked while parsing, before anything runs -----------------------------------
+
+
+def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a whole number, got {value!r}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{what} must be at least {minimum}, got {n}")
+        return n
+
+    parse.__name__ = what  # argparse names the type in some messages
+    return parse
+
+
+def _day(value: str) -> date:
+    try:
+        day = datetime.strptime(value, "%Y-%m-%d").date()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a valid date (YYYY-MM-DD): {value!r}") from None
+    if not date(1970, 1, 2) <= day <= date(9998, 12, 31):
+        raise argparse.ArgumentTypeError(f"the date must be between 1970-01-02 and 9998-12-31, got {value}")
+    return day
+
+
+def _dsn(value: str) -> str:
+    """A PostgreSQL connection string (URI or key=value); its text is never echoed (passwords)."""
+    check_dsn(value, "the database URL")
+    return value
+
+
+def check_dsn(value: str, what: str) -> None:
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"{what} is empty")
+    try:
+        psycopg.conninfo.conninfo_to_dict(value)
+    except psycopg.ProgrammingError:
+        raise argparse.ArgumentTypeError(
+            f"{what} is not a PostgreSQL connection string "
+            "(expected postgresql://user@host:port/dbname or 'host=... dbname=...')"
+        ) from None
+
+
+def _user(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a user id (a UUID): {value!r}") from None
+
+
+_users = _int_at_least(1, "the number of users")
+_limit = _int_at_least(1, "the limit")
+_version = _int_at_least(0, "a version")
+_before = _int_at_least(1, "the version")
+
+
+# -- the database --------------------------------------------------------------------------------
+
+
+def _with_connect_timeout(dsn: str) -> str:
+    """An unreachable host fails after CONNECT_TIMEOUT_SECONDS unless the DSN or PGCONNECT_TIMEOUT says otherwise."""
+    if "connect_timeout" in psycopg.conninfo.conninfo_to_dict(dsn) or os.environ.get("PGCONNECT_TIMEOUT"):
+        return dsn
+    return psycopg.conninfo.make_conninfo(dsn, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+
+
+def database_url(args: argparse.Namespace, *, migrate_embedded: bool = True) -> str:
+    """--database-url, else $DATABASE_URL (both checked, then reachable), else the embedded
+    server (started, and migrated unless the caller migrates: it is this tool's own)."""
+    url = args.database_url or os.environ.get("DATABASE_URL")
+    if url:
+        try:
+            check_dsn(url, "DATABASE_URL" if not args.database_url else "the database URL")
+        except argparse.ArgumentTypeError as err:
+            raise ConfigError(str(err)) from None
+        url = _with_connect_timeout(url)
+        _probe(url)
+        return url
+    from user_memory.adapters.migrations import migrate
+
+    from user_memory_local.embedded import start_embedded
+
+    server, dsn = start_embedded()
+    _KEEP_ALIVE.append(server)
+    if migrate_embedded:
+        migrate(dsn)
+    return dsn
+
+
+def _probe(dsn: str) -> None:
+    """Connect once: an unreachable server fails now, with the driver's reason."""
+    from user_memory.adapters.postgres import translate
+
+    try:
+        psycopg.connect(dsn, autocommit=True).close()
+    except psycopg.Error as err:
+        raise translate(err) from err
+
+
+@contextmanager
+def _store(args: argparse.Namespace) -> Iterator[MemoryStore]:
+    from user_memory.adapters.postgres import PostgresRecorder, open_pool
+    from user_memory.domain.repository import MemoryStore
+
+    pool = open_pool(database_url(args))
+    try:
+        yield MemoryStore(PostgresRecorder(pool))
+    finally:
+        pool.close()
+
+
+def _known_head(store: MemoryStore, user: uuid.UUID) -> MemoryVersion:
+    """The user's head; UnknownUser when no version was ever written."""
+    head = store.head(user)
+    if head.version == 0:
+        raise UnknownUser(user)
+    return head
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from user_memory.adapters.migrations import migrate
+
+    applied = migrate(database_url(args, migrate_embedded=False))
+    print(f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "database is up to date")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        head = _known_head(store, args.user)
+        mv = head if args.version is None else store.at(args.user, args.version)
+    _print_json(
+        {
+            "user_id": str(args.user),
+            "version": mv.version,
+            "head": head.version,
+            "created_at": _iso(mv.created_at),
+            "source": mv.source,
+            "document": mv.document,
+        }
+    )
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        _known_head(store, args.user)
+        entries = store.history(args.user, limit=args.limit, before_version=args.before)
+    for h in entries:
+        mark = "checkpoint" if h.is_checkpoint else f"{len(h.patch)} ops"
+        print(f"v{h.version:<5} {h.created_at:%Y-%m-%d %H:%M:%S}  {mark:<11} {h.source or ''}".rstrip())
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        _known_head(store, args.user)
+        patch = store.diff(args.user, args.a, args.b)
+    _print_json(patch)
+    return 0
+
+
+def cmd_erase(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        removed = store.erase(args.user)
+    _print_json({"user_id": str(args.user), "removed": removed})
+    if not any(removed.values()):
+        print(f"note: user {args.user} had no memory and no activity; nothing was removed", file=sys.stderr)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from user_memory.adapters.migrations import migrate
+    from user_memory.runtime import build_summarizer
+
+    from user_memory_local import demo
+
+    # Configuration first: a bad setting fails before a server starts or a row is written.
+    worker_settings, fanout_settings = demo.demo_settings(summarizer=args.summarizer)
+    summarizer = build_summarizer(worker_settings)
+    demo.prepare_environment()  # before the handlers' modules create their Logger and Tracer
+    from user_memory_functions.fanout.app import handler as fanout_handler
+    from user_memory_functions.worker.app import handler as worker_handler
+
+    dsn = database_url(args, migrate_embedded=False)
+    migrate(dsn)  # the demo writes: the schema must be current, whichever database it is
+    with demo.local_stack(
+        dsn, worker_settings=worker_settings, fanout_settings=fanout_settings, summarizer=summarizer
+    ) as stack:
+        return demo.run_demo(
+            stack,
+            fanout_handler=fanout_handler,
+            worker_handler=worker_handler,
+            users=args.users,
+            day=args.date,
+            progress=not args.quiet,
+        )
+
+
+# -- parsing and the top level -------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors raised as UsageError instead of printed with the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--database-url", type=_dsn, metavar="URL", help="PostgreSQL DSN (default: $DATABASE_URL, else embedded)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("migrate", parents=[common], help="apply pending migrations").set_defaults(func=cmd_migrate)
+
+    demo = sub.add_parser("demo", parents=[common], help="the daily job end to end on local stand-ins")
+    demo.add_argument("--users", type=_users, default=200, metavar="N", help="demo users to seed (default 200)")
+    demo.add_argument(
+        "--date",
+        type=_day,
+        default=None,
+        metavar="YYYY-MM-DD",
+        help="the day to summarize (default: yesterday, UTC)",
+    )
+    demo.add_argument("--summarizer", choices=["rules", "openai"], default=None, help="default: $SUMMARIZER, else auto")
+    demo.add_argument("--quiet", action="store_true", help="no progress bars")
+    demo.set_defaults(func=cmd_demo)
+
+    show = sub.add_parser("show", parents=[common], help="a user's memory as JSON (head, or --version N)")
+    show.add_argument("user", type=_user, metavar="USER")
+    show.add_argument("--version", type=_version, metavar="N")
+    show.set_defaults(func=cmd_show)
+
+    history = sub.add_parser("history", parents=[common], help="a user's versions, newest first")
+    history.add_argument("user", type=_user, metavar="USER")
+    history.add_argument("--limit", type=_limit, default=20, metavar="N", help="at most N versions (default 20)")
+    history.add_argument("--before", type=_before, metavar="V", help="only versions below V")
+    history.set_defaults(func=cmd_history)
+
+    diff = sub.add_parser("diff", parents=[common], help="one JSON Patch from version A to version B")
+    diff.add_argument("user", type=_user, metavar="USER")
+    diff.add_argument("a", type=_version, metavar="A")
+    diff.add_argument("b", type=_version, metavar="B")
+    diff.set_defaults(func=cmd_diff)
+
+    erase = sub.add_parser("erase", parents=[common], help="delete a user's memory and activity; prints the counts")
+    erase.add_argument("user", type=_user, metavar="USER")
+    erase.set_defaults(func=cmd_erase)
+    return parser
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0].strip()[:500]
+
+
+def _describe(err: BaseException) -> str:
+    """One line for the user: our errors by their message, anything else by its type too."""
+    if isinstance(err, UserMemoryError):
+        message = _first_line(str(err)) or type(err).__name__
+        if isinstance(err, StorageError) and isinstance(
+            err.__cause__, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedFunction
+        ):
+            message += f" (is the database migrated? run `{PROG} migrate`)"
+        return message
+    if isinstance(err, psycopg.Error):
+        return f"database: {_first_line(str(err)) or type(err).__name__}"
+    detail = _first_line(str(err))
+    return f"{type(err).__name__}: {detail}" if detail else type(err).__name__
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (never raises, never prints a traceback
+    unless USER_MEMORY_DEBUG=1)."""
+    debug = os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes")
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except UsageError as err:
+            return _fail(str(err), EXIT_USAGE)
+        except SystemExit as done:  # --help
+            return done.code if isinstance(done.code, int) else 0
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): nothing more to say, and nowhere to say it.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_ERROR
+    except Exception as err:  # noqa: BLE001 - the top level: every failure becomes one line
+        if debug:
+            traceback.print_exc()
+        return _fail(_describe(err), EXIT_ERROR)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

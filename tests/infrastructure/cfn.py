@@ -1,0 +1,68 @@
+"""Reading CloudFormation/SAM templates in tests: short-form tags, references, cfn-lint."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml  # cfn-lint depends on PyYAML
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """Keeps short-form intrinsics as one-key mappings: `!Ref X` -> {"Ref": "X"}."""
+
+
+def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    if isinstance(node, yaml.ScalarNode):
+        return {suffix: loader.construct_scalar(node)}
+    if isinstance(node, yaml.SequenceNode):
+        return {suffix: loader.construct_sequence(node, deep=True)}
+    return {suffix: loader.construct_mapping(node, deep=True)}  # type: ignore[arg-type]
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+def load(relative: str) -> dict[str, Any]:
+    return yaml.load((ROOT / relative).read_text(), Loader=_CfnLoader)  # a SafeLoader subclass
+
+
+def cfn_lint(relative: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
+    cfn_lint_bin = Path(sys.executable).parent / "cfn-lint"
+    return subprocess.run([str(cfn_lint_bin), str(ROOT / relative)], capture_output=True, text=True, env=env)
+
+
+_SUB_VARIABLE = re.compile(r"\$\{([^}!][^}]*)\}")
+
+
+def references(node: Any) -> Iterator[str]:
+    """Every logical name a node refers to: Ref, GetAtt and the ${Name} / ${Name.Attr} of Sub."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("Ref", "Fn::Ref") and isinstance(value, str):
+                yield value
+            elif key in ("GetAtt", "Fn::GetAtt"):
+                yield (value if isinstance(value, str) else value[0]).split(".")[0]
+            elif key in ("Sub", "Fn::Sub"):
+                text, variables = (value, {}) if isinstance(value, str) else (value[0], value[1])
+                for name in _SUB_VARIABLE.findall(text):
+                    if name.split(".")[0] not in variables:
+                        yield name.split(".")[0]
+                yield from references(variables)
+                continue
+            yield from references(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from references(item)
+
+
+def resources_of_type(template: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
+    return {name: res for name, res in template["Resources"].items() if res["Type"] == type_}

@@ -1,0 +1,159 @@
+"""infra/database.yaml (the database stack): cfn-lint offline, the network path, and its outputs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.infrastructure.cfn import cfn_lint, load, references, resources_of_type
+
+pytestmark = pytest.mark.infrastructure
+
+
+@pytest.fixture(scope="module")
+def stack() -> dict:
+    return load("infra/database.yaml")
+
+
+@pytest.fixture(scope="module")
+def app() -> dict:
+    return load("template.yaml")
+
+
+def _props(stack: dict, name: str) -> dict:
+    return stack["Resources"][name]["Properties"]
+
+
+def test_cfn_lint_passes_offline():
+    # Given the database stack, deployable on its own
+    # When cfn-lint checks it
+    result = cfn_lint("infra/database.yaml")
+    # Then it reports nothing
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_two_private_subnets_in_two_availability_zones(stack):
+    # Given the subnets the database, the proxy and the functions use
+    groups = resources_of_type(stack, "AWS::RDS::DBSubnetGroup")
+    (group,) = groups.values()
+    subnets = [ref["Ref"] for ref in group["Properties"]["SubnetIds"]]
+    # Then there are two, in different zones, neither handing out public addresses
+    assert len(subnets) == 2
+    zones = [_props(stack, s)["AvailabilityZone"] for s in subnets]
+    assert sorted(z["Select"][0] for z in zones) == [0, 1]
+    assert all(z["Select"][1] == {"GetAZs": ""} for z in zones)
+    assert all(_props(stack, s)["MapPublicIpOnLaunch"] is False for s in subnets)
+    assert _props(stack, "DatabaseProxy")["VpcSubnetIds"] == group["Properties"]["SubnetIds"]
+
+
+def _ingress(stack: dict, group: str) -> list[dict]:
+    rules = list(_props(stack, group).get("SecurityGroupIngress", []))
+    for res in resources_of_type(stack, "AWS::EC2::SecurityGroupIngress").values():
+        if res["Properties"]["GroupId"] == {"Ref": group}:
+            rules.append(res["Properties"])
+    return rules
+
+
+def test_security_groups_chain_functions_to_proxy_to_database_on_5432(stack):
+    # Given the three security groups
+    proxy_in = _ingress(stack, "ProxySecurityGroup")
+    database_in = _ingress(stack, "DatabaseSecurityGroup")
+    # Then the proxy accepts PostgreSQL only from the functions' group
+    assert [(r["FromPort"], r["ToPort"], r["SourceSecurityGroupId"]) for r in proxy_in] == [
+        (5432, 5432, {"Ref": "LambdaSecurityGroup"})
+    ]
+    # And the database accepts PostgreSQL only from the proxy's group
+    assert [(r["FromPort"], r["ToPort"], r["SourceSecurityGroupId"]) for r in database_in] == [
+        (5432, 5432, {"Ref": "ProxySecurityGroup"})
+    ]
+    # And the cluster and the proxy sit in those groups
+    assert _props(stack, "DatabaseCluster")["VpcSecurityGroupIds"] == [{"Ref": "DatabaseSecurityGroup"}]
+    assert _props(stack, "DatabaseProxy")["VpcSecurityGroupIds"] == [{"Ref": "ProxySecurityGroup"}]
+
+
+def test_aurora_serverless_v2_postgresql_16_encrypted_and_protected(stack):
+    # Given the cluster
+    cluster = _props(stack, "DatabaseCluster")
+    params = stack["Parameters"]
+    # Then it is Aurora PostgreSQL 16, Serverless v2 scaled by the parameters
+    assert cluster["Engine"] == "aurora-postgresql"
+    assert cluster["EngineVersion"] == {"Ref": "EngineVersion"}
+    assert re.fullmatch(r"16\.\d+", params["EngineVersion"]["Default"])
+    assert cluster["ServerlessV2ScalingConfiguration"] == {
+        "MinCapacity": {"Ref": "MinCapacity"},
+        "MaxCapacity": {"Ref": "MaxCapacity"},
+    }
+    (writer,) = resources_of_type(stack, "AWS::RDS::DBInstance").values()
+    assert writer["Properties"]["DBInstanceClass"] == "db.serverless"
+    assert writer["Properties"]["PubliclyAccessible"] is False
+    # And its storage is encrypted, deletion protection follows the parameter, deletion keeps a snapshot
+    assert cluster["StorageEncrypted"] is True
+    assert cluster["DeletionProtection"] == {"If": ["ProtectDatabase", True, False]}
+    assert stack["Resources"]["DatabaseCluster"]["DeletionPolicy"] == "Snapshot"
+    # And the master password is generated in Secrets Manager, never a parameter
+    assert "MasterSecret" in set(references(cluster["MasterUserPassword"]))
+
+
+def test_the_proxy_requires_tls_and_authenticates_with_the_master_secret(stack):
+    # Given the RDS Proxy
+    proxy = _props(stack, "DatabaseProxy")
+    # Then it is a PostgreSQL proxy that refuses plain-text connections
+    assert proxy["EngineFamily"] == "POSTGRESQL" and proxy["RequireTLS"] is True
+    # And clients authenticate with the credentials of the master secret it can read
+    (auth,) = proxy["Auth"]
+    assert auth["AuthScheme"] == "SECRETS" and auth["SecretArn"] == {"Ref": "MasterSecret"}
+    role = _props(stack, proxy["RoleArn"]["GetAtt"].split(".")[0])
+    statements = [s for p in role["Policies"] for s in p["PolicyDocument"]["Statement"]]
+    assert {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": "MasterSecret"}} in (
+        statements
+    )
+    # And its target is the cluster
+    (target,) = resources_of_type(stack, "AWS::RDS::DBProxyTargetGroup").values()
+    assert target["Properties"]["DBClusterIdentifiers"] == [{"Ref": "DatabaseCluster"}]
+
+
+def test_the_dsn_secret_is_a_postgresql_url_to_the_proxy(stack):
+    # Given the secret the application reads
+    text, variables = _props(stack, "DatabaseDsnSecret")["SecretString"]["Sub"]
+    # Then it is postgresql://user:password@proxy:5432/db with TLS required
+    assert re.fullmatch(
+        r"postgresql://\$\{MasterUsername\}:"
+        r"\{\{resolve:secretsmanager:\$\{MasterSecret\}:SecretString:password\}\}"
+        r"@\$\{Endpoint\}:5432/\$\{DatabaseName\}\?sslmode=require",
+        text,
+    ), text
+    assert variables == {"Endpoint": {"GetAtt": "DatabaseProxy.Endpoint"}}
+    # And the password is alphanumeric, so the URL needs no escaping
+    generated = _props(stack, "MasterSecret")["GenerateSecretString"]
+    assert generated["ExcludePunctuation"] is True and generated["GenerateStringKey"] == "password"
+
+
+def test_the_outputs_feed_the_application_parameters(stack, app):
+    # Given the stack's outputs
+    outputs = stack["Outputs"]
+    # Then the ones named after application parameters are those parameters' values
+    assert {"DatabaseSecretArn", "VpcSubnetIds", "VpcSecurityGroupIds"} <= set(outputs) & set(app["Parameters"])
+    assert outputs["DatabaseSecretArn"]["Value"] == {"Ref": "DatabaseDsnSecret"}
+    assert outputs["VpcSubnetIds"]["Value"] == {"Join": [",", [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}]]}
+    assert outputs["VpcSecurityGroupIds"]["Value"] == {"Ref": "LambdaSecurityGroup"}
+    assert app["Parameters"]["VpcSubnetIds"]["Type"] == "CommaDelimitedList"
+
+
+def test_the_functions_have_a_way_out_a_nat_gateway_or_vpc_endpoints(stack):
+    # Given the optional egress resources
+    resources = stack["Resources"]
+    # Then a NAT gateway (for the LLM on the internet) routes the private subnets when enabled
+    route = resources["PrivateDefaultRoute"]
+    assert route["Condition"] == "CreateNatGateway"
+    assert route["Properties"]["RouteTableId"] == {"Ref": "PrivateRouteTable"}
+    assert route["Properties"]["NatGatewayId"] == {"Ref": "NatGateway"}
+    # And interface endpoints for the AWS APIs the functions call exist when enabled
+    endpoints = resources_of_type(stack, "AWS::EC2::VPCEndpoint")
+    services = {e["Properties"]["ServiceName"]["Sub"].rsplit(".", 1)[1] for e in endpoints.values()}
+    assert services == {"secretsmanager", "sqs", "logs", "monitoring"}
+    for endpoint in endpoints.values():
+        assert endpoint["Condition"] == "CreateVpcEndpoints"
+        assert endpoint["Properties"]["PrivateDnsEnabled"] is True
+    assert stack["Conditions"]["CreateVpcEndpoints"] == {"Equals": [{"Ref": "EnableVpcEndpoints"}, "true"]}
+    assert _props(stack, "Vpc")["EnableDnsHostnames"] is True

@@ -1,0 +1,33 @@
+"""The activity queries on PostgreSQL are served by indexes, not by scanning all history."""
+
+from __future__ import annotations
+
+import pytest
+from user_memory.adapters import postgres
+
+pytestmark = pytest.mark.integration
+
+
+def plan(conn, query: str, params: dict | tuple) -> str:
+    conn.execute("SET enable_seqscan = off")  # a tiny test table would otherwise always be scanned
+    try:
+        rows = conn.execute("EXPLAIN " + query, params).fetchall()
+    finally:
+        conn.execute("RESET enable_seqscan")
+    return "\n".join(r[0] for r in rows)
+
+
+def test_users_to_summarize_are_paged_from_the_partial_index_of_unsummarized_rows(conn):
+    text = plan(
+        conn,
+        postgres._ACTIVE_PAGE,
+        {"after": "00000000-0000-0000-0000-000000000000", "end": "2026-11-22T00:00:00Z", "limit": 1000},
+    )
+    assert "idx_user_activity_unsummarized" in text and "Limit" in text
+
+
+def test_a_users_unsummarized_activity_is_read_from_the_same_index(conn):
+    text = plan(
+        conn, postgres._UNSUMMARIZED, ("00000000-0000-0000-0000-000000000001", "2026-11-22T00:00:00Z", 0, 500)
+    )
+    assert "idx_user_activity_unsummarized" in text
