@@ -110,3 +110,13 @@ REVOKE EXECUTE ON FUNCTION user_memory_mark_summarized(uuid, integer, bigint[]) 
 GRANT EXECUTE ON FUNCTION user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[])
   TO authenticated, service_role;
 GRANT EXECUTE ON FUNCTION user_memory_mark_summarized(uuid, integer, bigint[]) TO service_role;
+
+-- Activity recorded before this migration was summarized by the old window-based runs, or
+-- never will be by them. Mark as summarized, by the user's current version, every row that
+-- occurred and was recorded before that user's last write; the rest (activity since the last
+-- summary, and every row of users who never had one) is what the next run summarizes.
+UPDATE user_activity a SET summarized_version = h.version
+  FROM user_memory_heads h
+ WHERE a.user_id = h.user_id AND a.summarized_version IS NULL
+   AND a.occurred_at < h.updated_at AND a.recorded_at < h.updated_at;
+

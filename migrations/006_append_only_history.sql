@@ -32,6 +32,11 @@ DO $$
 BEGIN
   EXECUTE format('REVOKE ALL ON SEQUENCE %s FROM PUBLIC, anon, authenticated',
                  pg_get_serial_sequence('public.user_activity', 'id'));
+  -- The migrations' bookkeeping table (created by the migration runner before the first
+  -- migration) receives the same default privileges; only the owner has any use for it.
+  IF to_regclass('public.user_memory_migrations') IS NOT NULL THEN
+    REVOKE ALL ON public.user_memory_migrations FROM PUBLIC, anon, authenticated, service_role;
+  END IF;
 END
 $$;
 
@@ -110,8 +115,13 @@ CREATE TRIGGER user_memory_snapshots_no_truncate
 --     service's: a user claiming one would make that day's summary a no-op),
 --   * p_activity_ids must be NULL (only a summary run marks activity as summarized),
 -- each refused with SQLSTATE 42501. For every caller: p_document must be a JSON object no
--- larger than user_memory.max_document_bytes (default 262144) as measured by
+-- larger than user_memory.max_document_bytes (default 524288) as measured by
 -- octet_length(p_document::text), p_patch a JSON array, p_expected >= 0; else SQLSTATE 22023.
+-- The size check is a backstop for writers that bypass the service: jsonb's text form has a
+-- space after every ':' and ',', so it measures more than the compact JSON the service limits
+-- to MAX_DOCUMENT_BYTES (default 256 KiB) first; the default leaves room for that difference.
+-- A deployment that raises MAX_DOCUMENT_BYTES sets user_memory.max_document_bytes too
+-- (ALTER DATABASE ... SET user_memory.max_document_bytes = ...).
 CREATE OR REPLACE FUNCTION public.user_memory_append(
   p_user_id uuid,
   p_expected integer,
@@ -177,7 +187,7 @@ BEGIN
     RAISE EXCEPTION 'user_memory_append: the patch must be a JSON array, got %', coalesce(jsonb_typeof(p_patch), 'NULL')
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  max_bytes := coalesce(nullif(current_setting('user_memory.max_document_bytes', true), ''), '262144')::integer;
+  max_bytes := coalesce(nullif(current_setting('user_memory.max_document_bytes', true), ''), '524288')::integer;
   document_bytes := octet_length(p_document::text);
   IF document_bytes > max_bytes THEN
     RAISE EXCEPTION 'user_memory_append: document is % bytes, over the limit of %', document_bytes, max_bytes

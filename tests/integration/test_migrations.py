@@ -8,8 +8,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg import sql
-from user_memory.db import MIGRATIONS_DIR, load_migrations, migrate
+from user_memory.adapters.migrations import load_migrations, migrate, packaged_migrations
 from user_memory.errors import MigrationError
+
+MIGRATIONS_DIR = packaged_migrations()
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +32,7 @@ def fresh_db(database_url):
 
 
 def test_migrations_apply_once_and_record_checksums(fresh_db):
-    names = [m.name for m in load_migrations()]
+    names = [m.name for m in load_migrations(MIGRATIONS_DIR)]
     assert migrate(fresh_db) == names
     assert migrate(fresh_db) == []
     with psycopg.connect(fresh_db) as c:
@@ -55,7 +57,7 @@ def test_two_processes_migrating_at_once_apply_each_migration_once(fresh_db):
     for t in threads:
         t.join()
     assert errors == []
-    assert sorted(len(r) for r in results) == [0, len(load_migrations())]
+    assert sorted(len(r) for r in results) == [0, len(load_migrations(MIGRATIONS_DIR))]
 
 
 def test_changed_migration_is_refused(fresh_db, tmp_path: Path):
@@ -101,6 +103,44 @@ def test_snapshot_table_matches_the_seed(conn):
     )}  # fmt: skip
     assert "WHERE (is_full_snapshot = true)" in indexes["idx_user_memory_snapshots_checkpoints"]
     assert "UNIQUE" in indexes["idx_user_memory_snapshots_user_version"]
-    assert {"idx_user_memory_snapshots_user_id", "idx_user_memory_snapshots_user_created_at"} <= set(indexes)
+    # The seed's (user_id) index is dropped by 007: the unique (user_id, version) index covers it.
+    assert "idx_user_memory_snapshots_user_created_at" in indexes
+    assert "idx_user_memory_snapshots_user_id" not in indexes
     comment = conn.execute("SELECT obj_description('user_memory_snapshots'::regclass)").fetchone()[0]
     assert "differential snapshots" in comment
+
+
+def test_the_migrations_folder_comes_from_the_package_not_the_current_directory(tmp_path, monkeypatch):
+    # Given a working directory with no migrations in it
+    monkeypatch.chdir(tmp_path)
+    # Then the packaged folder is still found, and it is the repository's migrations/
+    folder = packaged_migrations()
+    assert (folder / "001_platform.sql").is_file()
+    assert folder.resolve() == (Path(__file__).resolve().parents[2] / "migrations").resolve()
+
+
+def test_upgrading_marks_activity_the_old_runs_summarized_and_leaves_the_rest(fresh_db, tmp_path):
+    # Given a database at 004 where a user had a summary written, with activity before and after it
+    for path in sorted(MIGRATIONS_DIR.glob("00[1-4]_*.sql")):
+        (tmp_path / path.name).write_text(path.read_text())
+    migrate(fresh_db, tmp_path)
+    summarized_user, new_user = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute(
+            "SELECT user_memory_append(%s, 0, '[]'::jsonb, false, '{}'::jsonb, 'old run', 'daily:2026-11-20')",
+            (summarized_user,),
+        )
+        c.execute("UPDATE user_memory_heads SET updated_at = '2026-11-21T00:15:00Z'")
+        c.execute(
+            """INSERT INTO user_activity (user_id, occurred_at, kind, source, external_id, recorded_at) VALUES
+               (%(s)s, '2026-11-20T10:00:00Z', 'session', 't', 'before', '2026-11-20T10:00:01Z'),
+               (%(s)s, '2026-11-21T10:00:00Z', 'session', 't', 'after', '2026-11-21T10:00:01Z'),
+               (%(n)s, '2026-11-20T10:00:00Z', 'session', 't', 'never', '2026-11-20T10:00:01Z')""",
+            {"s": summarized_user, "n": new_user},
+        )
+    # When the rest of the migrations apply
+    migrate(fresh_db)
+    # Then only the activity before the user's last summary counts as summarized
+    with psycopg.connect(fresh_db) as c:
+        marks = dict(c.execute("SELECT external_id, summarized_version FROM user_activity").fetchall())
+    assert marks == {"before": 1, "after": None, "never": None}

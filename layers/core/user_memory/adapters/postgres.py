@@ -8,6 +8,7 @@ round trip and one transaction.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -167,9 +168,9 @@ class PostgresRecorder(_Database):
     @staticmethod
     def _refused(err: psycopg.Error, new: NewVersion) -> UserMemoryError:
         primary = getattr(err.diag, "message_primary", None) or ""
-        if "over the limit" in primary:
-            limit = int("".join(ch for ch in primary.rsplit("limit", 1)[-1] if ch.isdigit()) or 0)
-            return DocumentTooLarge(len(new.document_json.encode()), limit)
+        sizes = re.search(r"document is (\d+) bytes, over the limit of (\d+)", primary)
+        if sizes:  # the database's own measure (jsonb's text form), reported as it measured it
+            return DocumentTooLarge(int(sizes.group(1)), int(sizes.group(2)))
         return translate(err)
 
     def _after_race(self, new: NewVersion, err: pgerrors.UniqueViolation) -> InsertOutcome:

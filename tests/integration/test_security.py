@@ -1,0 +1,838 @@
+"""Security and storage rules of migrations 005-007, with real roles and real JWT claims.
+
+Rows are written first as the table owner (the fixture connection) through
+user_memory_append, then read and written as anon, authenticated and service_role with
+SET LOCAL ROLE and transaction-local claims, the way PostgREST does it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors as pgerrors
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+pytestmark = pytest.mark.integration
+
+APPEND = "SELECT status, version FROM user_memory_append(%s, %s, %s, %s, %s, %s, %s, %s::bigint[])"
+OWN_FUNCTIONS = """
+SELECT p.oid, n.nspname || '.' || p.proname AS name
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname IN ('public', 'auth')
+   AND p.proowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+   AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                    WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
+"""
+
+
+def new_user() -> str:
+    return str(uuid.uuid4())
+
+
+def as_role(conn: psycopg.Connection, role: str, sub: str | None = None, claims: str | None = None) -> None:
+    """Become `role` for this transaction only, with JWT claims set transaction-locally."""
+    conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
+    if sub is not None:
+        claims = json.dumps({"sub": sub, "role": role})
+    if claims is not None:
+        conn.execute("SELECT set_config('request.jwt.claims', %s, true)", (claims,))
+
+
+def append(
+    conn: psycopg.Connection,
+    user: str,
+    expected: int,
+    document: Any,
+    *,
+    patch: Any = None,
+    key: str | None = None,
+    activity_ids: list[int] | None = None,
+    checkpoint: bool = False,
+) -> tuple[str, int]:
+    if patch is None:
+        patch = [{"op": "add", "path": "/v", "value": expected + 1}]
+    row = conn.execute(
+        APPEND, (user, expected, Jsonb(patch), checkpoint, Jsonb(document), "test", key, activity_ids)
+    ).fetchone()
+    assert row is not None
+    return row[0], row[1]
+
+
+def add_activity(conn: psycopg.Connection, user: str, n: int, source: str = "test") -> list[int]:
+    rows = conn.execute(
+        """INSERT INTO user_activity (user_id, occurred_at, kind, source, external_id)
+           SELECT %s, now() - make_interval(mins => g), 'session', %s, %s || g
+             FROM generate_series(1, %s) g
+           RETURNING id""",
+        (user, source, f"{uuid.uuid4()}:", n),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def versions(conn: psycopg.Connection, user: str) -> list[int]:
+    rows = conn.execute("SELECT version FROM user_memory_snapshots WHERE user_id = %s ORDER BY version", (user,))
+    return [r[0] for r in rows]
+
+
+@pytest.fixture
+def two_users(conn):
+    """Two users with one version, one head, two activity rows and a users row each."""
+    a, b = new_user(), new_user()
+    for u in (a, b):
+        assert append(conn, u, 0, {"owner": u}) == ("written", 1)
+        add_activity(conn, u, 2)
+    return a, b
+
+
+# -- reads ----------------------------------------------------------------------------------------
+
+
+def test_authenticated_reads_only_its_own_rows_in_every_table(conn, two_users):
+    a, b = two_users
+    with conn.transaction():
+        # Given user a's claims
+        as_role(conn, "authenticated", a)
+        # When a reads every table, asking for both users
+        for table in ("user_memory_snapshots", "user_memory_heads", "user_activity"):
+            got = conn.execute(
+                sql.SQL("SELECT DISTINCT user_id::text FROM {} WHERE user_id IN (%s, %s)").format(
+                    sql.Identifier(table)
+                ),
+                (a, b),
+            ).fetchall()
+            # Then only a's rows come back
+            assert {r[0] for r in got} == {a}, table
+        users = conn.execute("SELECT id::text FROM users WHERE id IN (%s, %s)", (a, b)).fetchall()
+        assert [r[0] for r in users] == [a]
+
+
+def test_anon_has_no_privilege_on_any_table(conn, two_users):
+    # Given the four tables
+    for table in ("user_memory_snapshots", "user_memory_heads", "user_activity", "users"):
+        # Then anon holds no privilege on them at all
+        granted = conn.execute(
+            """SELECT count(*) FROM information_schema.role_table_grants
+                WHERE grantee IN ('anon', 'PUBLIC') AND table_name = %s""",
+            (table,),
+        ).fetchone()[0]
+        assert granted == 0, table
+        # And a read as anon is refused outright rather than filtered to nothing
+        with pytest.raises(pgerrors.InsufficientPrivilege), conn.transaction():
+            as_role(conn, "anon")
+            conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table)))
+
+
+# -- direct writes ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "INSERT INTO user_memory_snapshots (user_id, version, patch) VALUES ({a}, 2, '[]')",
+        "UPDATE user_memory_snapshots SET patch = '[]' WHERE user_id = {a}",
+        "DELETE FROM user_memory_snapshots WHERE user_id = {a}",
+        "INSERT INTO user_memory_heads (user_id, version, document) VALUES ({a}, 9, '{{}}') "
+        "ON CONFLICT (user_id) DO UPDATE SET version = 9",
+        "UPDATE user_memory_heads SET document = '{{}}' WHERE user_id = {a}",
+        "DELETE FROM user_memory_heads WHERE user_id = {a}",
+        "UPDATE user_activity SET summarized_version = 1 WHERE user_id = {a}",
+        "INSERT INTO users (id) VALUES (gen_random_uuid())",
+    ],
+)
+def test_authenticated_cannot_write_tables_directly_even_its_own_rows(conn, two_users, statement):
+    a, _ = two_users
+    # Given user a's claims, When a writes its own rows directly, Then the privilege is missing
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="permission denied"), conn.transaction():
+        as_role(conn, "authenticated", a)
+        conn.execute(statement.format(a=f"'{a}'"))
+    # And nothing changed
+    assert versions(conn, a) == [1]
+    assert conn.execute("SELECT version FROM user_memory_heads WHERE user_id = %s", (a,)).fetchone()[0] == 1
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE user_memory_snapshots SET patch = '[]' WHERE user_id = {a}",
+        "DELETE FROM user_memory_snapshots WHERE user_id = {a}",
+        "TRUNCATE user_memory_snapshots",
+    ],
+)
+def test_service_role_cannot_change_or_remove_version_rows(conn, two_users, statement):
+    a, _ = two_users
+    # Given the service's role, When it changes or removes history directly, Then it is refused
+    with pytest.raises(pgerrors.InsufficientPrivilege), conn.transaction(force_rollback=True):
+        as_role(conn, "service_role")
+        conn.execute(statement.format(a=f"'{a}'"))
+    assert versions(conn, a) == [1]
+
+
+def test_service_role_still_appends_version_rows_and_reads_everything(conn, two_users):
+    a, b = two_users
+    with conn.transaction():
+        as_role(conn, "service_role")
+        rows = conn.execute("SELECT count(DISTINCT user_id) FROM user_memory_heads WHERE user_id IN (%s, %s)", (a, b))
+        assert rows.fetchone()[0] == 2
+        assert append(conn, a, 1, {"owner": a, "n": 2}, key="daily:2031-01-01") == ("written", 2)
+    assert versions(conn, a) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE user_memory_snapshots SET source_description = 'edited' WHERE user_id = {a}",
+        "DELETE FROM user_memory_snapshots WHERE user_id = {a}",
+        "TRUNCATE user_memory_snapshots",
+    ],
+)
+def test_even_the_owner_cannot_change_or_remove_version_rows_by_hand(conn, two_users, statement):
+    a, _ = two_users
+    # Given the owner's connection (a superuser here), When it edits history by hand
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="append-only"), conn.transaction(force_rollback=True):
+        conn.execute(statement.format(a=f"'{a}'"))
+    # Then the trigger refused it and the row is as it was
+    assert conn.execute("SELECT source_description FROM user_memory_snapshots WHERE user_id = %s", (a,)).fetchall() == [
+        ("test",)
+    ]
+
+
+def test_the_erase_setting_of_one_user_does_not_open_another_users_history(conn, two_users):
+    a, b = two_users
+    # Given the setting user_memory_erase uses, set for user a
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="append-only"), conn.transaction(force_rollback=True):
+        conn.execute("SELECT set_config('user_memory.erase_user_id', %s, true)", (a,))
+        # When the owner deletes user b's history, Then it is still refused
+        conn.execute("DELETE FROM user_memory_snapshots WHERE user_id = %s", (b,))
+    assert versions(conn, b) == [1]
+
+
+def test_deleting_the_users_row_takes_the_history_with_it(conn, two_users):
+    a, b = two_users
+    # When the platform deletes user a's identity row (ON DELETE CASCADE)
+    conn.execute("DELETE FROM users WHERE id = %s", (a,))
+    # Then a's head and history went with it, and b's are untouched
+    assert versions(conn, a) == []
+    assert conn.execute("SELECT count(*) FROM user_memory_heads WHERE user_id = %s", (a,)).fetchone()[0] == 0
+    assert versions(conn, b) == [1]
+
+
+# -- user_memory_append as an end user ------------------------------------------------------------
+
+
+def test_authenticated_appends_its_own_version_through_the_function(conn, two_users):
+    a, _ = two_users
+    # Given user a's claims, set transaction-locally
+    with conn.transaction():
+        as_role(conn, "authenticated", a)
+        # When a appends through the function, with no key and then with an api: key
+        assert append(conn, a, 1, {"owner": a, "n": 2}) == ("written", 2)
+        assert append(conn, a, 2, {"owner": a, "n": 3}, key="api:req-1") == ("written", 3)
+        # And repeats the api: key
+        assert append(conn, a, 3, {"owner": a, "n": 4}, key="api:req-1") == ("idempotent", 3)
+        # And writes from a stale version
+        assert append(conn, a, 1, {"owner": a, "n": 9}) == ("conflict", 3)
+    # Then the versions and the head are there, written by the function as its owner
+    assert versions(conn, a) == [1, 2, 3]
+    assert conn.execute("SELECT document FROM user_memory_heads WHERE user_id = %s", (a,)).fetchone()[0] == {
+        "owner": a,
+        "n": 3,
+    }
+
+
+def test_a_new_end_user_can_make_its_first_write(conn):
+    u = new_user()
+    # Given a user with no users row and no memory
+    with conn.transaction():
+        as_role(conn, "authenticated", u)
+        # When it writes version 1
+        assert append(conn, u, 0, {"first": True}) == ("written", 1)
+    # Then its users row was created too
+    assert conn.execute("SELECT count(*) FROM users WHERE id = %s", (u,)).fetchone()[0] == 1
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        pytest.param(None, id="no-claims"),
+        pytest.param("", id="empty-claims"),
+        pytest.param('{"role": "authenticated"}', id="claims-without-sub"),
+        pytest.param('{"sub": "not-a-uuid"}', id="sub-not-a-uuid"),
+        pytest.param("not json", id="claims-not-json"),
+    ],
+)
+def test_authenticated_without_a_usable_sub_cannot_append(conn, two_users, claims):
+    a, _ = two_users
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="may only write own memory"), conn.transaction():
+        as_role(conn, "authenticated", claims=claims)
+        append(conn, a, 1, {"x": 1})
+    assert versions(conn, a) == [1]
+
+
+def test_authenticated_cannot_append_to_another_users_memory(conn, two_users):
+    a, b = two_users
+    # Given user a's claims, When a writes b's memory, Then it is refused with 42501
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="may only write own memory") as err, conn.transaction():
+        as_role(conn, "authenticated", a)
+        append(conn, b, 1, {"owner": "a was here"})
+    assert err.value.sqlstate == "42501"
+    assert versions(conn, b) == [1]
+
+
+@pytest.mark.parametrize("key", ["daily:2026-11-21", "window:x/y", "API:upper", "apix", ""])
+def test_authenticated_cannot_claim_a_service_idempotency_key(conn, two_users, key):
+    a, _ = two_users
+    # Given user a's claims, When a writes with a run key, Then it is refused: the key is the service's
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="is reserved for the service"), conn.transaction():
+        as_role(conn, "authenticated", a)
+        append(conn, a, 1, {"n": 2}, key=key)
+    assert versions(conn, a) == [1]
+
+
+def test_authenticated_cannot_mark_activity_as_summarized(conn, two_users):
+    a, _ = two_users
+    ids = conn.execute("SELECT array_agg(id) FROM user_activity WHERE user_id = %s", (a,)).fetchone()[0]
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="marks activity"), conn.transaction():
+        as_role(conn, "authenticated", a)
+        append(conn, a, 1, {"n": 2}, activity_ids=ids)
+    # And with an empty list too: only NULL is allowed
+    with pytest.raises(pgerrors.InsufficientPrivilege), conn.transaction():
+        as_role(conn, "authenticated", a)
+        append(conn, a, 1, {"n": 2}, activity_ids=[])
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM user_activity WHERE user_id = %s AND summarized_version IS NOT NULL", (a,)
+        ).fetchone()[0]
+        == 0
+    )
+
+
+@pytest.fixture
+def member_of_authenticated(conn):
+    """A role that inherits authenticated's privileges (a login role a platform could use)."""
+    name = f"um_test_member_{os.getpid()}"
+    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+    conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN INHERIT IN ROLE authenticated").format(sql.Identifier(name)))
+    yield name
+    conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+def test_a_role_that_is_not_the_service_is_an_end_user_even_without_set_role(conn, two_users, member_of_authenticated):
+    a, b = two_users
+    if not conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0]:
+        pytest.skip("SET SESSION AUTHORIZATION needs a superuser")
+    # Given a session whose user merely inherits authenticated (role setting 'none')
+    with conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL SESSION AUTHORIZATION {}").format(sql.Identifier(member_of_authenticated)))
+        assert conn.execute("SELECT current_setting('role')").fetchone()[0] == "none"
+        conn.execute("SELECT set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": a}),))
+        # Then it may write its own memory as an end user
+        assert append(conn, a, 1, {"n": 2}) == ("written", 2)
+    # But not another user's, nor with a run key
+    for kwargs, user in (({}, b), ({"key": "daily:2031-01-01"}, a)):
+        head = versions(conn, user)[-1]
+        with pytest.raises(pgerrors.InsufficientPrivilege), conn.transaction():
+            conn.execute(sql.SQL("SET LOCAL SESSION AUTHORIZATION {}").format(sql.Identifier(member_of_authenticated)))
+            conn.execute("SELECT set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": a}),))
+            append(conn, user, head, {"n": 3}, **kwargs)
+    assert versions(conn, a) == [1, 2] and versions(conn, b) == [1]
+
+
+# -- argument checks (every caller) ----------------------------------------------------------------
+
+
+BAD_ARGUMENTS = [
+    pytest.param({"document": [1, 2]}, "document must be a JSON object, got array", id="document-array"),
+    pytest.param({"document": "text"}, "document must be a JSON object, got string", id="document-string"),
+    pytest.param({"document": None}, "document must be a JSON object, got NULL", id="document-null"),
+    pytest.param({"patch": {"op": "add"}}, "patch must be a JSON array, got object", id="patch-object"),
+    pytest.param({"expected": -1}, "expected version must be 0 or more", id="negative-expected"),
+]
+
+
+@pytest.mark.parametrize("role", ["authenticated", "service_role", None])
+@pytest.mark.parametrize(("change", "message"), BAD_ARGUMENTS)
+def test_append_refuses_malformed_arguments_from_every_caller(conn, two_users, role, change, message):
+    a, _ = two_users
+    args: dict[str, Any] = {"document": {"n": 2}, "patch": [], "expected": 1} | change
+    document = None if args["document"] is None else Jsonb(args["document"])
+    with pytest.raises(pgerrors.InvalidParameterValue, match=message) as err, conn.transaction():
+        if role is not None:
+            as_role(conn, role, a)
+        conn.execute(APPEND, (a, args["expected"], Jsonb(args["patch"]), False, document, "t", None, None))
+    assert err.value.sqlstate == "22023"
+    assert versions(conn, a) == [1]
+
+
+@pytest.mark.parametrize("role", ["authenticated", "service_role", None])
+def test_append_refuses_a_document_over_the_default_limit(conn, two_users, role):
+    a, _ = two_users
+    big = {"text": "x" * 524_288}  # its text is 524,300 bytes: {"text": "xxx..."}
+    too_big = r"document is 524300 bytes, over the limit of 524288"
+    with pytest.raises(pgerrors.InvalidParameterValue, match=too_big), conn.transaction():
+        if role is not None:
+            as_role(conn, role, a)
+        append(conn, a, 1, big)
+    # And one just under it is taken
+    fits = {"text": "x" * (524_288 - 12)}
+    with conn.transaction():
+        if role is not None:
+            as_role(conn, role, a)
+        assert append(conn, a, 1, fits) == ("written", 2)
+
+
+def test_the_limit_is_a_setting_and_measures_the_documents_jsonb_text(conn, two_users):
+    a, _ = two_users
+    doc = {"a": 1, "b": "é"}  # jsonb text {"a": 1, "b": "é"} is 19 bytes (é is 2)
+    assert conn.execute("SELECT octet_length(%s::jsonb::text)", (Jsonb(doc),)).fetchone()[0] == 19
+    with conn.transaction():
+        conn.execute("SELECT set_config('user_memory.max_document_bytes', '18', true)")
+        too_big = "document is 19 bytes, over the limit of 18"
+        with pytest.raises(pgerrors.InvalidParameterValue, match=too_big), conn.transaction():
+            append(conn, a, 1, doc)
+        conn.execute("SELECT set_config('user_memory.max_document_bytes', '19', true)")
+        assert append(conn, a, 1, doc) == ("written", 2)
+
+
+# -- functions: who may execute what --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "SELECT * FROM user_memory_append(gen_random_uuid(), 0, '[]', false, '{}', 's', NULL)",
+        "SELECT user_memory_mark_summarized(gen_random_uuid(), 1, ARRAY[1]::bigint[])",
+        "SELECT * FROM user_memory_erase(gen_random_uuid())",
+        "SELECT auth.uid()",
+    ],
+)
+def test_anon_cannot_execute_any_function(conn, call):
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="permission denied for function"), conn.transaction():
+        as_role(conn, "anon")
+        conn.execute(call)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "SELECT user_memory_mark_summarized(%s, 1, ARRAY[1]::bigint[])",
+        "SELECT * FROM user_memory_erase(%s)",
+    ],
+)
+def test_authenticated_cannot_execute_the_service_functions(conn, two_users, call):
+    a, _ = two_users
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="permission denied for function"), conn.transaction():
+        as_role(conn, "authenticated", a)
+        conn.execute(call, (a,))
+    assert versions(conn, a) == [1]
+
+
+def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_only_its_own(conn):
+    # Given every function our migrations created in public and auth
+    functions = conn.execute(OWN_FUNCTIONS).fetchall()
+    names = {name for _, name in functions}
+    assert {
+        "public.user_memory_append",
+        "public.user_memory_mark_summarized",
+        "public.user_memory_erase",
+        "public.user_memory_snapshots_append_only",
+    } <= names
+
+    def executable_by(role: str) -> set[str]:
+        return {
+            name
+            for oid, name in functions
+            if conn.execute("SELECT has_function_privilege(%s, %s::oid, 'EXECUTE')", (role, oid)).fetchone()[0]
+        }
+
+    # Then PUBLIC and anon can execute none of them
+    assert executable_by("public") == set()
+    assert executable_by("anon") == set()
+    # And authenticated and service_role exactly what they need
+    uid = {"auth.uid"} if "auth.uid" in names else set()
+    assert executable_by("authenticated") == {"public.user_memory_append"} | uid
+    assert (
+        executable_by("service_role")
+        == {
+            "public.user_memory_append",
+            "public.user_memory_mark_summarized",
+            "public.user_memory_erase",
+        }
+        | uid
+    )
+
+
+@pytest.fixture
+def supabase_like_database(database_url):
+    """An empty database whose default privileges grant everything to the API roles, as Supabase's do."""
+    name = f"user_memory_default_privileges_{os.getpid()}"
+    admin = psycopg.conninfo.make_conninfo(database_url, dbname="postgres")
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = psycopg.conninfo.make_conninfo(database_url, dbname=name)
+    with psycopg.connect(url, autocommit=True) as c:
+        for objects, privilege in (("TABLES", "ALL"), ("SEQUENCES", "ALL"), ("FUNCTIONS", "EXECUTE")):
+            c.execute(
+                f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT {privilege} ON {objects} "
+                "TO anon, authenticated, service_role"
+            )
+    yield url
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_the_migrations_revoke_what_default_privileges_grant(supabase_like_database):
+    from user_memory.adapters.migrations import migrate
+
+    # Given default privileges that grant ALL on new tables and EXECUTE on new functions to every API role
+    migrate(supabase_like_database)
+    with psycopg.connect(supabase_like_database, autocommit=True) as c:
+        # Then anon still holds nothing on our tables (the migrations' own included), sequences or functions
+        tables = c.execute(
+            """SELECT table_name, privilege_type FROM information_schema.role_table_grants
+                WHERE grantee = 'anon' AND table_schema = 'public'"""
+        ).fetchall()
+        assert tables == []
+        sequence = c.execute(
+            "SELECT has_sequence_privilege('anon', pg_get_serial_sequence('user_activity', 'id'), 'USAGE')"
+        ).fetchone()[0]
+        assert sequence is False
+        functions = c.execute(OWN_FUNCTIONS).fetchall()
+        for role in ("public", "anon"):
+            assert [
+                name
+                for oid, name in functions
+                if c.execute("SELECT has_function_privilege(%s, %s::oid, 'EXECUTE')", (role, oid)).fetchone()[0]
+            ] == [], role
+        # And authenticated reads only, and may not run the service's functions
+        privileges = c.execute(
+            """SELECT DISTINCT privilege_type FROM information_schema.role_table_grants
+                WHERE grantee = 'authenticated' AND table_schema = 'public'
+                  AND table_name IN ('user_memory_snapshots', 'user_memory_heads', 'user_activity', 'users')"""
+        ).fetchall()
+        assert privileges == [("SELECT",)]
+        for function in ("user_memory_mark_summarized(uuid, integer, bigint[])", "user_memory_erase(uuid)"):
+            assert (
+                c.execute("SELECT has_function_privilege('authenticated', %s, 'EXECUTE')", (function,)).fetchone()[0]
+                is False
+            )
+        # And service_role cannot change or remove version rows
+        for privilege in ("UPDATE", "DELETE", "TRUNCATE", "TRIGGER", "REFERENCES"):
+            assert (
+                c.execute(
+                    "SELECT has_table_privilege('service_role', 'user_memory_snapshots', %s)", (privilege,)
+                ).fetchone()[0]
+                is False
+            ), privilege
+
+
+def test_the_write_functions_run_as_their_owner_with_a_fixed_search_path(conn):
+    rows = conn.execute(
+        """SELECT p.proname, p.prosecdef, p.proconfig FROM pg_proc p
+            WHERE p.pronamespace = 'public'::regnamespace
+              AND p.proname IN ('user_memory_append', 'user_memory_mark_summarized', 'user_memory_erase')"""
+    ).fetchall()
+    assert len(rows) == 3
+    for name, definer, config in rows:
+        assert definer, name
+        assert config == ["search_path=pg_catalog, public, pg_temp"], name
+    # And there is one user_memory_append, the 8-argument one
+    signatures = conn.execute(
+        "SELECT pg_get_function_identity_arguments(oid) FROM pg_proc WHERE proname = 'user_memory_append'"
+    ).fetchall()
+    assert signatures == [
+        (
+            "p_user_id uuid, p_expected integer, p_patch jsonb, p_checkpoint boolean, p_document jsonb, "
+            "p_source text, p_key text, p_activity_ids bigint[]",
+        )
+    ]
+
+
+def test_claims_and_role_do_not_outlive_their_transaction(conn, two_users):
+    a, _ = two_users
+    # Given a transaction as user a that appends
+    with conn.transaction():
+        as_role(conn, "authenticated", a)
+        assert conn.execute("SELECT auth.uid()::text").fetchone()[0] == a
+        assert append(conn, a, 1, {"n": 2}) == ("written", 2)
+    # Then on the same connection afterwards the claims and the role are gone
+    assert conn.execute("SELECT auth.uid()").fetchone()[0] is None
+    assert conn.execute("SELECT current_setting('role'), current_user").fetchone() != ("authenticated", "authenticated")
+    assert conn.execute("SELECT current_setting('request.jwt.claims', true)").fetchone()[0] in (None, "")
+    # And a next transaction as authenticated that sets no claims is refused
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="may only write own memory"), conn.transaction():
+        conn.execute("SET LOCAL ROLE authenticated")
+        append(conn, a, 2, {"n": 3})
+    assert versions(conn, a) == [1, 2]
+
+
+# -- erase ------------------------------------------------------------------------------------------
+
+
+def test_service_role_erases_a_user_and_only_that_user(conn, two_users):
+    a, b = two_users
+    assert append(conn, a, 1, {"n": 2}) == ("written", 2)
+    before_b = conn.execute(
+        """SELECT (SELECT count(*) FROM user_memory_snapshots WHERE user_id = %(b)s),
+                  (SELECT count(*) FROM user_memory_heads WHERE user_id = %(b)s),
+                  (SELECT count(*) FROM user_activity WHERE user_id = %(b)s)""",
+        {"b": b},
+    ).fetchone()
+    # When the service erases user a
+    with conn.transaction():
+        as_role(conn, "service_role")
+        counts = dict(conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (a,)).fetchall())
+    # Then it reports what it deleted, per relation
+    assert counts == {"user_memory_heads": 1, "user_memory_snapshots": 2, "user_activity": 2}
+    # And nothing of a is left but the identity row
+    left = conn.execute(
+        """SELECT (SELECT count(*) FROM user_memory_snapshots WHERE user_id = %(a)s),
+                  (SELECT count(*) FROM user_memory_heads WHERE user_id = %(a)s),
+                  (SELECT count(*) FROM user_activity WHERE user_id = %(a)s),
+                  (SELECT count(*) FROM users WHERE id = %(a)s)""",
+        {"a": a},
+    ).fetchone()
+    assert left == (0, 0, 0, 1)
+    # And b is untouched
+    after_b = conn.execute(
+        """SELECT (SELECT count(*) FROM user_memory_snapshots WHERE user_id = %(b)s),
+                  (SELECT count(*) FROM user_memory_heads WHERE user_id = %(b)s),
+                  (SELECT count(*) FROM user_activity WHERE user_id = %(b)s)""",
+        {"b": b},
+    ).fetchone()
+    assert after_b == before_b == (1, 1, 2)
+    # And the erase left no open door: history is append-only again in the same transaction
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="append-only"), conn.transaction(force_rollback=True):
+        conn.execute("SELECT * FROM user_memory_erase(%s)", (new_user(),))
+        conn.execute("DELETE FROM user_memory_snapshots WHERE user_id = %s", (b,))
+    # And an erased user can start again from version 1
+    assert append(conn, a, 0, {"again": True}) == ("written", 1)
+
+
+def test_erasing_a_user_with_nothing_reports_zeros(conn):
+    with conn.transaction():
+        as_role(conn, "service_role")
+        counts = dict(conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (new_user(),)).fetchall())
+    assert counts == {"user_memory_heads": 0, "user_memory_snapshots": 0, "user_activity": 0}
+
+
+def test_an_erase_waits_for_an_append_in_flight_and_removes_its_version_too(conn, database_url, two_users):
+    a, _ = two_users
+    # Given an append of version 2 whose transaction is still open (it holds the head's row lock)
+    writer = psycopg.connect(database_url)
+    try:
+        assert append(writer, a, 1, {"n": 2}) == ("written", 2)
+        result: dict[str, Any] = {}
+
+        def erase() -> None:
+            with psycopg.connect(database_url, autocommit=True) as c, c.transaction():
+                as_role(c, "service_role")
+                result["pid"] = c.info.backend_pid
+                result["counts"] = dict(
+                    c.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (a,)).fetchall()
+                )
+
+        thread = threading.Thread(target=erase)
+        # When the service erases the user meanwhile
+        thread.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            waiting = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
+                (result.get("pid", 0),),
+            ).fetchone()[0]
+            if waiting:
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail("the erase did not wait for the append's lock")
+        # And the append commits
+        writer.commit()
+        thread.join(10)
+    finally:
+        writer.close()
+    # Then the erase saw version 2 and nothing of the user is left
+    assert result["counts"]["user_memory_snapshots"] == 2
+    assert versions(conn, a) == []
+
+
+# -- 005: activity idempotency per user and marking -------------------------------------------------
+
+
+def test_activity_idempotency_is_per_user(conn):
+    a, b = new_user(), new_user()
+    source, external = f"src-{uuid.uuid4()}", "message-1"
+    insert = """INSERT INTO user_activity (user_id, occurred_at, kind, source, external_id)
+                VALUES (%s, now(), 'message', %s, %s)
+                ON CONFLICT (user_id, source, external_id) DO NOTHING"""
+    # When two users carry the same (source, external_id), and user a's arrives twice
+    inserted = [conn.execute(insert, (u, source, external)).rowcount for u in (a, b, a)]
+    # Then both users' rows are stored, a's once
+    assert inserted == [1, 1, 0]
+    rows = conn.execute(
+        "SELECT user_id::text, count(*) FROM user_activity WHERE source = %s GROUP BY 1", (source,)
+    ).fetchall()
+    assert dict(rows) == {a: 1, b: 1}
+    # And a plain duplicate names the new constraint
+    with pytest.raises(pgerrors.UniqueViolation) as err:
+        conn.execute(insert.split("ON CONFLICT")[0], (a, source, external))
+    assert err.value.diag.constraint_name == "user_activity_user_source_external_id_key"
+    constraints = {
+        r[0] for r in conn.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'user_activity'::regclass")
+    }
+    assert "user_activity_source_external_id_key" not in constraints
+
+
+def test_append_marks_the_given_activity_with_the_new_version(conn, two_users):
+    a, b = two_users
+    mine = add_activity(conn, a, 3)
+    others = conn.execute("SELECT array_agg(id) FROM user_activity WHERE user_id = %s", (b,)).fetchone()[0]
+    # When a summary run writes version 2 for a, naming two of a's rows and one of b's
+    assert append(conn, a, 1, {"n": 2}, key="daily:2031-02-01", activity_ids=[mine[0], mine[1], others[0]]) == (
+        "written",
+        2,
+    )
+    marks = dict(
+        conn.execute("SELECT id, summarized_version FROM user_activity WHERE id = ANY(%s)", (mine + others,)).fetchall()
+    )
+    # Then a's two rows carry version 2; a's third row and b's row are not marked
+    assert [marks[i] for i in mine] == [2, 2, None]
+    assert all(marks[i] is None for i in others)
+
+
+def test_an_idempotent_or_conflicting_append_marks_nothing(conn, two_users):
+    a, _ = two_users
+    ids = add_activity(conn, a, 2)
+    assert append(conn, a, 1, {"n": 2}, key="daily:2031-03-01") == ("written", 2)
+    # When the run is redelivered, and when a stale run writes
+    assert append(conn, a, 2, {"n": 3}, key="daily:2031-03-01", activity_ids=ids) == ("idempotent", 2)
+    assert append(conn, a, 1, {"n": 3}, key="daily:2031-03-02", activity_ids=ids) == ("conflict", 2)
+    # Then the rows are still unsummarized
+    marks = conn.execute("SELECT summarized_version FROM user_activity WHERE id = ANY(%s)", (ids,)).fetchall()
+    assert marks == [(None,), (None,)]
+
+
+def test_mark_summarized_marks_unmarked_rows_with_the_given_version(conn, two_users):
+    a, b = two_users
+    ids = add_activity(conn, a, 3)
+    other = add_activity(conn, b, 1)
+    with conn.transaction():
+        as_role(conn, "service_role")
+        # When a run whose summary changed nothing marks two rows against version 1 (and names b's row)
+        assert conn.execute("SELECT user_memory_mark_summarized(%s, 1, %s)", (a, ids[:2] + other)).fetchone()[0] == 2
+        # And another marks all three against version 7
+        assert conn.execute("SELECT user_memory_mark_summarized(%s, 7, %s)", (a, ids)).fetchone()[0] == 1
+    # Then the first two keep version 1, the third has 7, b's row is untouched
+    marks = dict(conn.execute("SELECT id, summarized_version FROM user_activity WHERE id = ANY(%s)", (ids + other,)))
+    assert [marks[i] for i in ids] == [1, 1, 7]
+    assert marks[other[0]] is None
+    with pytest.raises(pgerrors.InvalidParameterValue, match="version must be 0 or more"):
+        conn.execute("SELECT user_memory_mark_summarized(%s, -1, %s)", (a, ids))
+
+
+def test_a_seven_argument_append_still_resolves(conn):
+    u = new_user()
+    # Given a caller written against migration 004's signature
+    row = conn.execute(
+        "SELECT status, version FROM user_memory_append(%s, 0, '[]', true, '{}', 'old caller', NULL)", (u,)
+    ).fetchone()
+    assert row == ("written", 1)
+
+
+def test_activity_indexes_for_the_worker_and_the_fan_out(conn):
+    indexes = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'user_activity'"))
+    assert indexes["idx_user_activity_unsummarized"].endswith(
+        "USING btree (user_id, id) WHERE (summarized_version IS NULL)"
+    )
+    assert indexes["idx_user_activity_recorded"].endswith("USING btree (recorded_at)")
+    comment = conn.execute(
+        "SELECT col_description('user_activity'::regclass, attnum) FROM pg_attribute "
+        "WHERE attrelid = 'user_activity'::regclass AND attname = 'summarized_version'"
+    ).fetchone()[0]
+    assert "memory version" in comment
+
+
+# -- 006: row-level security on users, policies -----------------------------------------------------
+
+
+def test_policies_allow_only_reads_and_own_inserts(conn):
+    policies = conn.execute(
+        """SELECT tablename, cmd, count(*) FROM pg_policies
+            WHERE tablename IN ('user_memory_snapshots', 'user_memory_heads', 'users') GROUP BY 1, 2"""
+    ).fetchall()
+    assert {(t, c): n for t, c, n in policies} == {
+        ("user_memory_snapshots", "SELECT"): 1,
+        ("user_memory_snapshots", "INSERT"): 1,
+        ("user_memory_heads", "SELECT"): 1,
+        ("user_memory_heads", "INSERT"): 1,
+        ("users", "SELECT"): 1,
+    }
+    assert conn.execute("SELECT relrowsecurity FROM pg_class WHERE oid = 'users'::regclass").fetchone()[0] is True
+
+
+# -- 007: storage -----------------------------------------------------------------------------------
+
+
+def test_covered_index_is_gone_and_checkpoints_are_indexed_by_version(conn):
+    indexes = dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'user_memory_snapshots'"))
+    # The (user_id) index is covered by the unique (user_id, version) one
+    assert "idx_user_memory_snapshots_user_id" not in indexes
+    assert "UNIQUE" in indexes["idx_user_memory_snapshots_user_version"]
+    # The checkpoint index answers "latest checkpoint at or below v"
+    assert indexes["idx_user_memory_snapshots_checkpoints"].endswith(
+        "USING btree (user_id, version) WHERE (is_full_snapshot = true)"
+    )
+    # as_of still has its index
+    assert "(user_id, created_at DESC)" in indexes["idx_user_memory_snapshots_user_created_at"]
+
+
+def test_the_rebuild_finds_its_checkpoint_through_the_checkpoint_index(conn):
+    u = new_user()
+    for v in range(1, 8):
+        append(conn, u, v - 1, {"v": v}, checkpoint=v % 3 == 0)
+    with conn.transaction(force_rollback=True):
+        conn.execute("SET LOCAL enable_seqscan = off")
+        conn.execute("SET LOCAL enable_bitmapscan = off")
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                """EXPLAIN SELECT max(version) FROM user_memory_snapshots
+                    WHERE user_id = %s AND is_full_snapshot AND version <= %s""",
+                (u, 5),
+            )
+        )
+        got = conn.execute(
+            "SELECT max(version) FROM user_memory_snapshots WHERE user_id = %s AND is_full_snapshot AND version <= 5",
+            (u,),
+        ).fetchone()[0]
+    # Then both conditions are index conditions: one descent, not a walk over the user's checkpoints
+    lines = plan.splitlines()
+    scan = next(i for i, line in enumerate(lines) if "idx_user_memory_snapshots_checkpoints" in line)
+    assert "Index Cond:" in lines[scan + 1] and "version <=" in lines[scan + 1], plan
+    assert got == 3
+
+
+def test_large_values_use_lz4_where_the_server_has_it(conn):
+    # Given whether this server was built with lz4
+    try:
+        with conn.transaction(force_rollback=True):
+            conn.execute("CREATE TEMP TABLE lz4_probe (v text COMPRESSION lz4)")
+        lz4 = True
+    except pgerrors.FeatureNotSupported:
+        lz4 = False
+    # Then the three large columns use it there, and the default elsewhere (the migration applied)
+    rows = conn.execute(
+        """SELECT attrelid::regclass::text || '.' || attname, attcompression FROM pg_attribute
+            WHERE (attrelid = 'user_memory_snapshots'::regclass AND attname IN ('patch', 'full_snapshot_content'))
+               OR (attrelid = 'user_memory_heads'::regclass AND attname = 'document')"""
+    ).fetchall()
+    assert len(rows) == 3
+    assert {c for _, c in rows} == ({"l"} if lz4 else {""})
