@@ -23,8 +23,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(STAMP)  ## every benchmark (about 25 minutes); figures go into the README by hand
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/bench_store.py
+	$(BIN)/python bench/bench_store.py --compare-eventsourcing
+	$(BIN)/python bench/bench_worker.py --users 10000 --profile
 	$(BIN)/python bench/bench_pipeline.py
 
 migrate: $(STAMP)

@@ -1,31 +1,38 @@
-"""Pipeline benchmark: fan-out + worker throughput, round trips per user, fan-out paging rate,
-the worker's cold import time, and the OpenAI path's prompt/completion size.
+"""Pipeline benchmark: round trips per user, fan-out paging rate, the worker's cold import time,
+the OpenAI path's prompt/completion size, and a small fan-out + worker run through moto's SQS.
 
-    .venv/bin/python bench/bench_pipeline.py [--users 10000] [--paging-users 100000]
+    .venv/bin/python bench/bench_pipeline.py [--users 300] [--paging-users 100000]
+
+`--users` is the size of the moto end-to-end run (0 skips it). moto's SQS spends time per call
+that grows with the queue, so that run measures moto more than this code; the worker's own
+throughput, without moto, is bench/bench_worker.py's.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, fresh_database, table  # noqa: E402
-from user_memory.activity import Activity, active_user_pages, record_activity  # noqa: E402
-from user_memory.messages import Window  # noqa: E402
-from user_memory.pipeline import refresh_user  # noqa: E402
-from user_memory.store import MemoryStore  # noqa: E402
-from user_memory.summarizer.base import SummaryResult  # noqa: E402
+from _common import ROOT, fresh_database, table, traced, user_state_document  # noqa: E402
+from psycopg_pool import ConnectionPool  # noqa: E402
+from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool  # noqa: E402
+from user_memory.config import WorkerSettings  # noqa: E402
+from user_memory.domain.model import Activity, Window  # noqa: E402
+from user_memory.domain.pipeline import refresh_user  # noqa: E402
+from user_memory.domain.ports import SummaryResult  # noqa: E402
+from user_memory.domain.repository import MemoryStore  # noqa: E402
 
 DAY = datetime(2026, 11, 21, tzinfo=UTC)
 
@@ -35,7 +42,14 @@ class InstantSummarizer:
 
     name = "instant"
 
-    def summarize(self, document: dict[str, Any], activities: list[Activity], *, feedback: str | None = None):
+    def summarize(
+        self,
+        document: dict[str, Any],
+        activities: list[Activity],
+        *,
+        feedback: str | None = None,
+        timeout: float | None = None,
+    ) -> SummaryResult:
         doc = {
             "version": 1,
             "last_updated_by": "instant",
@@ -45,62 +59,106 @@ class InstantSummarizer:
             **document,
         }
         doc["summary"] = f"{len(activities)} activities on {activities[0].occurred_at.date()}"
-        return SummaryResult(doc, "instant")
+        return SummaryResult(document=doc, model="instant")
 
 
-def count_round_trips(trace_path: Path) -> int:
-    """Round trips in a libpq protocol trace: each switch from client (F) to server (B) messages."""
-    trips, last = 0, ""
-    for line in trace_path.read_text().splitlines():
-        parts = line.split("\t")
-        direction = parts[1] if len(parts) > 2 else ""
-        if direction == "B" and last == "F":
-            trips += 1
-        if direction in ("F", "B"):
-            last = direction
-    return trips
+class NextDaySummarizer(InstantSummarizer):
+    def summarize(
+        self,
+        document: dict[str, Any],
+        activities: list[Activity],
+        *,
+        feedback: str | None = None,
+        timeout: float | None = None,
+    ) -> SummaryResult:
+        result = super().summarize(document, activities)
+        return SummaryResult(
+            document={**result.document, "summary": result.document["summary"] + " (next day)"}, model="instant"
+        )
 
 
-def seed(conn: psycopg.Connection, users: int, per_user: int, tag: str) -> None:
+@contextmanager
+def pool_of(dsn: str, size: int = 1) -> Iterator[ConnectionPool]:
+    pool = open_pool(dsn, size=size)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def seed(pool: ConnectionPool, users: int, per_user: int, tag: str) -> list[uuid.UUID]:
+    activity = PostgresActivity(pool)
+    ids: list[uuid.UUID] = []
     batch: list[Activity] = []
     for _ in range(users):
         u = uuid.uuid4()
+        ids.append(u)
         batch += [
-            Activity(u, DAY + timedelta(minutes=7 * i + 1), "session", {"minutes": 10}, tag, f"{u}:{i}")
+            Activity(
+                user_id=u,
+                occurred_at=DAY + timedelta(minutes=7 * i + 1),
+                kind="session",
+                payload={"minutes": 10},
+                source=tag,
+                external_id=f"{u}:{i}",
+            )
             for i in range(per_user)
         ]
         if len(batch) >= 20_000:
-            record_activity(conn, batch)
+            activity.record(batch)
             batch = []
-    record_activity(conn, batch)
+    activity.record(batch)
+    return ids
+
+
+def quiet(handler: Any, services: Any) -> Any:
+    """The handler bound to its services; with metrics disabled Powertools never clears its
+    metric set (and prints it once a metric holds 100 values), so it is cleared after each call."""
+    from user_memory.observability import metrics
+
+    @functools.wraps(handler)
+    def invoke(event: Any, context: Any) -> Any:
+        try:
+            return handler(event, context, services=services)
+        finally:
+            metrics.clear_metrics()
+
+    return invoke
 
 
 def pipeline_throughput(dsn: str, users: int) -> list[tuple[str, str]]:
+    if users <= 0:
+        return [("users through fan-out + worker (moto SQS)", "skipped (--users 0)")]
     import boto3
     from moto import mock_aws
-    from user_memory.config import Settings
-    from user_memory.local.demo import scheduled_event
-    from user_memory.local.handlers import load_function
-    from user_memory.local.poller import FakeLambdaContext, LambdaSqsPoller, create_queues
-    from user_memory.runtime import Runtime
+    from user_memory.config import FanoutSettings
+    from user_memory.runtime import build_fanout, build_worker
+    from user_memory_functions.fanout.app import handler as fanout_handler
+    from user_memory_functions.worker.app import handler as worker_handler
+    from user_memory_local.demo import scheduled_event
+    from user_memory_local.poller import FakeLambdaContext, LambdaSqsPoller, create_queues
 
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        seed(conn, users, 4, "bench-pipeline")
-    with mock_aws():
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        queue_url, dlq_url = create_queues(sqs)
-        settings = Settings.from_env({}, database_url=dsn, queue_url=queue_url, summarizer="rules")
-        fanout: Any = load_function("fanout")
-        worker: Any = load_function("worker")
-        fanout._runtime = Runtime.build(settings, sqs=sqs, summarizer=object())
-        worker._runtime = Runtime.build(settings, summarizer=InstantSummarizer())
-        t0 = time.perf_counter()
-        result = fanout.handler(scheduled_event(DAY.date()), FakeLambdaContext(function_name="fanout"))
-        fanout_s = time.perf_counter() - t0
-        poller = LambdaSqsPoller(sqs, queue_url, dlq_url, worker.handler)
-        t1 = time.perf_counter()
-        report = poller.drain()
-        worker_s = time.perf_counter() - t1
+    with pool_of(dsn, size=2) as pool:
+        seed(pool, users, 4, "bench-pipeline")
+        with mock_aws():
+            sqs = boto3.client("sqs", region_name="us-east-1")
+            queue_url, dlq_url = create_queues(sqs)
+            fanout_services = build_fanout(
+                FanoutSettings.from_env({}, database_url=dsn, queue_url=queue_url), sqs_client=sqs, pool=pool
+            )
+            worker_services = build_worker(
+                WorkerSettings.from_env({}, database_url=dsn, summarizer="rules"),
+                summarizer=InstantSummarizer(),
+                pool=pool,
+            )
+            fanout = quiet(fanout_handler, fanout_services)
+            t0 = time.perf_counter()
+            result = fanout(scheduled_event(DAY.date()), FakeLambdaContext(function_name="fanout"))
+            fanout_s = time.perf_counter() - t0
+            poller = LambdaSqsPoller(sqs, queue_url, dlq_url, quiet(worker_handler, worker_services))
+            t1 = time.perf_counter()
+            report = poller.drain()
+            worker_s = time.perf_counter() - t1
     return [
         ("users through fan-out + worker", f"{result['users']:,} ({report.to_dlq} in DLQ)"),
         ("fan-out handler (incl. moto SendMessageBatch)", f"{fanout_s:.1f} s"),
@@ -111,42 +169,58 @@ def pipeline_throughput(dsn: str, users: int) -> list[tuple[str, str]]:
 
 def round_trips(dsn: str, users: int = 200) -> list[tuple[str, str]]:
     """Network round trips per user, counted from libpq's protocol trace (not estimated)."""
-    import tempfile
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        seed(conn, users, 5, "bench-rt")
-        ids = [r[0] for r in conn.execute("SELECT DISTINCT user_id FROM user_activity WHERE source = 'bench-rt'")]
-    conn = psycopg.connect(dsn, autocommit=True)
-    store = MemoryStore(conn)
-    window = Window.day(DAY.date())
     results = []
-    for label, run_key in (("first version", "daily:rt1"), ("redelivered", "daily:rt1"), ("next version", "daily:rt2")):
-        with tempfile.NamedTemporaryFile("w+", suffix=".trace") as trace:
-            conn.pgconn.trace(trace.fileno())
-            for u in ids:
-                summarizer = InstantSummarizer() if run_key == "daily:rt1" else NextDaySummarizer()
-                refresh_user(store, conn, summarizer, u, window, run_key)
-            conn.pgconn.untrace()
-            trace.flush()
-            results.append((f"round trips per user, {label}", f"{count_round_trips(Path(trace.name)) / len(ids):.1f}"))
-    conn.close()
+    with pool_of(dsn) as pool:  # one connection: every statement of the run goes through it
+        ids = seed(pool, users, 5, "bench-rt")
+        store = MemoryStore(PostgresRecorder(pool))
+        activity = PostgresActivity(pool)
+        cfg = WorkerSettings().pipeline()
+        window = Window.day(DAY.date())
+        with pool.connection() as conn:
+            pass
+
+        def run(user: uuid.UUID, run_key: str) -> None:
+            summarizer = InstantSummarizer() if run_key == "daily:rt1" else NextDaySummarizer()
+            refresh_user(user, window, run_key, store=store, activity=activity, summarizer=summarizer, cfg=cfg)
+
+        for label, run_key in (
+            ("first version", "daily:rt1"),
+            ("redelivered", "daily:rt1"),
+            ("next version", "daily:rt2"),
+        ):
+            if run_key == "daily:rt2":
+                # new activity after the first version, so that the next run has something to summarize
+                seed_more = [
+                    Activity(
+                        user_id=u,
+                        occurred_at=DAY + timedelta(hours=20),
+                        kind="session",
+                        payload={"minutes": 5},
+                        source="bench-rt",
+                        external_id=f"{u}:late",
+                    )
+                    for u in ids
+                ]
+                activity.record(seed_more)
+            run(ids[0], run_key)  # warm-up: prepared statements are prepared on first use
+            with traced(conn) as trips:
+                for u in ids[1:]:
+                    run(u, run_key)
+            results.append((f"round trips per user, {label}", f"{trips.count / (len(ids) - 1):.1f}"))
     return results
 
 
-class NextDaySummarizer(InstantSummarizer):
-    def summarize(self, document: dict[str, Any], activities: list[Activity], *, feedback: str | None = None):
-        result = super().summarize(document, activities)
-        return SummaryResult({**result.document, "summary": result.document["summary"] + " (next day)"}, "instant")
-
-
 def paging_rate(dsn: str, users: int) -> list[tuple[str, str]]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        seed(conn, users, 3, "bench-paging")
-        conn.execute("VACUUM ANALYZE user_activity")
+    import psycopg
+
+    with pool_of(dsn) as pool:
+        seed(pool, users, 3, "bench-paging")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE user_activity")
         window = Window.day(DAY.date())
         t0 = time.perf_counter()
         found = pages = 0
-        for page in active_user_pages(conn, window.start, window.end, page_size=1000):
+        for page in PostgresActivity(pool).active_user_pages(window, page_size=1000):
             found += len(page)
             pages += 1
         s = time.perf_counter() - t0
@@ -158,23 +232,24 @@ def paging_rate(dsn: str, users: int) -> list[tuple[str, str]]:
 def import_time() -> list[tuple[str, str]]:
     code = (
         "import time; t = time.perf_counter();"
-        "from user_memory.local.handlers import load_function; load_function('worker');"
+        "from user_memory_functions.worker.app import handler;"
         "print(time.perf_counter() - t)"
     )
     env = {**os.environ, "POWERTOOLS_TRACE_DISABLED": "true", "AWS_DEFAULT_REGION": "us-east-1"}
     runs = sorted(
-        float(
-            subprocess.run(
-                [sys.executable, code and "-c", code], capture_output=True, text=True, env=env, check=True
-            ).stdout
-        )
+        float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout)
         for _ in range(5)
     )
     detail = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, env=env, check=True
     ).stderr.splitlines()
     top = sorted(
-        (line.split("|") for line in detail if line.startswith("import time:") and "|" in line[12:]),
+        (
+            parts
+            for parts in (line.split("|") for line in detail if line.startswith("import time:") and "|" in line[12:])
+            # the handler module and its packages are the whole import, not a part of it
+            if not parts[2].strip().startswith("user_memory_functions")
+        ),
         key=lambda p: -int(p[1]) if p[1].strip().isdigit() else 0,
     )[:3]
     heavy = ", ".join(f"{p[2].strip()} {int(p[1]) / 1e6:.2f} s" for p in top)
@@ -186,36 +261,38 @@ def openai_tokens() -> list[tuple[str, str]]:
     sys.path.insert(0, str(ROOT))
     import random
 
-    from user_memory.config import Settings
-    from user_memory.summarizer.openai_summarizer import OpenAISummarizer, to_llm_shape
+    from user_memory.adapters.openai_summarizer import OpenAISummarizer, to_llm_shape
 
-    from bench.bench_store import initial_document
     from tests.fake_openai import completion, fake_openai_server
 
-    rng = random.Random(3)
-    doc = initial_document(rng)
-    doc["parts"] = {k: {**v, "recency_score": 0.5, "influence_score": 0.5} for k, v in doc["parts"].items()}
+    doc = user_state_document(random.Random(3))
     u = uuid.uuid4()
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("session", {"minutes": 25}),
+        ("message", {"text": "I kept putting off the report again"}),
+        ("part_named", {"part_id": "part_3", "name": "Procrastinator"}),
+        ("goal_set", {"part_id": "part_3", "goal": "start with ten minutes"}),
+        ("insight_interaction", {"insight": "avoidance-loop", "action": "saved"}),
+        ("message", {"text": "Felt calmer after the walk"}),
+        ("session", {"minutes": 15}),
+        ("trigger_noted", {"trigger": "vague deadlines", "desired_outcome": "ask for a date"}),
+    ]
     day = [
-        Activity(u, DAY + timedelta(minutes=30 * i), kind, payload, "bench", str(i))
-        for i, (kind, payload) in enumerate(
-            [
-                ("session", {"minutes": 25}),
-                ("message", {"text": "I kept putting off the report again"}),
-                ("part_named", {"part_id": "part_3", "name": "Procrastinator"}),
-                ("goal_set", {"part_id": "part_3", "goal": "start with ten minutes"}),
-                ("insight_interaction", {"insight": "avoidance-loop", "action": "saved"}),
-                ("message", {"text": "Felt calmer after the walk"}),
-                ("session", {"minutes": 15}),
-                ("trigger_noted", {"trigger": "vague deadlines", "desired_outcome": "ask for a date"}),
-            ]
-            * 3
+        Activity(
+            user_id=u,
+            occurred_at=DAY + timedelta(minutes=30 * i),
+            kind=kind,
+            payload=payload,
+            source="bench",
+            external_id=str(i),
         )
+        for i, (kind, payload) in enumerate(steps * 3)
     ]
     answer = json.dumps(to_llm_shape(doc), separators=(",", ":"))
     with fake_openai_server() as (fake, url):
         fake.default = completion(answer, 0, 0)
-        summarizer = OpenAISummarizer.from_settings(Settings.from_env({}, openai_base_url=url, openai_api_key="k"))
+        settings = WorkerSettings.from_env({}, openai_base_url=url, openai_api_key="k")
+        summarizer = OpenAISummarizer.from_settings(settings)
         summarizer.summarize(doc, day)
         sent = fake.requests[0]["body"]
     prompt_chars = sum(len(m["content"]) for m in sent["messages"]) + len(json.dumps(sent["response_format"]))
@@ -236,7 +313,7 @@ def main() -> None:
     }.items():
         os.environ.setdefault(k, v)
     parser = argparse.ArgumentParser()
-    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--users", type=int, default=300, help="users through fan-out + worker on moto (0: skip)")
     parser.add_argument("--paging-users", type=int, default=100_000)
     args = parser.parse_args()
     rows = import_time()

@@ -1,10 +1,18 @@
 """Store benchmark: users x versions of a ~10 KB document changing ~5% per version.
 
     .venv/bin/python bench/bench_store.py [--users 1000] [--versions 100]
+    .venv/bin/python bench/bench_store.py --compare-eventsourcing [--users 100] [--versions 60]
 
-Prints append throughput (diff time reported separately), head and at() latencies, table
-bytes against a full-copy-per-version table, and the floors: a bare INSERT + UPDATE
-transaction and a bare primary-key SELECT of the same bytes.
+The first form prints append throughput (diff time reported separately), head and at()
+latencies, table bytes against a full-copy-per-version table, the floors (a bare INSERT +
+UPDATE transaction and a bare primary-key SELECT of the same bytes), and the bytes of every
+relation: heap, TOAST and each index of user_memory_snapshots and user_memory_heads.
+
+The second stores the same history twice, side by side on the same server: once through
+MemoryStore and once with the `eventsourcing` library (9.x, `pip install -e .[bench]`), each
+version an event holding the same JSON patch, snapshots every 50 versions like our
+checkpoints, and prints the bytes of both and their ratio (defaults: 100 users x 60 versions
+of a ~13 KiB document, ~5% changed per version).
 """
 
 from __future__ import annotations
@@ -23,8 +31,10 @@ from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fresh_database, pct, summary_ms, table  # noqa: E402
-from user_memory.patching import make_patch  # noqa: E402
-from user_memory.store import MemoryStore  # noqa: E402
+from psycopg import sql  # noqa: E402
+from user_memory.adapters.postgres import PostgresRecorder, open_pool  # noqa: E402
+from user_memory.domain.patching import make_patch  # noqa: E402
+from user_memory.domain.repository import MemoryStore  # noqa: E402
 
 _letters = random.Random(1)
 # A vocabulary large enough that TOAST compression of the full-copy table is realistic.
@@ -37,7 +47,8 @@ def sentence(rng: random.Random, n: int = 12) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
-def initial_document(rng: random.Random) -> dict:
+def initial_document(rng: random.Random, parts_count: int = 29) -> dict:
+    """~9.7 KB of JSON with the default 29 parts; each further part adds about 230 bytes."""
     parts = {
         f"part_{i}": {
             "name": f"Part {i} {rng.choice(WORDS)}",
@@ -46,7 +57,7 @@ def initial_document(rng: random.Random) -> dict:
             "influence_score": round(rng.random(), 3),
             "goals": [{"goal": sentence(rng, 6)} for _ in range(2)],
         }
-        for i in range(29)
+        for i in range(parts_count)
     }
     return {
         "version": 1,
@@ -88,10 +99,20 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--versions", type=int, default=100)
     parser.add_argument("--reads", type=int, default=5000)
+    parser.add_argument(
+        "--compare-eventsourcing",
+        action="store_true",
+        help="store the same history with MemoryStore and with the eventsourcing library; print bytes",
+    )
     args = parser.parse_args()
+    if args.compare_eventsourcing:
+        users = args.users if "--users" in sys.argv else 100
+        versions = args.versions if "--versions" in sys.argv else 60
+        compare_eventsourcing(users, versions)
+        return
     dsn = fresh_database("user_memory_bench_store")
     rng = random.Random(7)
-    store = MemoryStore(dsn)
+    store = MemoryStore(PostgresRecorder(open_pool(dsn)))
     conn = psycopg.connect(dsn, autocommit=True)
     conn.execute(
         """CREATE TABLE bench_full_copy (user_id uuid, version int, document jsonb, PRIMARY KEY (user_id, version));
@@ -183,6 +204,201 @@ def main() -> None:
                 "storage vs full copy",
                 f"{ours / full * 100:.1f}% (history alone {history_only / full * 100:.1f}%)",
             ),
+        ],
+    )
+
+    print_relation_bytes(conn, "Bytes per relation", ["user_memory_snapshots", "user_memory_heads"])
+
+
+# -- bytes per relation ---------------------------------------------------------------------------
+
+_RELATION = """
+SELECT pg_relation_size(c.oid, 'main'),
+       pg_relation_size(c.oid, 'fsm') + pg_relation_size(c.oid, 'vm'),
+       coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0),
+       pg_table_size(c.oid),
+       pg_total_relation_size(c.oid)
+  FROM pg_class c WHERE c.oid = to_regclass(%s)
+"""
+
+_INDEXES = """
+SELECT i.indexname, pg_relation_size(format('%%I.%%I', i.schemaname, i.indexname)::regclass)
+  FROM pg_indexes i WHERE i.schemaname = current_schema() AND i.tablename = %s ORDER BY i.indexname
+"""
+
+
+def relation_bytes(conn: psycopg.Connection, name: str) -> list[tuple[str, int]]:
+    """(part, bytes) of one table: heap, free-space and visibility maps, TOAST (with its index),
+    each index, and the total, which is their sum."""
+    row = conn.execute(_RELATION, (name,)).fetchone()
+    assert row is not None and row[0] is not None, f"no relation {name}"
+    heap, maps, toast, table_size, total = row
+    assert table_size == heap + maps + toast
+    parts = [("heap", heap), ("free-space + visibility maps", maps), ("TOAST (heap + index)", toast)]
+    parts += [(f"index {index}", size) for index, size in conn.execute(_INDEXES, (name,))]
+    assert sum(size for _, size in parts) == total
+    return [*parts, ("total", total)]
+
+
+def print_relation_bytes(conn: psycopg.Connection, title: str, names: list[str]) -> int:
+    """Print relation_bytes of each table; return the sum of their totals."""
+    rows: list[tuple[str, str]] = []
+    grand = 0
+    for name in names:
+        parts = relation_bytes(conn, name)
+        rows += [(f"{name} {part}", f"{size:>12,} B") for part, size in parts]
+        grand += parts[-1][1]
+    rows.append(("all of the above", f"{grand:>12,} B"))
+    table(title, rows)
+    return grand
+
+
+# -- side by side with the eventsourcing library --------------------------------------------------
+
+
+def evolve_share(doc: dict, rng: random.Random, again: float) -> dict:
+    """evolve(), then with probability `again` a second round: ~5% of a ~13 KiB document at 0.7."""
+    new = evolve(doc, rng)
+    return evolve(new, rng) if rng.random() < again else new
+
+
+History = tuple[uuid.UUID, list[dict], list[list[dict]]]
+
+
+def histories(users: int, versions: int) -> list[History]:
+    """The same deterministic histories for both stores: ~13 KiB documents (45 parts), ~5% changed
+    a version; each with its documents and the patch of every version (the first from {})."""
+    rng = random.Random(11)
+    result = []
+    for _ in range(users):
+        docs = [initial_document(rng, 45)]
+        for _ in range(versions - 1):
+            docs.append(evolve_share(docs[-1], rng, 0.7))
+        patches = [make_patch(old, new) for old, new in zip([{}, *docs], docs, strict=False)]
+        result.append((uuid.UUID(int=rng.getrandbits(128), version=4), docs, patches))
+    return result
+
+
+def empty_database(dsn: str, name: str) -> str:
+    """DSN of a new, empty database `name` on the same server as `dsn`."""
+    with psycopg.connect(psycopg.conninfo.make_conninfo(dsn, dbname="postgres"), autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return psycopg.conninfo.make_conninfo(dsn, dbname=name)
+
+
+def store_with_eventsourcing(dsn: str, data: list[History], interval: int) -> None:
+    """Each version an event holding the version's JSON patch; a snapshot every `interval` versions.
+
+    Settings: PostgreSQL persistence (eventsourcing.postgres) on the same server, default JSON
+    transcoder, no compressor, no cipher; the library's own tables (memories_events with its
+    primary key and notification-id index, memories_snapshots).
+    """
+    try:
+        from eventsourcing.application import Application
+        from eventsourcing.domain import Aggregate, event
+    except ImportError:
+        sys.exit("the comparison needs the eventsourcing library: pip install -e '.[bench]'")
+    from user_memory.domain.patching import apply_patch
+
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    env = {
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "POSTGRES_DBNAME": str(info["dbname"]),
+        "POSTGRES_HOST": str(info.get("host") or "localhost"),
+        "POSTGRES_PORT": str(info.get("port") or 5432),
+        "POSTGRES_USER": str(info.get("user") or "postgres"),
+        "POSTGRES_PASSWORD": str(info.get("password") or ""),
+    }
+
+    class Memory(Aggregate):
+        @event("Created")
+        def __init__(self, patch: list) -> None:
+            self.document = apply_patch({}, patch)
+
+        @event("Patched")
+        def patch(self, patch: list) -> None:
+            self.document = apply_patch(self.document, patch)
+
+    class Memories(Application):
+        snapshotting_intervals = {Memory: interval}
+
+    app = Memories(env=env)
+    for _user, _docs, patches in data:
+        memory = Memory(patches[0])
+        app.save(memory)
+        for patch in patches[1:]:
+            memory.patch(patch)
+            app.save(memory)
+    app.close()
+
+
+def compare_eventsourcing(users: int, versions: int) -> None:
+    import importlib.metadata
+
+    data = histories(users, versions)
+    doc_bytes = sum(len(json.dumps(d, separators=(",", ":"))) for _, docs, _ in data for d in docs[1:])
+    patch_bytes = sum(len(json.dumps(p, separators=(",", ":"))) for _, _, patches in data for p in patches[1:])
+    doc_kib = doc_bytes / (users * (versions - 1)) / 1024
+    changed = f"patch {patch_bytes / doc_bytes * 100:.1f}% of the document's bytes"
+
+    ours_dsn = fresh_database("user_memory_bench_compare")
+    pool = open_pool(ours_dsn)
+    store = MemoryStore(PostgresRecorder(pool))  # checkpoints every 50 versions, version 1 a patch only
+    started = time.perf_counter()
+    for user, docs, _ in data:
+        for v, doc in enumerate(docs, start=1):
+            store.append(user, doc, expected_version=v - 1, source="bench")
+    ours_s = time.perf_counter() - started
+    pool.close()
+
+    es_dsn = empty_database(ours_dsn, "user_memory_bench_eventsourcing")
+    started = time.perf_counter()
+    store_with_eventsourcing(es_dsn, data, store.checkpoint_interval)
+    es_s = time.perf_counter() - started
+
+    with psycopg.connect(ours_dsn, autocommit=True) as ours, psycopg.connect(es_dsn, autocommit=True) as es:
+        # Heads are updated in place: measure them as autovacuum keeps them, not with dead tuples.
+        ours.execute("VACUUM (FULL, ANALYZE) user_memory_heads")
+        ours.execute("VACUUM ANALYZE")
+        es.execute("VACUUM ANALYZE")
+        lz4 = ours.execute(
+            "SELECT attcompression FROM pg_attribute WHERE attrelid = 'user_memory_heads'::regclass "
+            "AND attname = 'document'"
+        ).fetchone()
+        compression = "lz4" if lz4 and lz4[0] == "l" else "pglz (server default)"
+        ours_total = print_relation_bytes(
+            ours, "MemoryStore: version rows + heads", ["user_memory_snapshots", "user_memory_heads"]
+        )
+        history_total = relation_bytes(ours, "user_memory_snapshots")[-1][1]
+        es_total = print_relation_bytes(
+            es, "eventsourcing: events + snapshots", ["memories_events", "memories_snapshots"]
+        )
+        counts = es.execute(
+            "SELECT (SELECT count(*) FROM memories_events), (SELECT count(*) FROM memories_snapshots)"
+        ).fetchone()
+    assert counts is not None
+    table(
+        f"Side by side: {users} users x {versions} versions, document ~{doc_kib:.1f} KiB (compact JSON), {changed}",
+        [
+            ("MemoryStore settings", f"checkpoint every {store.checkpoint_interval} versions, TOAST {compression}"),
+            (
+                "eventsourcing settings",
+                f"{importlib.metadata.version('eventsourcing')}, eventsourcing.postgres, JSON transcoder, "
+                f"no compressor or cipher, snapshot every {store.checkpoint_interval} versions, "
+                f"TOAST {compression}",
+            ),
+            ("eventsourcing rows", f"{counts[0]:,} events, {counts[1]:,} snapshots"),
+            (
+                "write time, one transaction a version",
+                f"MemoryStore {ours_s:.1f} s (diffs and verifies each version), "
+                f"eventsourcing {es_s:.1f} s (is handed the patches)",
+            ),
+            ("MemoryStore: history + heads", f"{ours_total:>12,} B"),
+            ("MemoryStore: history alone", f"{history_total:>12,} B"),
+            ("eventsourcing: events + snapshots", f"{es_total:>12,} B"),
+            ("ratio history + heads / eventsourcing", f"{ours_total / es_total:.3f}"),
+            ("ratio history alone / eventsourcing", f"{history_total / es_total:.3f}"),
         ],
     )
 

@@ -22,9 +22,8 @@ COMMENT ON COLUMN user_activity.summarized_version IS
 CREATE INDEX IF NOT EXISTS idx_user_activity_unsummarized
   ON user_activity (user_id, id) WHERE summarized_version IS NULL;
 
--- The fan-out also selects users whose activity was recorded in the window (not only
--- occurred in it), so activity that arrives late is summarized by the next run.
-CREATE INDEX IF NOT EXISTS idx_user_activity_recorded ON user_activity (recorded_at);
+-- Late activity needs no index of its own: it is unsummarized, so the fan-out's page query on
+-- idx_user_activity_unsummarized finds it like the day's activity.
 
 -- user_memory_append gains p_activity_ids: the activity rows the written version summarizes
 -- are marked in the same transaction as the version row and the head. The 7-argument function
@@ -112,11 +111,15 @@ GRANT EXECUTE ON FUNCTION user_memory_append(uuid, integer, jsonb, boolean, json
 GRANT EXECUTE ON FUNCTION user_memory_mark_summarized(uuid, integer, bigint[]) TO service_role;
 
 -- Activity recorded before this migration was summarized by the old window-based runs, or
--- never will be by them. Mark as summarized, by the user's current version, every row that
--- occurred and was recorded before that user's last write; the rest (activity since the last
--- summary, and every row of users who never had one) is what the next run summarizes.
-UPDATE user_activity a SET summarized_version = h.version
-  FROM user_memory_heads h
- WHERE a.user_id = h.user_id AND a.summarized_version IS NULL
-   AND a.occurred_at < h.updated_at AND a.recorded_at < h.updated_at;
+-- never will be by them. Mark as summarized, by that run's version, every row that occurred
+-- and was recorded before the user's last summary run wrote (a version with a run key; an edit
+-- by an app or agent does not count); the rest (activity since, and every row of users who
+-- never had a summary) is what the next run summarizes.
+UPDATE user_activity a SET summarized_version = last_run.version
+  FROM (SELECT DISTINCT ON (s.user_id) s.user_id, s.version, s.created_at
+          FROM user_memory_snapshots s
+         WHERE s.idempotency_key LIKE 'daily:%' OR s.idempotency_key LIKE 'window:%'
+         ORDER BY s.user_id, s.version DESC) last_run
+ WHERE a.user_id = last_run.user_id AND a.summarized_version IS NULL
+   AND a.occurred_at < last_run.created_at AND a.recorded_at < last_run.created_at;
 

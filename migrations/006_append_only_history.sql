@@ -27,6 +27,9 @@ GRANT SELECT ON user_memory_snapshots, user_memory_heads, user_activity, users T
 -- user_memory_erase). TRIGGER and REFERENCES are nobody's business but the owner's.
 REVOKE UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON user_memory_snapshots FROM service_role;
 REVOKE TRUNCATE, REFERENCES, TRIGGER ON user_memory_heads, user_activity, users FROM service_role;
+-- Heads move only with a version (user_memory_append) and go only with an erase: a head deleted
+-- or rewritten by hand would break that user's appends or make it disagree with history.
+REVOKE INSERT, UPDATE, DELETE ON user_memory_heads FROM service_role;
 
 DO $$
 BEGIN
@@ -135,6 +138,7 @@ CREATE OR REPLACE FUNCTION public.user_memory_append(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
+SET user_memory.max_document_bytes = '524288'
 AS $$
 DECLARE
   caller text := current_setting('role');
@@ -143,6 +147,7 @@ DECLARE
   document_bytes integer;
   current_version integer;
   recorded integer;
+  fresh bigint;
   ts timestamptz := clock_timestamp();
 BEGIN
   IF caller = 'none' THEN
@@ -167,6 +172,14 @@ BEGIN
       RAISE EXCEPTION 'user_memory_append: only the service marks activity as summarized'
         USING ERRCODE = 'insufficient_privilege';
     END IF;
+    IF p_source IS NULL OR NOT (left(p_source, 3) = 'api' OR left(p_source, 6) = 'agent:') THEN
+      RAISE EXCEPTION 'user_memory_append: an end user''s source must start with ''api'' or ''agent:'''
+        USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- The database cannot check a document against the deployment's schema (the service does,
+    -- before it calls this). What it can guarantee: an end user's version never depends on its
+    -- patch to be rebuilt, so a patch that does not match its document cannot break history.
+    p_checkpoint := true;
   END IF;
 
   IF p_user_id IS NULL THEN
@@ -187,6 +200,8 @@ BEGIN
     RAISE EXCEPTION 'user_memory_append: the patch must be a JSON array, got %', coalesce(jsonb_typeof(p_patch), 'NULL')
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
+  -- Fixed by the function's own SET clause (a caller's session value does not apply); a
+  -- deployment changes it with ALTER FUNCTION ... SET user_memory.max_document_bytes = '...'.
   max_bytes := coalesce(nullif(current_setting('user_memory.max_document_bytes', true), ''), '524288')::integer;
   document_bytes := octet_length(p_document::text);
   IF document_bytes > max_bytes THEN
@@ -207,6 +222,20 @@ BEGIN
   IF coalesce(current_version, 0) <> p_expected THEN
     RETURN QUERY SELECT 'conflict'::text, coalesce(current_version, 0), NULL::timestamptz;
     RETURN;
+  END IF;
+  -- A summary is only written over activity that is still there and still unsummarized:
+  -- another run may have summarized some of it meanwhile (a backfill beside the daily run), or
+  -- the user may have been erased. Then the input is stale and the caller starts over. The rows
+  -- are locked, so an erase waits for this write (and then removes it too).
+  IF p_activity_ids IS NOT NULL THEN
+    SELECT count(*) INTO fresh FROM (
+      SELECT 1 FROM public.user_activity a
+       WHERE a.user_id = p_user_id AND a.id = ANY (p_activity_ids) AND a.summarized_version IS NULL
+         FOR UPDATE) locked;
+    IF fresh < cardinality(p_activity_ids) THEN
+      RETURN QUERY SELECT 'stale'::text, coalesce(current_version, 0), NULL::timestamptz;
+      RETURN;
+    END IF;
   END IF;
   IF current_version IS NULL THEN
     INSERT INTO public.users (id) VALUES (p_user_id) ON CONFLICT (id) DO NOTHING;
@@ -282,14 +311,17 @@ BEGIN
     RAISE EXCEPTION 'user_memory_erase: user id is required' USING ERRCODE = 'invalid_parameter_value';
   END IF;
   PERFORM 1 FROM public.user_memory_heads h WHERE h.user_id = p_user_id FOR UPDATE;
+  -- Activity first: a summary in flight holds its activity rows locked, so this waits for it
+  -- to commit, and the statements below (each with a new snapshot) then see its version too,
+  -- even a first version that had no head row to lock yet.
+  DELETE FROM public.user_activity a WHERE a.user_id = p_user_id;
+  GET DIAGNOSTICS activity = ROW_COUNT;
   PERFORM set_config('user_memory.erase_user_id', p_user_id::text, true);
   DELETE FROM public.user_memory_snapshots s WHERE s.user_id = p_user_id;
   GET DIAGNOSTICS snapshots = ROW_COUNT;
   PERFORM set_config('user_memory.erase_user_id', '', true);
   DELETE FROM public.user_memory_heads h WHERE h.user_id = p_user_id;
   GET DIAGNOSTICS heads = ROW_COUNT;
-  DELETE FROM public.user_activity a WHERE a.user_id = p_user_id;
-  GET DIAGNOSTICS activity = ROW_COUNT;
   RETURN QUERY VALUES ('user_memory_heads'::text, heads),
                       ('user_memory_snapshots'::text, snapshots),
                       ('user_activity'::text, activity);

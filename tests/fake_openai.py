@@ -36,12 +36,12 @@ class FakeOpenAI:
     """Replies are consumed in order: (status, body dict or None, delay seconds)."""
 
     def __init__(self) -> None:
-        self.replies: list[tuple[int, Any, float]] = []
+        self.replies: list[tuple[int, Any, float, dict[str, str]]] = []
         self.requests: list[dict[str, Any]] = []
         self.default: Any = None
 
-    def reply(self, body: Any, status: int = 200, delay: float = 0.0) -> None:
-        self.replies.append((status, body, delay))
+    def reply(self, body: Any, status: int = 200, delay: float = 0.0, headers: dict[str, str] | None = None) -> None:
+        self.replies.append((status, body, delay, headers or {}))
 
 
 @contextmanager
@@ -55,7 +55,7 @@ def fake_openai_server() -> Iterator[tuple[FakeOpenAI, str]]:
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             length = int(self.headers.get("content-length", 0))
             fake.requests.append({"path": self.path, "body": json.loads(self.rfile.read(length) or b"{}")})
-            status, body, delay = fake.replies.pop(0) if fake.replies else (200, fake.default, 0.0)
+            status, body, delay, headers = fake.replies.pop(0) if fake.replies else (200, fake.default, 0.0, {})
             if delay:
                 time.sleep(delay)
             payload = json.dumps(body if body is not None else {"error": {"message": "no reply scripted"}}).encode()
@@ -63,8 +63,10 @@ def fake_openai_server() -> Iterator[tuple[FakeOpenAI, str]]:
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(payload)))
-                if status == 429:
+                if status == 429 and not headers:
                     self.send_header("retry-after-ms", "10")
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):

@@ -26,4 +26,4 @@ def _cold_start_services() -> FanoutServices:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext, services: FanoutServices | None = None) -> dict[str, Any]:
     """`services` is for callers that compose their own (tests, the local kit); Lambda passes none."""
-    return fan_out(event, services or _cold_start_services())
+    return fan_out(event, services or _cold_start_services)

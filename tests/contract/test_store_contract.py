@@ -271,3 +271,38 @@ def test_erase_removes_every_version_of_the_user_and_only_theirs(store, user_id)
     assert removed["user_memory_snapshots"] == 3 and removed["user_memory_heads"] == 1
     assert store.head(user_id).version == 0 and store.history(user_id) == []
     assert store.head(other).version == 1
+
+
+def test_the_empty_document_of_one_user_is_not_anothers(store):
+    # Given a caller who edits what it read for a user with no memory
+    alice, bob = str(uuid.uuid4()), str(uuid.uuid4())
+    store.head(alice).document["summary"] = "alice's secret"
+    store.at(alice, 0).document["x"] = 1
+    # Then another user's empty memory is still empty
+    assert store.head(bob).document == {} and store.at(bob, 0).document == {}
+
+
+def test_a_redelivered_write_returns_the_stored_patch_intact(store, user_id):
+    # Given a stored version whose patch adds an object and then edits inside it
+    from user_memory.domain.ports import NewVersion
+
+    uid = uuid.UUID(user_id)
+    patch = [{"op": "add", "path": "/x", "value": {"y": 1}}, {"op": "remove", "path": "/x/y"}]
+    written = store.recorder.insert(
+        NewVersion(
+            user_id=uid,
+            expected_version=0,
+            patch=patch,
+            document={"x": {}},
+            document_json='{"x":{}}',
+            checkpoint=False,
+            source="t",
+            idempotency_key="k",
+        )
+    )
+    assert written.status == "written"
+    # When the same write is redelivered
+    again = store.append(user_id, {"x": {}}, expected_version=0, source="t", idempotency_key="k")
+    # Then the patch it reports is the one stored (the rebuild did not consume it), and it applies
+    assert again.status is WriteStatus.IDEMPOTENT
+    assert again.patch == patch and apply_patch({}, again.patch) == again.document == {"x": {}}

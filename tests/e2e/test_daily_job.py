@@ -444,3 +444,62 @@ def test_a_malformed_fanout_event_is_refused_logged_and_counted(stack, event, lo
         stack.fanout(event)
     [line] = logs.named("fan-out failed")
     assert line["error"] == "InvalidEvent" and line["reason"]
+
+
+SECRET = "fear of her father"
+
+
+class LeaksIntoErrors(RuleBasedSummarizer):
+    """A summarizer whose failures carry personal text: a part id the schema refuses, or a raw error."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def summarize(self, document, activities, **k):
+        if self.how == "unexpected":
+            raise KeyError(SECRET)
+        result = super().summarize(document, activities, **k)
+        doc = {
+            **result.document,
+            "triggers_and_goals": [{"trigger": "t", "desired_outcome": "o", "related_parts": [SECRET]}],
+        }
+        return type(result)(document=doc, model=result.model)
+
+
+@pytest.mark.parametrize("how", ["invalid output", "unexpected"])
+def test_failure_logs_never_carry_document_or_activity_content(stack, pool, logs, capsys, how):
+    # Given a summarizer whose failure messages would quote personal text
+    day = datetime(2030, 11, 1, tzinfo=UTC)
+    [user] = seed_users(pool, 1, day, f"leak-{how}-{uuid.uuid4()}")
+    stack.worker_services.summarizer = LeaksIntoErrors(how)
+    # When the record fails
+    assert stack.worker(sqs_event(refresh_body([user], day, "daily:2030-11-01")))["batchItemFailures"]
+    # Then the failure is logged with its id and type, and no log line holds the text
+    [line] = logs.named("record failed")
+    assert line["error"] == {"invalid output": "SummarizerError", "unexpected": "KeyError"}[how]
+    assert SECRET not in capsys.readouterr().out
+    assert all(SECRET not in r.getMessage() and SECRET not in str(r.__dict__) for r in logs.records)
+
+
+def test_deferred_records_are_counted_apart_from_failures(stack, pool, capsys, monkeypatch):
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    day = datetime(2030, 12, 1, tzinfo=UTC)
+    users = seed_users(pool, 2, day, f"defer-{uuid.uuid4()}")
+    metrics.clear_metrics()
+    capsys.readouterr()
+    stack.worker(
+        sqs_event(*(refresh_body([u], day, "daily:2030-12-01") for u in users)), FakeLambdaContext(timeout_seconds=5)
+    )
+    [emf] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
+    assert emf["RecordsDeferred"] in ([1.0, 1.0], 2.0) and "RecordsFailed" not in emf
+
+
+def test_a_fanout_that_cannot_start_is_logged_and_counted(monkeypatch, logs):
+    # Given no queue configured (the fan-out builds its own services)
+    monkeypatch.delenv("QUEUE_URL", raising=False)
+    from user_memory.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        fanout_handler({"date": "2026-11-21"}, FakeLambdaContext(function_name="fanout"))
+    [line] = logs.named("fan-out failed")
+    assert line["error"] == "ConfigError" and "QUEUE_URL" in line["reason"]

@@ -27,7 +27,5 @@ def test_users_to_summarize_are_paged_from_the_partial_index_of_unsummarized_row
 
 
 def test_a_users_unsummarized_activity_is_read_from_the_same_index(conn):
-    text = plan(
-        conn, postgres._UNSUMMARIZED, ("00000000-0000-0000-0000-000000000001", "2026-11-22T00:00:00Z", 0, 500)
-    )
+    text = plan(conn, postgres._UNSUMMARIZED, ("00000000-0000-0000-0000-000000000001", "2026-11-22T00:00:00Z", 0, 500))
     assert "idx_user_activity_unsummarized" in text

@@ -120,7 +120,8 @@ def test_the_migrations_folder_comes_from_the_package_not_the_current_directory(
 
 
 def test_upgrading_marks_activity_the_old_runs_summarized_and_leaves_the_rest(fresh_db, tmp_path):
-    # Given a database at 004 where a user had a summary written, with activity before and after it
+    # Given a database at 004 where a user had a daily summary written, then an edit by an app,
+    # with activity before the summary and after it
     for path in sorted(MIGRATIONS_DIR.glob("00[1-4]_*.sql")):
         (tmp_path / path.name).write_text(path.read_text())
     migrate(fresh_db, tmp_path)
@@ -130,7 +131,11 @@ def test_upgrading_marks_activity_the_old_runs_summarized_and_leaves_the_rest(fr
             "SELECT user_memory_append(%s, 0, '[]'::jsonb, false, '{}'::jsonb, 'old run', 'daily:2026-11-20')",
             (summarized_user,),
         )
-        c.execute("UPDATE user_memory_heads SET updated_at = '2026-11-21T00:15:00Z'")
+        c.execute("UPDATE user_memory_snapshots SET created_at = '2026-11-21T00:15:00Z'")
+        c.execute(
+            "SELECT user_memory_append(%s, 1, '[]'::jsonb, false, '{\"e\": 1}'::jsonb, 'api edit', NULL)",
+            (summarized_user,),
+        )
         c.execute(
             """INSERT INTO user_activity (user_id, occurred_at, kind, source, external_id, recorded_at) VALUES
                (%(s)s, '2026-11-20T10:00:00Z', 'session', 't', 'before', '2026-11-20T10:00:01Z'),
@@ -140,7 +145,8 @@ def test_upgrading_marks_activity_the_old_runs_summarized_and_leaves_the_rest(fr
         )
     # When the rest of the migrations apply
     migrate(fresh_db)
-    # Then only the activity before the user's last summary counts as summarized
+    # Then only the activity before the user's last summary run counts as summarized (the later
+    # edit by an app does not make the day's activity summarized)
     with psycopg.connect(fresh_db) as c:
         marks = dict(c.execute("SELECT external_id, summarized_version FROM user_activity").fetchall())
     assert marks == {"before": 1, "after": None, "never": None}

@@ -132,9 +132,11 @@ def test_output_that_never_validates_fails_after_bounded_attempts():
     with fake_openai_server() as (fake, url):
         for _ in range(3):
             fake.reply(completion(json.dumps(dangling)))
-        with pytest.raises(SummarizerError, match="after 3 attempts.*ghost"):
+        with pytest.raises(SummarizerError, match="after 3 attempts$") as info:
             summarize_valid(summarizer(url), CURRENT, ACTS, cfg(summarizer_attempts=3), NO_DEADLINE)
         assert len(fake.requests) == 3
+    # The message (what logs carry) does not quote the model's output; the detail does
+    assert "ghost" not in str(info.value) and "ghost" in info.value.detail
 
 
 def test_rate_limit_then_success_is_retried_by_the_client():
@@ -190,3 +192,27 @@ def test_an_oversized_activity_is_cut_in_the_prompt_with_a_marker():
     content = OpenAISummarizer(client=None).messages(CURRENT, [big])[1]["content"]
     assert "[truncated: " in content and "more characters]" in content
     assert "x" * (MAX_ACTIVITY_LINE_CHARS + 1) not in content
+
+
+def test_a_long_retry_after_is_not_waited_out_past_the_calls_budget():
+    # Given an endpoint that rate-limits with Retry-After: 10 s, and a call allowed 2 s in all
+    waits: list[float] = []
+    with fake_openai_server() as (fake, url):
+        fake.reply({"error": {"message": "slow down"}}, status=429, headers={"retry-after": "10"})
+        s = summarizer(url, openai_max_retries=3)
+        s.sleep = waits.append
+        with pytest.raises(SummarizerUnavailable, match="HTTP 429"):
+            s.summarize(CURRENT, ACTS, timeout=2)
+    # Then it gives up at once instead of sleeping past the budget
+    assert waits == [] and len(fake.requests) == 1
+
+
+def test_retries_wait_as_the_server_asks_within_the_budget():
+    waits: list[float] = []
+    with fake_openai_server() as (fake, url):
+        fake.reply({"error": {"message": "slow down"}}, status=429)
+        fake.reply(completion(json.dumps(GOOD)))
+        s = summarizer(url, openai_max_retries=1)
+        s.sleep = waits.append
+        result = s.summarize(CURRENT, ACTS, timeout=5)
+    assert "planner" in result.document["parts"] and waits == [pytest.approx(0.01)]

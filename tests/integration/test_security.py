@@ -56,11 +56,12 @@ def append(
     key: str | None = None,
     activity_ids: list[int] | None = None,
     checkpoint: bool = False,
+    source: str = "api: test",
 ) -> tuple[str, int]:
     if patch is None:
         patch = [{"op": "add", "path": "/v", "value": expected + 1}]
     row = conn.execute(
-        APPEND, (user, expected, Jsonb(patch), checkpoint, Jsonb(document), "test", key, activity_ids)
+        APPEND, (user, expected, Jsonb(patch), checkpoint, Jsonb(document), source, key, activity_ids)
     ).fetchone()
     assert row is not None
     return row[0], row[1]
@@ -200,7 +201,7 @@ def test_even_the_owner_cannot_change_or_remove_version_rows_by_hand(conn, two_u
         conn.execute(statement.format(a=f"'{a}'"))
     # Then the trigger refused it and the row is as it was
     assert conn.execute("SELECT source_description FROM user_memory_snapshots WHERE user_id = %s", (a,)).fetchall() == [
-        ("test",)
+        ("api: test",)
     ]
 
 
@@ -366,7 +367,7 @@ def test_append_refuses_malformed_arguments_from_every_caller(conn, two_users, r
     with pytest.raises(pgerrors.InvalidParameterValue, match=message) as err, conn.transaction():
         if role is not None:
             as_role(conn, role, a)
-        conn.execute(APPEND, (a, args["expected"], Jsonb(args["patch"]), False, document, "t", None, None))
+        conn.execute(APPEND, (a, args["expected"], Jsonb(args["patch"]), False, document, "api", None, None))
     assert err.value.sqlstate == "22023"
     assert versions(conn, a) == [1]
 
@@ -388,17 +389,16 @@ def test_append_refuses_a_document_over_the_default_limit(conn, two_users, role)
         assert append(conn, a, 1, fits) == ("written", 2)
 
 
-def test_the_limit_is_a_setting_and_measures_the_documents_jsonb_text(conn, two_users):
+def test_the_limit_measures_jsonb_text_and_a_caller_cannot_raise_it(conn, two_users):
     a, _ = two_users
-    doc = {"a": 1, "b": "é"}  # jsonb text {"a": 1, "b": "é"} is 19 bytes (é is 2)
-    assert conn.execute("SELECT octet_length(%s::jsonb::text)", (Jsonb(doc),)).fetchone()[0] == 19
-    with conn.transaction():
-        conn.execute("SELECT set_config('user_memory.max_document_bytes', '18', true)")
-        too_big = "document is 19 bytes, over the limit of 18"
-        with pytest.raises(pgerrors.InvalidParameterValue, match=too_big), conn.transaction():
-            append(conn, a, 1, doc)
-        conn.execute("SELECT set_config('user_memory.max_document_bytes', '19', true)")
-        assert append(conn, a, 1, doc) == ("written", 2)
+    doc = {"a": 1, "b": "é" * 300_000}  # jsonb text over 524,288 bytes (é is 2)
+    # Given an end user who raises the limit in its own session
+    with pytest.raises(pgerrors.InvalidParameterValue, match="over the limit of 524288"), conn.transaction():
+        as_role(conn, "authenticated", a)
+        conn.execute("SELECT set_config('user_memory.max_document_bytes', '2000000000', true)")
+        append(conn, a, 1, doc)
+    # Then the function's own setting still applies; only its owner changes it (ALTER FUNCTION)
+    assert versions(conn, a) == [1]
 
 
 # -- functions: who may execute what --------------------------------------------------------------
@@ -543,7 +543,10 @@ def test_the_write_functions_run_as_their_owner_with_a_fixed_search_path(conn):
     assert len(rows) == 3
     for name, definer, config in rows:
         assert definer, name
-        assert config == ["search_path=pg_catalog, public, pg_temp"], name
+        assert config[0] == "search_path=pg_catalog, public, pg_temp", name
+    # And the append's size limit is the function's own setting, not the caller's session
+    configs = {name: config for name, _definer, config in rows}
+    assert "user_memory.max_document_bytes=524288" in configs["user_memory_append"]
     # And there is one user_memory_append, the 8-argument one
     signatures = conn.execute(
         "SELECT pg_get_function_identity_arguments(oid) FROM pg_proc WHERE proname = 'user_memory_append'"
@@ -695,17 +698,19 @@ def test_append_marks_the_given_activity_with_the_new_version(conn, two_users):
     a, b = two_users
     mine = add_activity(conn, a, 3)
     others = conn.execute("SELECT array_agg(id) FROM user_activity WHERE user_id = %s", (b,)).fetchone()[0]
-    # When a summary run writes version 2 for a, naming two of a's rows and one of b's
-    assert append(conn, a, 1, {"n": 2}, key="daily:2031-02-01", activity_ids=[mine[0], mine[1], others[0]]) == (
-        "written",
-        2,
-    )
+    # When a summary run names one of b's rows among a's, nothing is written (the input is stale)
+    stale = append(conn, a, 1, {"n": 2}, key="daily:2031-02-01", activity_ids=[mine[0], others[0]])
+    assert stale == ("stale", 1)
+    # When it names two of a's rows, version 2 is written
+    assert append(conn, a, 1, {"n": 2}, key="daily:2031-02-01", activity_ids=[mine[0], mine[1]]) == ("written", 2)
     marks = dict(
         conn.execute("SELECT id, summarized_version FROM user_activity WHERE id = ANY(%s)", (mine + others,)).fetchall()
     )
     # Then a's two rows carry version 2; a's third row and b's row are not marked
     assert [marks[i] for i in mine] == [2, 2, None]
     assert all(marks[i] is None for i in others)
+    # And a second run naming a row the first one summarized is stale: nothing is summarized twice
+    assert append(conn, a, 2, {"n": 3}, key="daily:2031-02-02", activity_ids=[mine[1], mine[2]]) == ("stale", 2)
 
 
 def test_an_idempotent_or_conflicting_append_marks_nothing(conn, two_users):
@@ -752,7 +757,7 @@ def test_activity_indexes_for_the_worker_and_the_fan_out(conn):
     assert indexes["idx_user_activity_unsummarized"].endswith(
         "USING btree (user_id, id) WHERE (summarized_version IS NULL)"
     )
-    assert indexes["idx_user_activity_recorded"].endswith("USING btree (recorded_at)")
+    assert "idx_user_activity_recorded" not in indexes  # late activity is found through the partial index
     comment = conn.execute(
         "SELECT col_description('user_activity'::regclass, attnum) FROM pg_attribute "
         "WHERE attrelid = 'user_activity'::regclass AND attname = 'summarized_version'"
@@ -836,3 +841,38 @@ def test_large_values_use_lz4_where_the_server_has_it(conn):
     ).fetchall()
     assert len(rows) == 3
     assert {c for _, c in rows} == ({"l"} if lz4 else {""})
+
+
+# -- end users cannot write history that does not rebuild, nor pose as the service ----------------
+
+
+def test_an_end_users_version_is_always_a_checkpoint_so_a_bad_patch_cannot_break_history(conn, two_users):
+    # Given an end user who sends a patch that does not produce its document
+    a, _ = two_users
+    with conn.transaction():
+        as_role(conn, "authenticated", a)
+        assert append(conn, a, 1, {"real": "document"}, patch=[{"op": "remove", "path": "/nope"}]) == ("written", 2)
+    # Then the version was stored with its full document, and it rebuilds from that
+    row = conn.execute(
+        "SELECT is_full_snapshot, full_snapshot_content FROM user_memory_snapshots WHERE user_id = %s AND version = 2",
+        (a,),
+    ).fetchone()
+    assert row == (True, {"real": "document"})
+    from user_memory.adapters.postgres import PostgresRecorder
+    from user_memory.adapters.postgres import open_pool as _open
+    from user_memory.domain.repository import MemoryStore
+
+    pool = _open(conn.info.dsn)
+    try:
+        assert MemoryStore(PostgresRecorder(pool)).at(a, 2).document == {"real": "document"}
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("source", ["daily summary 2026-11-21, 3 activities, model rules", "summary (backfill)", None])
+def test_an_end_user_cannot_pose_as_the_service_in_the_source(conn, two_users, source):
+    a, _ = two_users
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="source must start with"), conn.transaction():
+        as_role(conn, "authenticated", a)
+        append(conn, a, 1, {"n": 2}, source=source)
+    assert versions(conn, a) == [1]

@@ -285,3 +285,20 @@ def test_settings_that_cannot_fit_the_function_timeout_are_refused_at_start(env)
     # Then building the settings fails, naming the rule
     with pytest.raises(ConfigError, match="does not fit LAMBDA_TIMEOUT_SECONDS"):
         WorkerSettings.from_env({"OPENAI_API_KEY": "k", **env})
+
+
+def test_a_schedule_more_often_than_daily_gets_a_run_key_per_window():
+    # Given a 6-hour window schedule, Then two runs on the same day have different keys
+    event = {"detail-type": "Scheduled Event", "time": "2026-11-21T06:15:00Z"}
+    first = _plan(event, window_hours=6)
+    second = _plan({**event, "time": "2026-11-21T12:15:00Z"}, window_hours=6)
+    assert first.run_key != second.run_key and first.run_key.startswith("window:")
+    assert _plan(event, window_hours=24).run_key == "daily:2026-11-20"
+
+
+@pytest.mark.parametrize(
+    "event", [{"date": "9999-12-31"}, {"detail-type": "Scheduled Event", "time": "0001-01-01T05:00:00Z"}]
+)
+def test_dates_at_the_edge_of_the_calendar_are_a_typed_error(event):
+    with pytest.raises(InvalidEvent, match="outside the supported dates"):
+        plan_from_event(event)

@@ -165,3 +165,60 @@ def test_round_trip_small_edits(old, data):
     patch = make_patch(old, new)
     assert json_equal(apply_patch(old, patch), new)
     assert json_equal(json.loads(json.dumps(patch)), patch)
+
+
+_keys = st.sampled_from(["a", "b", "c", ""])
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=3),
+    max_leaves=12,
+)
+_pointer = st.lists(st.sampled_from(["a", "b", "c", "0", "1", "-"]), max_size=3).map(
+    lambda t: "".join("/" + x for x in t)
+)
+_op = st.one_of(
+    st.builds(lambda p, v: {"op": "add", "path": p, "value": v}, _pointer, _json),
+    st.builds(lambda p, v: {"op": "replace", "path": p, "value": v}, _pointer, _json),
+    st.builds(lambda p: {"op": "remove", "path": p}, _pointer),
+    st.builds(lambda f, p: {"op": "move", "from": f, "path": p}, _pointer, _pointer),
+    st.builds(lambda f, p: {"op": "copy", "from": f, "path": p}, _pointer, _pointer),
+)
+
+
+@given(doc=_json, patch=st.lists(_op, max_size=5), share=st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_applying_any_patch_never_changes_its_input(doc, patch, share):
+    # Given any document and any patch (moves and copies to the root included), shared or not
+    before = copy.deepcopy(doc)
+    try:
+        result = apply_patch(doc, patch, share=share)
+    except PatchError:
+        result = None
+    # Then the input is untouched, and a shared result equals an independent one
+    assert json_equal(doc, before)
+    if result is not None:
+        assert json_equal(result, apply_patch(before, patch))
+
+
+@given(doc=_json, patch=st.lists(_op, max_size=5))
+@settings(max_examples=400, deadline=None)
+def test_the_default_result_shares_nothing_with_the_input(doc, patch):
+    before = copy.deepcopy(doc)
+    try:
+        result = apply_patch(doc, patch)
+    except PatchError:
+        return
+    # When every container of the result is emptied afterwards, Then the input is still untouched
+    if isinstance(result, dict | list):
+        for node in _containers(result):
+            node.clear()
+    assert json_equal(doc, before), "the result shares a container with the input"
+
+
+def _containers(node):
+    if isinstance(node, dict):
+        yield from (c for v in list(node.values()) for c in _containers(v))
+        yield node
+    elif isinstance(node, list):
+        yield from (c for v in list(node) for c in _containers(v))
+        yield node

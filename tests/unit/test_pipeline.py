@@ -188,8 +188,8 @@ def test_the_llm_call_timeout_is_bounded_by_the_time_left():
     w.add("session")
     s = Scripted()
     w.run(s, deadline=Deadline(lambda: 30_000, margin_s=15))
-    # Then the call may take at most (30 - 15) / 2 s per try
-    assert s.calls[0]["timeout"] == pytest.approx(7.5)
+    # Then the call (both tries and the wait between) may take at most 30 - 15 s in all
+    assert s.calls[0]["timeout"] == pytest.approx(15, abs=0.1)
 
 
 def test_invalid_output_is_retried_with_feedback_then_fails_the_user():
@@ -292,3 +292,118 @@ def test_rebases_are_bounded():
     w.store = AlwaysConflicting(w.recorder)
     with pytest.raises(VersionConflict):
         w.run()
+
+
+class ErasesDuringSummary(Scripted):
+    """The user is erased while the summarizer runs."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__()
+        self.world = world
+
+    def summarize(self, document, activities, *, feedback=None, timeout=None):
+        result = super().summarize(document, activities, feedback=feedback, timeout=timeout)
+        if len(self.calls) == 1:
+            self.world.store.erase(self.world.user)
+        return result
+
+
+@pytest.mark.parametrize("had_memory", [True, False])
+def test_a_user_erased_during_a_run_stays_erased(had_memory):
+    # Given a user (with or without memory yet) whose erase happens while the run summarizes
+    w = World()
+    if had_memory:
+        w.store.append(w.user, {"summary": "old"}, expected_version=0, source="seed")
+    w.add("safety_note", note="private")
+    out = w.run(ErasesDuringSummary(w))
+    # Then nothing of theirs is written back
+    assert out.status is RunStatus.NO_ACTIVITY
+    assert w.store.head(w.user).version == 0 and w.store.history(w.user) == []
+
+
+def test_two_runs_over_the_same_activity_summarize_it_once():
+    # Given a backfill and the daily run interleaved over the same unsummarized activity
+    w = World()
+    w.add("trigger_noted", trigger="crowded trains", desired_outcome="breathe")
+
+    class OtherRunFirst(Scripted):
+        def summarize(self, document, activities, *, feedback=None, timeout=None):
+            if not self.calls:  # the other run writes while this one summarizes
+                w.run(run_key="backfill:2026-11-21")
+            return super().summarize(document, activities, feedback=feedback, timeout=timeout)
+
+    out = w.run(OtherRunFirst())
+    # Then the trigger is in memory once, one version holds it, and this run wrote nothing
+    triggers = [t["trigger"] for t in w.store.head(w.user).document["triggers_and_goals"]]
+    assert triggers == ["crowded trains"] and len(w.store.history(w.user)) == 1
+    assert out.status in (RunStatus.NO_ACTIVITY, RunStatus.UNCHANGED) and out.rebased == 1
+
+
+def test_a_replay_that_would_add_the_same_activity_twice_is_refused_and_the_run_starts_over():
+    # Given memory with one trigger, and a day whose activity adds a second one
+    w = World()
+    seed = validate_document({"triggers_and_goals": [{"trigger": "T0", "desired_outcome": "o"}]})
+    w.store.append(w.user, seed, expected_version=0, source="seed")
+    w.add("trigger_noted", trigger="crowded trains", desired_outcome="breathe")
+
+    class OtherRunFirst(Scripted):
+        def summarize(self, document, activities, *, feedback=None, timeout=None):
+            if not self.calls:
+                w.run(run_key="backfill:2026-11-21")  # writes v2 with both triggers
+            return super().summarize(document, activities, feedback=feedback, timeout=timeout)
+
+    # When our run's change (append a trigger) is replayed on v2, it would append it again
+    out = w.run(OtherRunFirst())
+    # Then the write is refused as stale, the run starts over, and finds nothing left
+    triggers = [t["trigger"] for t in w.store.head(w.user).document["triggers_and_goals"]]
+    assert triggers == ["T0", "crowded trains"]
+    assert (out.status, out.rebased) == (RunStatus.NO_ACTIVITY, 2)  # the conflict, then the stale write
+
+
+def test_a_summarizer_that_edits_its_input_in_place_still_gets_its_change_written():
+    w = World()
+    w.store.append(w.user, validate_document({"summary": "old"}), expected_version=0, source="seed")
+    w.add("session")
+
+    class InPlace(Scripted):
+        def summarize(self, document, activities, *, feedback=None, timeout=None):
+            document["summary"] = "changed in place"
+            return SummaryResult(document=document, model="in-place")
+
+    out = w.run(InPlace())
+    assert out.status is RunStatus.WRITTEN and w.store.head(w.user).document["summary"] == "changed in place"
+
+
+def test_prompt_chunks_measure_the_line_the_prompt_carries():
+    from user_memory.adapters.openai_summarizer import OpenAISummarizer
+
+    acts = [
+        Activity(
+            user_id=uuid.uuid4(),
+            occurred_at=DAY.start,
+            kind="message",
+            payload={"text": "word " * 100, "n": i},
+            source="s",
+            external_id=str(i),
+        )
+        for i in range(40)
+    ]
+    for chunk in prompt_chunks(acts, max_chars=3000):
+        prompt = OpenAISummarizer(client=None).messages({}, chunk)[1]["content"]
+        lines = [x for x in prompt.splitlines() if x.startswith('{"at"')]
+        assert len(lines) == len(chunk) and sum(len(x) + 1 for x in lines) <= 3000
+
+
+def test_a_payload_cannot_override_an_activitys_time_or_kind_in_the_prompt():
+    from user_memory.domain.pipeline import activity_line
+
+    a = Activity(
+        user_id=uuid.uuid4(),
+        occurred_at=DAY.start,
+        kind="session",
+        payload={"kind": "forget_request", "at": "x"},
+        source="s",
+        external_id="1",
+    )
+    line = activity_line(a)
+    assert '"kind": "session"' in line and "forget_request" not in line and DAY.start.isoformat() in line

@@ -44,6 +44,10 @@ class VersionConflict(UserMemoryError):
         self.current = current
 
 
+class ActivityChanged(UserMemoryError):
+    """Activity a summary covers was summarized by another run, or erased, before it was written."""
+
+
 class UnknownVersion(UserMemoryError, LookupError):
     """The requested version does not exist for this user."""
 
@@ -84,7 +88,15 @@ class GuardrailRefused(UserMemoryError):
 
 
 class SummarizerError(UserMemoryError):
-    """The summarizer could not produce a valid next document."""
+    """The summarizer could not produce a valid next document.
+
+    The message names what happened, never the output; `detail` holds the last validation error
+    (it can quote document keys the model wrote), for the caller, not for logs.
+    """
+
+    def __init__(self, message: str, *, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class SummarizerUnavailable(SummarizerError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -12,11 +13,14 @@ from user_memory.runtime import FanoutServices
 from user_memory.worker import describe_failure
 
 
-def fan_out(event: object, services: FanoutServices) -> dict[str, Any]:
-    """Queue refresh_user messages for the event's window; a failure is logged, counted and raised
-    (EventBridge retries the invocation, then sends the event to the schedule's DLQ)."""
-    settings = services.settings
+def fan_out(event: object, services: FanoutServices | Callable[[], FanoutServices]) -> dict[str, Any]:
+    """Queue refresh_user messages for the event's window; a failure (building the services
+    included) is logged, counted and raised (EventBridge retries the invocation, then sends the
+    event to the schedule's DLQ)."""
     try:
+        if callable(services):
+            services = services()
+        settings = services.settings
         plan = plan_from_event(event, window_hours=settings.window_hours)
         report = run_fanout(
             plan,

@@ -19,7 +19,15 @@ from pydantic import BeforeValidator, Json, ValidationError
 
 from user_memory.domain.messages import Message, RecordActivity, RefreshUser, check_body_size
 from user_memory.domain.pipeline import Deadline, RunOutcome, refresh_user
-from user_memory.errors import DeadlineReached, InvalidMessage, UserMemoryError, UsersFailed, describe_validation_error
+from user_memory.errors import (
+    DeadlineReached,
+    InvalidDocument,
+    InvalidMessage,
+    PatchError,
+    UserMemoryError,
+    UsersFailed,
+    describe_validation_error,
+)
 from user_memory.observability import logger, metrics
 from user_memory.runtime import WorkerServices
 
@@ -30,15 +38,25 @@ class QueueRecord(SqsRecordModel):
     body: Annotated[Json[Message], BeforeValidator(check_body_size)]  # type: ignore[assignment]
 
 
+# Their messages can quote document keys (part ids, paths) that came from a user or a model.
+_WITHHELD = (InvalidDocument, PatchError)
+
+
 def describe_failure(exc: BaseException) -> tuple[str, str]:
-    """(error type, short reason) for a log line: ids and causes only, never content."""
-    if isinstance(exc, ValidationError):
+    """(error type, short reason) for a log line: ids, counts and causes only, never content."""
+    if isinstance(exc, ValidationError):  # the record model: message fields, never their values
         return InvalidMessage.__name__, describe_validation_error(exc)[:300]
+    if isinstance(exc, _WITHHELD):
+        return type(exc).__name__, "details withheld from logs: they can quote the document's keys"
     if isinstance(exc, UserMemoryError):
         return type(exc).__name__, str(exc)[:300]
-    # Anything else (a driver, SDK or programming error): its type and first line, shortened.
-    first = (str(exc).splitlines() or [""])[0]
-    return type(exc).__name__, first[:200]
+    # Anything else (a programming or SDK error): its message may quote data, so the place it
+    # was raised instead.
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else "unknown place"
+    return type(exc).__name__, f"unexpected error raised at {where}"
 
 
 class WorkerProcessor(BatchProcessor):
@@ -53,9 +71,10 @@ class WorkerProcessor(BatchProcessor):
         error, reason = describe_failure(exc)
         message_id = getattr(record, "messageId", None) or getattr(record, "message_id", None)
         logger.warning("record failed", message_id=message_id, error=error, reason=reason)
-        metrics.add_metric(name="RecordsFailed", unit=MetricUnit.Count, value=1)
-        if isinstance(exc, DeadlineReached):
-            metrics.add_metric(name="RecordsDeferred", unit=MetricUnit.Count, value=1)
+        # A deferral is counted apart: it is routine when a batch outlasts the invocation, and
+        # the RecordsFailed alarm must mean that something is wrong.
+        name = "RecordsDeferred" if isinstance(exc, DeadlineReached) else "RecordsFailed"
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
         return super().failure_handler(record, exception)
 
 

@@ -101,6 +101,10 @@ class InMemoryRecorder:
                         return InsertOutcome(status="idempotent", version=r.version)
             if current != new.expected_version:
                 return InsertOutcome(status="conflict", version=current)
+            if new.activity_ids is not None and (
+                self.activity is None or not self.activity.all_unsummarized(new.user_id, new.activity_ids)
+            ):
+                return InsertOutcome(status="stale", version=current)
             now = datetime.now(UTC)
             version = current + 1
             user.rows.append(
@@ -186,6 +190,12 @@ class InMemoryActivity:
                     self._summarized[a.id] = version
                     marked += 1
         return marked
+
+    def all_unsummarized(self, user_id: uuid.UUID, ids: Sequence[int]) -> bool:
+        """Every id is a row of this user and none is summarized yet."""
+        with self._lock:
+            present = {a.id for a in self._rows if a.user_id == user_id and a.id not in self._summarized}
+        return set(ids) <= present
 
     def summarized_version(self, activity_id: int) -> int | None:
         return self._summarized.get(activity_id)

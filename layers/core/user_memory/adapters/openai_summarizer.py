@@ -8,6 +8,7 @@ sees `parts` as a list of objects with an `id`; we map to and from the stored sh
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -17,6 +18,7 @@ import openai
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from user_memory.domain.model import Activity
+from user_memory.domain.pipeline import activity_line
 from user_memory.domain.ports import SummaryResult
 from user_memory.errors import InvalidDocument, SummarizerUnavailable, describe_validation_error
 
@@ -112,7 +114,7 @@ def from_llm_shape(data: dict[str, Any], previous: dict[str, Any], model: str) -
 
 
 def _activity_line(a: Activity) -> str:
-    line = json.dumps({"at": a.occurred_at.isoformat(), "kind": a.kind, **a.payload}, ensure_ascii=False)
+    line = activity_line(a)
     if len(line) > MAX_ACTIVITY_LINE_CHARS:
         cut = len(line) - MAX_ACTIVITY_LINE_CHARS
         line = f"{line[:MAX_ACTIVITY_LINE_CHARS]} [truncated: {cut:,} more characters]"
@@ -124,10 +126,22 @@ class OpenAISummarizer:
 
     name = "openai"
 
-    def __init__(self, client: Any, *, model: str = "gpt-4o-mini", temperature: float = 0.2) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        model: str = "gpt-4o-mini",
+        temperature: float = 0.2,
+        timeout: float = 25.0,
+        max_retries: int = 1,
+        sleep: Any = time.sleep,
+    ) -> None:
         self.client = client
         self.model = model
         self.temperature = temperature
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.sleep = sleep
 
     @classmethod
     def from_settings(cls, settings: WorkerSettings, *, api_key: str | None = None) -> OpenAISummarizer:
@@ -135,9 +149,17 @@ class OpenAISummarizer:
             api_key=api_key or settings.openai_api_key or "not-needed-for-local-endpoints",
             base_url=settings.openai_base_url,
             timeout=settings.openai_timeout_seconds,
+            # Retries are ours (below): the client's own would wait out any Retry-After, however
+            # long, past the time the invocation has.
+            max_retries=0,
+        )
+        return cls(
+            client,
+            model=settings.openai_model,
+            temperature=settings.openai_temperature,
+            timeout=settings.openai_timeout_seconds,
             max_retries=settings.openai_max_retries,
         )
-        return cls(client, model=settings.openai_model, temperature=settings.openai_temperature)
 
     def messages(
         self,
@@ -172,25 +194,7 @@ class OpenAISummarizer:
         feedback: str | None = None,
         timeout: float | None = None,
     ) -> SummaryResult:
-        client = self.client.with_options(timeout=timeout) if timeout is not None else self.client
-        try:
-            response = client.chat.completions.create(
-                model=self.model,
-                temperature=self.temperature,
-                messages=self.messages(document, activities, feedback),
-                response_format={
-                    "type": "json_schema",
-                    "json_schema": {"name": "user_memory", "strict": True, "schema": response_schema()},
-                },
-            )
-        except openai.APITimeoutError as err:
-            raise SummarizerUnavailable(
-                f"the LLM endpoint timed out after {timeout or 'the client timeout'} s"
-            ) from err
-        except openai.APIConnectionError as err:
-            raise SummarizerUnavailable("cannot reach the LLM endpoint") from err
-        except openai.APIStatusError as err:
-            raise SummarizerUnavailable(f"the LLM endpoint answered HTTP {err.status_code}") from err
+        response = self._complete(self.messages(document, activities, feedback), timeout)
         usage = getattr(response, "usage", None)
         prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
         completion_tokens = getattr(usage, "completion_tokens", 0) or 0
@@ -215,3 +219,54 @@ class OpenAISummarizer:
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
         )
+
+    def _complete(self, messages: list[dict[str, str]], timeout: float | None) -> Any:
+        """One chat completion with at most max_retries retries (429, 5xx, timeouts, connection
+        errors), every try and every wait inside `timeout` seconds in all."""
+        ends = None if timeout is None else time.monotonic() + timeout
+        for attempt in range(self.max_retries + 1):
+            left = None if ends is None else ends - time.monotonic()
+            per_try = self.timeout if left is None else min(self.timeout, left)
+            try:
+                return self.client.with_options(timeout=per_try, max_retries=0).chat.completions.create(
+                    model=self.model,
+                    temperature=self.temperature,
+                    messages=messages,
+                    response_format={
+                        "type": "json_schema",
+                        "json_schema": {"name": "user_memory", "strict": True, "schema": response_schema()},
+                    },
+                )
+            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as err:
+                failure = _unavailable(err, per_try)
+                wait = _retry_after(err, attempt)
+                last_try = attempt == self.max_retries
+                if last_try or (ends is not None and time.monotonic() + wait >= ends):
+                    raise failure from err
+                self.sleep(wait)
+            except openai.APIStatusError as err:
+                raise _unavailable(err, per_try) from err
+        raise SummarizerUnavailable("no try of the LLM call was made")  # pragma: no cover - max_retries >= 0
+
+
+def _unavailable(err: Exception, per_try: float) -> SummarizerUnavailable:
+    if isinstance(err, openai.APITimeoutError):
+        return SummarizerUnavailable(f"the LLM endpoint timed out after {per_try:.1f} s")
+    if isinstance(err, openai.APIConnectionError):
+        return SummarizerUnavailable("cannot reach the LLM endpoint")
+    status = getattr(err, "status_code", "?")
+    return SummarizerUnavailable(f"the LLM endpoint answered HTTP {status}")
+
+
+def _retry_after(err: Exception, attempt: int) -> float:
+    """The server's Retry-After (capped at 20 s), else exponential backoff from 0.5 s."""
+    response = getattr(err, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return min(20.0, max(0.0, float(value) * scale))
+            except ValueError:
+                break
+    return min(8.0, 0.5 * 2**attempt)

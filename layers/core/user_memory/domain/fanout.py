@@ -50,6 +50,13 @@ class ManualRequest(BaseModel):
 _MANUAL = TypeAdapter(ManualRequest)
 
 
+def _run_key(window: Window) -> str:
+    """`daily:<day>` for a 24-hour window, else the window itself: two runs never share a key."""
+    if window.end - window.start == dt.timedelta(hours=24):
+        return f"daily:{window.start.date().isoformat()}"
+    return f"window:{window.start.isoformat()}/{window.end.isoformat()}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class FanoutPlan:
     """Which window, under which run key, for which users (None: everyone with activity to summarize)."""
@@ -65,17 +72,20 @@ def plan_from_event(event: object, *, window_hours: int) -> FanoutPlan:
         raise InvalidEvent(
             f"a fan-out event must be a JSON object (a scheduled event or a manual request), got {type(event).__name__}"
         )
+    kind = "scheduled event" if "detail-type" in event else "manual fan-out request"
     try:
         if "detail-type" in event:
             scheduled = ScheduledEvent.model_validate(event)
             window = Window.ending(scheduled.time, window_hours)
-            return FanoutPlan(window=window, run_key=f"daily:{window.start.date().isoformat()}")
+            return FanoutPlan(window=window, run_key=_run_key(window))
         manual = _MANUAL.validate_python(event)
+        if manual.date is not None:
+            window = Window.day(manual.date)
     except ValidationError as err:
-        kind = "scheduled event" if "detail-type" in event else "manual fan-out request"
         raise InvalidEvent(f"invalid {kind}: {describe_validation_error(err)}") from err
+    except OverflowError as err:  # a window that ends past year 9999 or starts before year 1
+        raise InvalidEvent(f"invalid {kind}: the window falls outside the supported dates") from err
     if manual.date is not None:
-        window = Window.day(manual.date)
         key = f"daily:{manual.date.isoformat()}"
     elif manual.window is not None:
         window = manual.window

@@ -98,7 +98,9 @@ class MemoryVersion:
     source: str | None = None
 
 
-EMPTY = MemoryVersion(version=0, document={})
+def empty_version() -> MemoryVersion:
+    """Version 0, the empty document: a new object each time, so no caller can change another's."""
+    return MemoryVersion(version=0, document={})
 
 
 @dataclass(frozen=True, kw_only=True)

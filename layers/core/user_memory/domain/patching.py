@@ -111,7 +111,8 @@ class _Writer:
 
     def parent(self, tokens: list[str], pointer: str) -> Any:
         """The container that holds the last token, owned (safe to modify)."""
-        node = self.root
+        # The root too: after a move or copy to "", it can be a subtree of the input.
+        node = self.root = self._own(self.root)
         for token in tokens[:-1]:
             if isinstance(node, dict):
                 if token not in node:
@@ -169,18 +170,23 @@ def _member(op: Operation, name: str, n: int) -> Any:
     return op[name]
 
 
-def apply_patch(doc: Any, patch: Any, *, in_place: bool = False) -> Any:
+def apply_patch(doc: Any, patch: Any, *, in_place: bool = False, share: bool = False) -> Any:
     """Apply an RFC 6902 patch and return the new document; `doc` is never modified.
 
     Any invalid patch, pointer or failed `test` raises PatchError. The patch applies
     atomically: on error nothing is returned and the input is untouched. The result shares
-    the subtrees no operation wrote into with `doc` (treat both as read-only, or copy).
-    `in_place=True` skips even those copies, for callers that own both the document and
-    the patch (rebuilding from freshly loaded rows); the document is then modified.
+    nothing with `doc` or `patch`.
+
+    `share=True` copies only the containers the patch writes into: the result then shares
+    the untouched subtrees with `doc` (both must be treated as read-only), which makes a
+    small patch on a large document cheap, for checks that only read the result.
+    `in_place=True` makes no copies at all, for callers that own both the document and the
+    patch (rebuilding from freshly loaded rows): the document is then modified.
     """
     if not isinstance(patch, list):
         raise PatchError(f"a patch must be a list of operations, got {type(patch).__name__}")
-    writer = _Writer(doc, in_place)
+    # Sharing or in place: copy on write (or not at all); otherwise copy the input once up front.
+    writer = _Writer(doc, in_place) if in_place or share else _Writer(copy_json(doc), in_place=True)
     value_of = (lambda v: v) if in_place else copy_json
     for n, op in enumerate(patch):
         if not isinstance(op, dict):
@@ -238,7 +244,7 @@ def _structural_diff(old: Any, new: Any, path: str, ops: list[Operation]) -> Non
 
 def _reproduces(old: Any, patch: list[Operation], new: Any) -> bool:
     try:
-        return json_equal(apply_patch(old, patch), new)
+        return json_equal(apply_patch(old, patch, share=True), new)
     except PatchError:
         return False
 

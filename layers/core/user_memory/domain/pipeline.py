@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from user_memory.domain.document import validate_document
 from user_memory.domain.model import Activity, Document, RunStatus, Window, WriteStatus
-from user_memory.domain.patching import apply_patch, make_patch
+from user_memory.domain.patching import apply_patch, copy_json, make_patch
 from user_memory.domain.ports import ActivityReader, Summarizer, SummaryResult
 from user_memory.domain.repository import MemoryStore
 from user_memory.errors import (
+    ActivityChanged,
     DeadlineReached,
     GuardrailRefused,
     InvalidDocument,
@@ -70,14 +71,14 @@ class Deadline:
         return self._remaining_ms() / 1000 - self.margin_s
 
     def call_timeout(self, cfg: PipelineConfig) -> float:
-        """Seconds one summarizer call may take so that its tries end before the deadline.
+        """Seconds one summarizer call may take in all (its tries and waits) to end before the deadline.
 
         Raises DeadlineReached when even a short call would not fit.
         """
-        per_try = min(cfg.call_timeout, self.left() / cfg.call_tries)
-        if per_try < min(MIN_CALL_SECONDS, cfg.call_timeout):
+        budget = min(cfg.call_timeout * cfg.call_tries, self.left())
+        if budget < min(MIN_CALL_SECONDS, cfg.call_timeout):
             raise DeadlineReached(f"{max(self.left(), 0):.1f} s left before the deadline margin; retried later")
-        return per_try
+        return budget
 
 
 NO_DEADLINE = Deadline()
@@ -113,9 +114,16 @@ def check_guardrail(old: Document, new: Document, activities: list[Activity], cf
         raise GuardrailRefused("update would clear the safety notes and no activity asked for it")
 
 
+def activity_line(a: Activity) -> str:
+    """An activity as one line of a prompt: its time and kind, then its payload (whose own `at` or
+    `kind` keys cannot override them)."""
+    extra = {k: v for k, v in a.payload.items() if k not in ("at", "kind")}
+    return json.dumps({"at": a.occurred_at.isoformat(), "kind": a.kind, **extra}, ensure_ascii=False)
+
+
 def activity_chars(a: Activity) -> int:
-    """How much of the prompt an activity takes (its compact JSON line)."""
-    return len(json.dumps(a.payload, separators=(",", ":"), ensure_ascii=False)) + len(a.kind) + 40
+    """How much of the prompt an activity takes: its line, as the prompt carries it."""
+    return len(activity_line(a)) + 1
 
 
 def prompt_chunks(activities: list[Activity], max_chars: int) -> Iterator[list[Activity]]:
@@ -147,7 +155,7 @@ def summarize_valid(
             return validate_document(result.document, cfg.schema, max_bytes=cfg.max_document_bytes), result, tokens
         except InvalidDocument as err:
             feedback = str(err)
-    raise SummarizerError(f"summarizer output invalid after {cfg.attempts} attempts: {feedback}")
+    raise SummarizerError(f"summarizer output invalid after {cfg.attempts} attempts", detail=feedback)
 
 
 def describe(window: Window, activities: int, model: str, tokens: int, run_key: str) -> str:
@@ -177,7 +185,7 @@ def _summarize_all(
     deadline: Deadline,
 ) -> _Draft:
     """Fold every unsummarized activity into the document, chunk by chunk, while time allows."""
-    draft = _Draft(document=base, included=[])
+    draft = _Draft(document=copy_json(base), included=[])
     after_id = 0
     while True:
         batch = activity.unsummarized(user_id, before=window.end, after_id=after_id, limit=cfg.max_activities)
@@ -210,64 +218,84 @@ def refresh_user(
     cfg: PipelineConfig,
     deadline: Deadline = NO_DEADLINE,
 ) -> RunOutcome:
-    """Run summarize -> diff -> save for one user; idempotent on `run_key`."""
+    """Run summarize -> diff -> save for one user; idempotent on `run_key`.
+
+    When another writer moved the head meanwhile, our change is replayed on theirs if it applies
+    cleanly and still validates; otherwise, or when the activity we summarized was summarized by
+    another run or erased meanwhile, the run starts over from the new head and the activity
+    still unsummarized (at most MAX_REBASES times).
+    """
     started = time.perf_counter()
+    rebased = 0
 
     def outcome(status: RunStatus, version: int, **fields: int) -> RunOutcome:
         return RunOutcome(
-            user_id=user_id, status=status, version=version, seconds=time.perf_counter() - started, **fields
+            user_id=user_id,
+            status=status,
+            version=version,
+            seconds=time.perf_counter() - started,
+            rebased=rebased,
+            **fields,
         )
 
-    head, recorded = store.head_for_run(user_id, run_key)
-    if recorded is not None:
-        return outcome(RunStatus.ALREADY_DONE, recorded)
-    draft = _summarize_all(user_id, head.document, window, activity, summarizer, cfg, deadline)
-    if not draft.included:
-        return outcome(RunStatus.NO_ACTIVITY, head.version)
-    proposed = draft.document
-    ids = [a.id for a in draft.included if a.id is not None]
-    rebased = 0
+    def again() -> None:
+        nonlocal rebased
+        rebased += 1
+        if rebased > MAX_REBASES:
+            raise VersionConflict(user_id, head.version, store.head(user_id).version)
+
     while True:
-        check_guardrail(head.document, proposed, draft.included, cfg)
-        try:
-            written = store.append(
-                user_id,
-                proposed,
-                expected_version=head.version,
-                source=describe(window, len(draft.included), draft.model, draft.tokens, run_key),
-                idempotency_key=run_key,
-                base=head,
-                activity_ids=ids,
-            )
-        except VersionConflict:
-            rebased += 1
-            if rebased > MAX_REBASES:
-                raise
-            # Someone edited meanwhile: replay our change on their version when it applies
-            # cleanly and still validates, else summarize again from the new head. The patch
-            # is computed only here: on the happy path the store's own diff is the only one.
-            patch = make_patch(head.document, proposed)
-            head, recorded = store.head_for_run(user_id, run_key)
-            if recorded is not None:  # another worker finished this run meanwhile
-                return outcome(RunStatus.ALREADY_DONE, recorded, activities=len(draft.included), rebased=rebased)
+        head, recorded = store.head_for_run(user_id, run_key)
+        if recorded is not None:
+            return outcome(RunStatus.ALREADY_DONE, recorded)
+        draft = _summarize_all(user_id, head.document, window, activity, summarizer, cfg, deadline)
+        if not draft.included:
+            return outcome(RunStatus.NO_ACTIVITY, head.version)
+        proposed = draft.document
+        ids = [a.id for a in draft.included if a.id is not None]
+        while True:
+            check_guardrail(head.document, proposed, draft.included, cfg)
             try:
-                proposed = validate_document(
-                    apply_patch(head.document, patch), cfg.schema, max_bytes=cfg.max_document_bytes
+                written = store.append(
+                    user_id,
+                    proposed,
+                    expected_version=head.version,
+                    source=describe(window, len(draft.included), draft.model, draft.tokens, run_key),
+                    idempotency_key=run_key,
+                    base=head,
+                    activity_ids=ids,
                 )
-            except (PatchError, InvalidDocument):
-                proposed, result, tokens = summarize_valid(summarizer, head.document, draft.included, cfg, deadline)
-                draft.tokens += tokens
-            continue
-        fields = {
-            "activities": len(draft.included),
-            "deferred": draft.deferred,
-            "ops": len(written.patch),
-            "tokens": draft.tokens,
-            "rebased": rebased,
-        }
-        if written.status is WriteStatus.UNCHANGED:
-            store.mark_summarized(user_id, written.version, ids)
-            return outcome(RunStatus.UNCHANGED, written.version, **fields)
-        if written.status is WriteStatus.IDEMPOTENT:
-            return outcome(RunStatus.ALREADY_DONE, written.version, **fields)
-        return outcome(RunStatus.WRITTEN, written.version, **fields)
+            except ActivityChanged:
+                again()
+                break  # start over: the activity to summarize is not what it was
+            except VersionConflict:
+                again()
+                # Someone edited meanwhile: replay our change on their version when it applies
+                # cleanly and still validates. The patch is computed only here: on the happy
+                # path the store's own diff is the only one.
+                patch = make_patch(head.document, proposed)
+                newer, recorded = store.head_for_run(user_id, run_key)
+                if recorded is not None:  # another worker finished this run meanwhile
+                    return outcome(RunStatus.ALREADY_DONE, recorded, activities=len(draft.included))
+                if newer.version < head.version:
+                    break  # history went back (the user was erased): start over
+                try:
+                    proposed = validate_document(
+                        apply_patch(newer.document, patch), cfg.schema, max_bytes=cfg.max_document_bytes
+                    )
+                except (PatchError, InvalidDocument):
+                    break  # our change does not apply to theirs: summarize again from theirs
+                head = newer
+                continue
+            fields = {
+                "activities": len(draft.included),
+                "deferred": draft.deferred,
+                "ops": len(written.patch),
+                "tokens": draft.tokens,
+            }
+            if written.status is WriteStatus.UNCHANGED:
+                store.mark_summarized(user_id, written.version, ids)
+                return outcome(RunStatus.UNCHANGED, written.version, **fields)
+            if written.status is WriteStatus.IDEMPOTENT:
+                return outcome(RunStatus.ALREADY_DONE, written.version, **fields)
+            return outcome(RunStatus.WRITTEN, written.version, **fields)

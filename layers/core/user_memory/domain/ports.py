@@ -45,7 +45,7 @@ class NewVersion:
 class InsertOutcome:
     """What the recorder did with a NewVersion: wrote it, found the key recorded, or found a newer head."""
 
-    status: Literal["written", "idempotent", "conflict"]
+    status: Literal["written", "idempotent", "conflict", "stale"]
     version: int
     created_at: datetime | None = None
 
@@ -70,8 +70,9 @@ class MemoryRecorder(Protocol):
         ...
 
     def insert(self, new: NewVersion) -> InsertOutcome:
-        """Atomically: check the key, then the expected version, insert the row, move the head,
-        and mark `activity_ids` as summarized by the new version."""
+        """Atomically: check the key, then the expected version, then that every one of
+        `activity_ids` is still there and unsummarized ("stale" if not), insert the row, move
+        the head, and mark `activity_ids` as summarized by the new version."""
         ...
 
     def mark_summarized(self, user_id: uuid.UUID, version: int, activity_ids: Sequence[int]) -> int:
@@ -91,7 +92,7 @@ class ActivityReader(Protocol):
         ...
 
     def active_user_pages(self, window: Window, *, page_size: int) -> Iterator[list[uuid.UUID]]:
-        """Pages of users with activity that occurred or was recorded in the window, in id order."""
+        """Pages of users with unsummarized activity that occurred before the window's end, in id order."""
         ...
 
 
@@ -136,10 +137,11 @@ class Summarizer(Protocol):
         feedback: str | None = None,
         timeout: float | None = None,
     ) -> SummaryResult:
-        """Propose the next document.
+        """Propose the next document; `document` must not be modified.
 
         Args:
             feedback: why the previous proposal was invalid, for a retry.
-            timeout: seconds this call may take at most, retries included (None: the adapter's own).
+            timeout: seconds this call may take in all, retries and their waits included
+                (None: the adapter's own limits).
         """
         ...

@@ -17,18 +17,18 @@ from user_memory.domain.document import encode
 from user_memory.domain.model import (
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_MAX_DOCUMENT_BYTES,
-    EMPTY,
     AppendResult,
     Document,
     HistoryEntry,
     MemoryVersion,
     Patch,
     WriteStatus,
+    empty_version,
     parse_user_id,
 )
-from user_memory.domain.patching import apply_patch, make_patch
+from user_memory.domain.patching import apply_patch, copy_json, make_patch
 from user_memory.domain.ports import MemoryRecorder, NewVersion, StoredRow
-from user_memory.errors import DocumentTooLarge, InvalidDocument, UnknownVersion, VersionConflict
+from user_memory.errors import ActivityChanged, DocumentTooLarge, InvalidDocument, UnknownVersion, VersionConflict
 
 
 def rebuild(rows: list[StoredRow]) -> MemoryVersion:
@@ -76,12 +76,12 @@ class MemoryStore:
     def head(self, user_id: object) -> MemoryVersion:
         """Latest version in one query; version 0 and `{}` for an unknown user."""
         head, _ = self.recorder.read_head(parse_user_id(user_id))
-        return head or EMPTY
+        return head or empty_version()
 
     def head_for_run(self, user_id: object, run_key: str) -> tuple[MemoryVersion, int | None]:
         """The head and, in the same query, the version `run_key` produced (or None)."""
         head, recorded = self.recorder.read_head(parse_user_id(user_id), run_key)
-        return head or EMPTY, recorded
+        return head or empty_version(), recorded
 
     def at(self, user_id: object, version: int) -> MemoryVersion:
         """The document at `version`: latest checkpoint at or below it, then its patches."""
@@ -89,7 +89,7 @@ class MemoryStore:
         if not isinstance(version, int) or isinstance(version, bool) or version < 0:
             raise UnknownVersion(uid, version, self.head(uid).version)
         if version == 0:
-            return EMPTY
+            return empty_version()
         rows = self.recorder.read_rows(uid, version)
         if not rows or rows[-1].version != version:
             raise UnknownVersion(uid, version, self.head(uid).version)
@@ -130,7 +130,8 @@ class MemoryStore:
         `idempotency_key` returns the version it produced and writes nothing; a document
         equal to the head writes nothing. `base` is the head the caller already read, which
         saves a round trip; the recorder still checks that it is current. `activity_ids` are
-        marked as summarized by the new version in the same transaction.
+        marked as summarized by the new version in the same transaction; ActivityChanged when
+        any of them was summarized by another run or erased meanwhile (nothing is written).
         """
         if not isinstance(document, dict):
             raise InvalidDocument(f"a memory document must be a JSON object, got {type(document).__name__}")
@@ -201,7 +202,7 @@ class MemoryStore:
             head = base
         else:
             stored, recorded = self.recorder.read_head(uid, key)
-            head = stored or EMPTY
+            head = stored or empty_version()
             if recorded is not None:
                 return self._idempotent(uid, recorded)
             if head.version != expected_version:
@@ -233,13 +234,14 @@ class MemoryStore:
             return self._idempotent(uid, outcome.version)
         if outcome.status == "conflict":
             raise VersionConflict(uid, expected_version, outcome.version)
+        if outcome.status == "stale":
+            raise ActivityChanged(f"user {uid}: activity this summary covers was summarized or erased meanwhile")
         return AppendResult(
             status=WriteStatus.WRITTEN, version=version, document=document, patch=patch, is_checkpoint=checkpoint
         )
 
     def _idempotent(self, uid: uuid.UUID, version: int) -> AppendResult:
         rows = self.recorder.read_rows(uid, version)
+        patch = copy_json(rows[-1].patch)  # the rebuild below applies the rows' values in place
         rebuilt = rebuild(rows)
-        return AppendResult(
-            status=WriteStatus.IDEMPOTENT, version=version, document=rebuilt.document, patch=rows[-1].patch
-        )
+        return AppendResult(status=WriteStatus.IDEMPOTENT, version=version, document=rebuilt.document, patch=patch)
