@@ -108,8 +108,9 @@ def test_rls_is_enabled_on_every_table(conn):
         "user_activity": True,
         "users": True,
     }
-    # SELECT and INSERT policies only: UPDATE and DELETE have none, so RLS refuses them (migration 006)
+    # History: SELECT and INSERT policies only: UPDATE and DELETE have none, so RLS refuses them
+    # (migration 006). Key-value entries are the user's own to change: all four (migration 008).
     policies = conn.execute(
         "SELECT tablename, count(*) FROM pg_policies WHERE tablename LIKE 'user_memory_%%' GROUP BY 1"
     ).fetchall()
-    assert dict(policies) == {"user_memory_snapshots": 2, "user_memory_heads": 2}
+    assert dict(policies) == {"user_memory_snapshots": 2, "user_memory_heads": 2, "user_memory_kv": 4}

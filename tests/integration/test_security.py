@@ -464,6 +464,7 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
             "public.user_memory_append",
             "public.user_memory_mark_summarized",
             "public.user_memory_erase",
+            "public.user_memory_kv_purge",
         }
         | uid
     )
@@ -594,7 +595,7 @@ def test_service_role_erases_a_user_and_only_that_user(conn, two_users):
         as_role(conn, "service_role")
         counts = dict(conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (a,)).fetchall())
     # Then it reports what it deleted, per relation
-    assert counts == {"user_memory_heads": 1, "user_memory_snapshots": 2, "user_activity": 2}
+    assert counts == {"user_memory_heads": 1, "user_memory_snapshots": 2, "user_activity": 2, "user_memory_kv": 0}
     # And nothing of a is left but the identity row
     left = conn.execute(
         """SELECT (SELECT count(*) FROM user_memory_snapshots WHERE user_id = %(a)s),
@@ -624,7 +625,7 @@ def test_erasing_a_user_with_nothing_reports_zeros(conn):
     with conn.transaction():
         as_role(conn, "service_role")
         counts = dict(conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (new_user(),)).fetchall())
-    assert counts == {"user_memory_heads": 0, "user_memory_snapshots": 0, "user_activity": 0}
+    assert counts == {"user_memory_heads": 0, "user_memory_snapshots": 0, "user_activity": 0, "user_memory_kv": 0}
 
 
 def test_an_erase_waits_for_an_append_in_flight_and_removes_its_version_too(conn, database_url, two_users):

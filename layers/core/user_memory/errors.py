@@ -148,3 +148,51 @@ def describe_validation_error(err: ValidationError, *, limit: int = 5, env_names
     if more > 0:
         problems.append(f"and {more} more")
     return "; ".join(problems)
+
+
+class UnknownSection(UserMemoryError, LookupError):
+    """An update or forget names a section the document's schema does not have."""
+
+    def __init__(self, section: str, schema: str, known: list[str]) -> None:
+        shown = section if len(section) <= 64 else f"{section[:64]}..."
+        super().__init__(f"schema {schema!r} has no section {shown!r}; sections: {', '.join(known)}")
+        self.section = section
+        self.schema = schema
+        self.known = known
+
+
+class InvalidUpdate(UserMemoryError, ValueError):
+    """An update's mode does not fit its section or value (for example append to a text section)."""
+
+
+class InvalidToolCall(UserMemoryError, ValueError):
+    """A model's tool call is malformed: unknown tool, arguments not JSON, a missing or mistyped argument.
+
+    The message names the problem, never the argument values (they can hold personal data).
+    """
+
+
+class InvalidKvEntry(UserMemoryError, ValueError):
+    """A key-value entry, or an argument of a key-value call, breaks a documented limit.
+
+    `field` names what is wrong (namespace, key, value, ttl_seconds, limit, ...); the message
+    says why, never what the caller sent (keys and values may be personal data).
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+class KvValueTooLarge(InvalidKvEntry):
+    """A key-value entry's value exceeds its size limit; `size` is None when the database measured it."""
+
+    def __init__(self, size: int | None, limit: int, *, measure: str = "compact JSON") -> None:
+        if size is not None:
+            problem = f"is {size:,} bytes of {measure}, over the limit of {limit:,} bytes"
+        else:
+            problem = f"is over the limit of {limit:,} bytes of {measure}"
+        super().__init__("value", problem)
+        self.size = size
+        self.limit = limit

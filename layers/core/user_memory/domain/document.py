@@ -1,15 +1,17 @@
 """Memory document schemas and validation, a layer above the schema-agnostic store.
 
 The default schema is "user_state" (summary, parts, triggers_and_goals, safety_notes).
-Other schemas can be registered by name with `register_schema`.
+Other schemas can be registered by name with `register_schema`; "tutor" (personal_info,
+areas_to_improve, knowledge_strengths) is registered at the end of this module.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from datetime import date
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from user_memory.domain.model import DEFAULT_MAX_DOCUMENT_BYTES
 from user_memory.errors import DocumentTooLarge, InvalidDocument, describe_validation_error
@@ -111,3 +113,69 @@ def validate_document(
 def empty_document(schema: str = "user_state") -> dict[str, Any]:
     """The starting document of a schema (what version 0, `{}`, becomes on first write)."""
     return get_schema(schema)().model_dump(mode="json")
+
+
+# -- the "tutor" schema: what a tutoring agent should know about one learner -----------------
+
+
+def _iso_date(value: str) -> str:
+    """A calendar date written YYYY-MM-DD, kept as the string it was given."""
+    try:
+        parsed = date.fromisoformat(value)
+    except ValueError:
+        raise ValueError("must be a date written YYYY-MM-DD") from None
+    if parsed.isoformat() != value:  # also refuses 20261121 and other ISO forms
+        raise ValueError("must be a date written YYYY-MM-DD")
+    return value
+
+
+IsoDate = Annotated[str, AfterValidator(_iso_date)]
+
+
+class PersonalInfo(_Strict):
+    """Who the learner is; every field may stay empty."""
+
+    name: str = ""
+    preferred_name: str = ""
+    language: str = ""
+    timezone: str = ""
+    age_group: str = ""
+    learning_goals: list[str] = Field(default_factory=list)
+    other: dict[str, str] = Field(default_factory=dict)
+
+
+class AreaToImprove(_Strict):
+    """A topic the learner struggles with, how badly (1 mild .. 5 severe), and when it was seen."""
+
+    topic: str = Field(min_length=1)
+    evidence: list[str] = Field(default_factory=list)
+    first_noted: IsoDate | None = None
+    last_noted: IsoDate | None = None
+    severity: int = Field(ge=1, le=5)
+
+    @model_validator(mode="after")
+    def _noted_in_order(self) -> AreaToImprove:
+        if self.first_noted and self.last_noted and self.last_noted < self.first_noted:
+            raise ValueError("last_noted is before first_noted")
+        return self
+
+
+class KnowledgeStrength(_Strict):
+    """A topic the learner knows, and how well."""
+
+    topic: str = Field(min_length=1)
+    evidence: list[str] = Field(default_factory=list)
+    level: Literal["beginner", "intermediate", "advanced"]
+
+
+class TutorMemory(_Strict):
+    """The "tutor" memory document: the learner, what to work on, what they already know."""
+
+    version: int = Field(default=1, ge=1, description="schema version of the document")
+    last_updated_by: str = "system"
+    personal_info: PersonalInfo = Field(default_factory=PersonalInfo)
+    areas_to_improve: list[AreaToImprove] = Field(default_factory=list)
+    knowledge_strengths: list[KnowledgeStrength] = Field(default_factory=list)
+
+
+register_schema("tutor", TutorMemory)
