@@ -40,7 +40,6 @@ os.environ.update(
 )
 
 import argparse  # noqa: E402
-import hashlib  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import resource  # noqa: E402
@@ -51,7 +50,7 @@ import uuid  # noqa: E402
 from collections import defaultdict  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from contextlib import ExitStack, contextmanager  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from datetime import UTC, date, datetime, timedelta  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -72,6 +71,8 @@ from user_memory.domain.rules import RuleBasedSummarizer  # noqa: E402
 from user_memory.observability import logger, metrics  # noqa: E402
 from user_memory.runtime import WorkerServices, build_worker  # noqa: E402
 from user_memory_functions.worker.app import handler  # noqa: E402
+from user_memory_local.poller import FakeLambdaContext as Context  # noqa: E402
+from user_memory_local.poller import sqs_record  # noqa: E402
 
 RECORDS_PER_EVENT = 10
 SMALL_DAY = date(2026, 11, 21)
@@ -86,42 +87,21 @@ def progress(text: str) -> None:
 # -- events and context ------------------------------------------------------------------------
 
 
-@dataclass
-class Context:
-    """The parts of LambdaContext the handler and Powertools read."""
-
-    function_name: str = "user-memory-worker"
-    memory_limit_in_mb: int = 1024
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:user-memory-worker"
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    timeout_seconds: float = 120.0
-
-    def __post_init__(self) -> None:
-        self._deadline = time.monotonic() + self.timeout_seconds
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
-
-
-def sqs_record(body: str, rng: random.Random, sent_ms: int) -> dict[str, Any]:
-    """One record as Lambda's SQS event source delivers it."""
-    return {
-        "messageId": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-        "receiptHandle": "AQEB"
+def bench_record(body: str, rng: random.Random, sent_ms: int) -> dict[str, Any]:
+    """One record as Lambda's SQS event source delivers it, with an id and a receipt of SQS's shape."""
+    return sqs_record(
+        message_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        body=body,
+        receipt_handle="AQEB"
         + "".join(rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/") for _ in range(180)),
-        "body": body,
-        "attributes": {
+        attributes={
             "ApproximateReceiveCount": "1",
             "SentTimestamp": str(sent_ms),
             "SenderId": "AROAEXAMPLEFANOUT:user-memory-fanout",
             "ApproximateFirstReceiveTimestamp": str(sent_ms + 40),
         },
-        "messageAttributes": {},
-        "md5OfBody": hashlib.md5(body.encode()).hexdigest(),  # noqa: S324 - what SQS sends
-        "eventSource": "aws:sqs",
-        "eventSourceARN": QUEUE_ARN,
-        "awsRegion": "us-east-1",
-    }
+        queue_arn=QUEUE_ARN,
+    )
 
 
 def sqs_events(users: list[uuid.UUID], day: date, seed: int) -> list[dict[str, Any]]:
@@ -131,7 +111,7 @@ def sqs_events(users: list[uuid.UUID], day: date, seed: int) -> list[dict[str, A
     rng = random.Random(seed)
     sent = int(datetime.combine(day + timedelta(days=1), datetime.min.time(), tzinfo=UTC).timestamp() * 1000)
     return [
-        {"Records": [sqs_record(b, rng, sent + i) for b in bodies[i : i + RECORDS_PER_EVENT]]}
+        {"Records": [bench_record(b, rng, sent + i) for b in bodies[i : i + RECORDS_PER_EVENT]]}
         for i in range(0, len(bodies), RECORDS_PER_EVENT)
     ]
 
@@ -308,7 +288,7 @@ class Floor:
 def invoke(services: WorkerServices, event: dict[str, Any]) -> float:
     """One handler invocation, timed; the metric set is cleared after it, outside the timing
     (with metrics disabled, Powertools never flushes it: see user_memory_local.demo.quiet_metrics)."""
-    context = Context()
+    context = Context(function_name="user-memory-worker")
     t0 = time.perf_counter()
     response = handler(event, context, services=services)
     seconds = time.perf_counter() - t0
@@ -521,7 +501,7 @@ def timed_passes(
         for i, (we, fe) in enumerate(zip(worker_events, floor_events, strict=True)):
             if i % 2:
                 timed_floor(fe)
-            response = timed_handler(we, Context(), services=services)
+            response = timed_handler(we, Context(function_name="user-memory-worker"), services=services)
             metrics.clear_metrics()
             if response["batchItemFailures"]:
                 raise SystemExit(f"the worker failed records: {response['batchItemFailures'][:3]}")
@@ -698,7 +678,7 @@ def profile_passes(
     for i, (we, fe) in enumerate(zip(worker_events, floor_events, strict=True)):
         if i % 2:
             run_floor(fe)
-        context = Context()
+        context = Context(function_name="user-memory-worker")
         profilers[0].start()
         response = handler(we, context, services=services)
         profilers[0].stop()

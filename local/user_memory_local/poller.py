@@ -42,6 +42,37 @@ class FakeLambdaContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
+def sqs_record(
+    *,
+    message_id: str,
+    body: str,
+    receipt_handle: str = "local",
+    attributes: dict[str, str] | None = None,
+    queue_arn: str = "arn:aws:sqs:us-east-1:123456789012:user-memory-worker",
+    region: str = "us-east-1",
+) -> dict[str, Any]:
+    """One record as Lambda's SQS event source delivers it (attributes: SQS's, or a first receive now)."""
+    if attributes is None:
+        sent = str(int(time.time() * 1000))
+        attributes = {
+            "ApproximateReceiveCount": "1",
+            "SentTimestamp": sent,
+            "SenderId": "AIDALOCALSENDER",
+            "ApproximateFirstReceiveTimestamp": sent,
+        }
+    return {
+        "messageId": message_id,
+        "receiptHandle": receipt_handle,
+        "body": body,
+        "attributes": attributes,
+        "messageAttributes": {},
+        "md5OfBody": hashlib.md5(body.encode()).hexdigest(),  # noqa: S324 - SQS's own checksum
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+
+
 @dataclass
 class PollerReport:
     invocations: int = 0
@@ -88,17 +119,14 @@ class LambdaSqsPoller:
     def _event(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         return {
             "Records": [
-                {
-                    "messageId": m["MessageId"],
-                    "receiptHandle": m["ReceiptHandle"],
-                    "body": m["Body"],
-                    "attributes": m.get("Attributes", {}),
-                    "messageAttributes": {},
-                    "md5OfBody": hashlib.md5(m["Body"].encode()).hexdigest(),  # noqa: S324 - SQS's own checksum
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": self.queue_arn,
-                    "awsRegion": self.region,
-                }
+                sqs_record(
+                    message_id=m["MessageId"],
+                    body=m["Body"],
+                    receipt_handle=m["ReceiptHandle"],
+                    attributes=m.get("Attributes", {}),
+                    queue_arn=self.queue_arn,
+                    region=self.region,
+                )
                 for m in messages
             ]
         }

@@ -28,7 +28,7 @@ from user_memory.observability import metrics
 from user_memory.runtime import build_fanout, build_worker
 from user_memory_functions.fanout.app import handler as fanout_handler
 from user_memory_functions.worker.app import handler as worker_handler
-from user_memory_local.poller import FakeLambdaContext, LambdaSqsPoller, create_queues
+from user_memory_local.poller import FakeLambdaContext, LambdaSqsPoller, create_queues, sqs_record
 
 from tests.conftest import EVENTS
 from tests.fake_openai import fake_openai_server
@@ -142,27 +142,7 @@ def refresh_body(users, day: datetime, run_key: str) -> str:
 
 
 def sqs_event(*bodies: str) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": f"m{i}",
-                "receiptHandle": "r",
-                "body": body,
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": "1795309200000",
-                    "SenderId": "AIDAEXAMPLE",
-                    "ApproximateFirstReceiveTimestamp": "1795309200000",
-                },
-                "messageAttributes": {},
-                "md5OfBody": "00000000000000000000000000000000",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:1:q",
-                "awsRegion": "us-east-1",
-            }
-            for i, body in enumerate(bodies)
-        ]
-    }
+    return {"Records": [sqs_record(message_id=f"m{i}", body=body) for i, body in enumerate(bodies)]}
 
 
 def test_scheduled_fanout_then_worker_writes_one_version_per_active_user(stack, pool):

@@ -81,16 +81,11 @@ class WorkerSettings(DatabaseSettings):
     deadline_margin_ms: int = Field(default=15_000, ge=0)
     lambda_timeout_seconds: float = Field(default=120.0, gt=0)
 
-    @property
-    def worst_call_seconds(self) -> float:
-        """The longest one summarizer attempt can take: the client's timeout times its tries."""
-        return self.openai_timeout_seconds * (self.openai_max_retries + 1)
-
     @model_validator(mode="after")
     def _fits(self) -> WorkerSettings:
         margin = self.deadline_margin_ms / 1000
         if self.summarizer_kind == "openai":
-            needed = self.worst_call_seconds * self.summarizer_attempts + margin
+            needed = self.pipeline().call_budget * self.summarizer_attempts + margin
             if needed > self.lambda_timeout_seconds:
                 raise ValueError(
                     f"OPENAI_TIMEOUT_SECONDS x (OPENAI_MAX_RETRIES + 1) x SUMMARIZER_ATTEMPTS + DEADLINE_MARGIN_MS "

@@ -196,3 +196,20 @@ class KvValueTooLarge(InvalidKvEntry):
         super().__init__("value", problem)
         self.size = size
         self.limit = limit
+
+
+def describe_failure(exc: BaseException) -> tuple[str, str]:
+    """(error type, short reason) for a log line: ids, counts and causes only, never content."""
+    if isinstance(exc, ValidationError):  # a message model: its fields are named, never their values
+        return InvalidMessage.__name__, describe_validation_error(exc)[:300]
+    if isinstance(exc, InvalidDocument | PatchError):  # these can quote document keys (part ids, paths)
+        return type(exc).__name__, "details withheld from logs: they can quote the document's keys"
+    if isinstance(exc, UserMemoryError):
+        return type(exc).__name__, str(exc)[:300]
+    # Anything else (a programming or SDK error): its message may quote data, so the place it
+    # was raised instead.
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else "unknown place"
+    return type(exc).__name__, f"unexpected error raised at {where}"

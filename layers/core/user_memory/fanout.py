@@ -8,9 +8,9 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from user_memory.domain.fanout import plan_from_event, run_fanout
+from user_memory.errors import describe_failure
 from user_memory.observability import logger, metrics
 from user_memory.runtime import FanoutServices
-from user_memory.worker import describe_failure
 
 
 def fan_out(event: object, services: FanoutServices | Callable[[], FanoutServices]) -> dict[str, Any]:

@@ -15,19 +15,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse, PartialItemFailures
 from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
-from pydantic import BeforeValidator, Json, ValidationError
+from pydantic import BeforeValidator, Json
 
 from user_memory.domain.messages import Message, RecordActivity, RefreshUser, check_body_size
 from user_memory.domain.pipeline import Deadline, RunOutcome, refresh_user
-from user_memory.errors import (
-    DeadlineReached,
-    InvalidDocument,
-    InvalidMessage,
-    PatchError,
-    UserMemoryError,
-    UsersFailed,
-    describe_validation_error,
-)
+from user_memory.errors import DeadlineReached, UsersFailed, describe_failure
 from user_memory.observability import logger, metrics
 from user_memory.runtime import WorkerServices
 
@@ -38,27 +30,6 @@ class QueueRecord(SqsRecordModel):
     body: Annotated[Json[Message], BeforeValidator(check_body_size)]  # type: ignore[assignment]
 
 
-# Their messages can quote document keys (part ids, paths) that came from a user or a model.
-_WITHHELD = (InvalidDocument, PatchError)
-
-
-def describe_failure(exc: BaseException) -> tuple[str, str]:
-    """(error type, short reason) for a log line: ids, counts and causes only, never content."""
-    if isinstance(exc, ValidationError):  # the record model: message fields, never their values
-        return InvalidMessage.__name__, describe_validation_error(exc)[:300]
-    if isinstance(exc, _WITHHELD):
-        return type(exc).__name__, "details withheld from logs: they can quote the document's keys"
-    if isinstance(exc, UserMemoryError):
-        return type(exc).__name__, str(exc)[:300]
-    # Anything else (a programming or SDK error): its message may quote data, so the place it
-    # was raised instead.
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else "unknown place"
-    return type(exc).__name__, f"unexpected error raised at {where}"
-
-
 class WorkerProcessor(BatchProcessor):
     """BatchProcessor whose failure handler logs and counts every failed record."""
 
@@ -67,15 +38,19 @@ class WorkerProcessor(BatchProcessor):
         super().__init__(event_type=EventType.SQS, model=QueueRecord, raise_on_entire_batch_failure=False)
 
     def failure_handler(self, record: Any, exception: Any) -> Any:
-        exc = exception[1]
-        error, reason = describe_failure(exc)
         message_id = getattr(record, "messageId", None) or getattr(record, "message_id", None)
-        logger.warning("record failed", message_id=message_id, error=error, reason=reason)
-        # A deferral is counted apart: it is routine when a batch outlasts the invocation, and
-        # the RecordsFailed alarm must mean that something is wrong.
-        name = "RecordsDeferred" if isinstance(exc, DeadlineReached) else "RecordsFailed"
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
+        report_failed_record(message_id, exception[1])
         return super().failure_handler(record, exception)
+
+
+def report_failed_record(message_id: str | None, exc: BaseException) -> None:
+    """Log one failed record (id, error type, reason; never content) and count it."""
+    error, reason = describe_failure(exc)
+    logger.warning("record failed", message_id=message_id, error=error, reason=reason)
+    # A deferral is counted apart: it is routine when a batch outlasts the invocation, and
+    # the RecordsFailed alarm must mean that something is wrong.
+    name = "RecordsDeferred" if isinstance(exc, DeadlineReached) else "RecordsFailed"
+    metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
 
 
 class _Tally:
@@ -204,12 +179,10 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
 def fail_all(event: dict[str, Any], exc: BaseException) -> PartialItemFailureResponse:
     """Every record failed before processing could start (e.g. the database is down at cold start):
     each is logged and counted, and all come back after the visibility timeout."""
-    error, reason = describe_failure(exc)
     failures: list[PartialItemFailures] = []
     for record in event.get("Records", []) if isinstance(event, dict) else []:
         message_id = record.get("messageId") if isinstance(record, dict) else None
-        logger.warning("record failed", message_id=message_id, error=error, reason=reason)
-        metrics.add_metric(name="RecordsFailed", unit=MetricUnit.Count, value=1)
+        report_failed_record(message_id, exc)
         if message_id:
             failures.append({"itemIdentifier": message_id})
     return {"batchItemFailures": failures}

@@ -39,6 +39,9 @@ def translate(err: psycopg.Error) -> UserMemoryError:
     if isinstance(err, pgerrors.InsufficientPrivilege):
         return AccessDenied(primary)
     if isinstance(err, pgerrors.InvalidParameterValue):
+        sizes = re.search(r"document is (\d+) bytes, over the limit of (\d+)", primary)
+        if sizes:  # the database's own measure (jsonb's text form), reported as it measured it
+            return DocumentTooLarge(int(sizes.group(1)), int(sizes.group(2)))
         return InvalidDocument(primary)
     if isinstance(err, psycopg.OperationalError | PoolTimeout):
         return StorageUnavailable(f"database unavailable: {primary}")
@@ -151,29 +154,22 @@ class PostgresRecorder(_Database):
             new.idempotency_key,
             list(new.activity_ids) if new.activity_ids else None,
         )
-        try:
-            with self.pool.connection() as conn:
+        with self.connection() as conn:
+            try:
                 row = conn.execute(_APPEND, params, prepare=True).fetchone()
-        except pgerrors.UniqueViolation as err:
-            # A concurrent first write for this user (no head row to lock yet) got there first.
-            return self._after_race(new, err)
-        except pgerrors.InvalidParameterValue as err:
-            raise self._refused(err, new) from err
-        except psycopg.Error as err:
-            raise translate(err) from err
+            except pgerrors.UniqueViolation:
+                # A concurrent first write for this user (no head row to lock yet) got there first.
+                row = None
+                raced = True
+            else:
+                raced = False
+        if raced:
+            return self._after_race(new)
         if row is None:
             raise StorageError("user_memory_append returned no row")
         return InsertOutcome(status=row[0], version=row[1], created_at=row[2])
 
-    @staticmethod
-    def _refused(err: psycopg.Error, new: NewVersion) -> UserMemoryError:
-        primary = getattr(err.diag, "message_primary", None) or ""
-        sizes = re.search(r"document is (\d+) bytes, over the limit of (\d+)", primary)
-        if sizes:  # the database's own measure (jsonb's text form), reported as it measured it
-            return DocumentTooLarge(int(sizes.group(1)), int(sizes.group(2)))
-        return translate(err)
-
-    def _after_race(self, new: NewVersion, err: pgerrors.UniqueViolation) -> InsertOutcome:
+    def _after_race(self, new: NewVersion) -> InsertOutcome:
         with self.connection() as conn:
             if new.idempotency_key is not None:
                 recorded = conn.execute(_RECORDED, (new.user_id, new.idempotency_key)).fetchone()

@@ -52,6 +52,11 @@ class PipelineConfig:
     call_timeout: float
     call_tries: int
 
+    @property
+    def call_budget(self) -> float:
+        """The longest one summarizer call can take: every try at the client's timeout."""
+        return self.call_timeout * self.call_tries
+
 
 class Deadline:
     """The time this invocation has left, minus a safety margin.
@@ -75,7 +80,7 @@ class Deadline:
 
         Raises DeadlineReached when even a short call would not fit.
         """
-        budget = min(cfg.call_timeout * cfg.call_tries, self.left())
+        budget = min(cfg.call_budget, self.left())
         if budget < min(MIN_CALL_SECONDS, cfg.call_timeout):
             raise DeadlineReached(f"{max(self.left(), 0):.1f} s left before the deadline margin; retried later")
         return budget
@@ -191,7 +196,7 @@ def _summarize_all(
         batch = activity.unsummarized(user_id, before=window.end, after_id=after_id, limit=cfg.max_activities)
         done = 0
         for chunk in prompt_chunks(batch, cfg.max_prompt_activity_chars):
-            if draft.included and deadline.left() < cfg.call_timeout * cfg.call_tries:
+            if draft.included and deadline.left() < cfg.call_budget:
                 # Keep what is summarized; the rest stays unsummarized for the next run.
                 draft.deferred = len(batch) - done
                 return draft
