@@ -12,6 +12,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT
 from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
 from user_memory.domain.model import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_MAX_DOCUMENT_BYTES
 from user_memory.domain.pipeline import PipelineConfig
@@ -47,6 +48,14 @@ class DatabaseSettings(BaseModel):
             raise ConfigError(f"invalid configuration: {describe_validation_error(err, env_names=True)}") from err
 
 
+class MemorySettings(DatabaseSettings):
+    """What every writer of memory documents shares: the store's policy and the deployment's schema."""
+
+    checkpoint_interval: int = Field(default=DEFAULT_CHECKPOINT_INTERVAL, ge=1)
+    max_document_bytes: int = Field(default=DEFAULT_MAX_DOCUMENT_BYTES, ge=1024)
+    document_schema: str = "user_state"
+
+
 class FanoutSettings(DatabaseSettings):
     """The fan-out function: which users, in what window, to which queue."""
 
@@ -56,12 +65,8 @@ class FanoutSettings(DatabaseSettings):
     window_hours: int = Field(default=24, ge=1, le=24 * 31)
 
 
-class WorkerSettings(DatabaseSettings):
+class WorkerSettings(MemorySettings):
     """The worker function: the store, the summarizer and the time it may take."""
-
-    checkpoint_interval: int = Field(default=DEFAULT_CHECKPOINT_INTERVAL, ge=1)
-    max_document_bytes: int = Field(default=DEFAULT_MAX_DOCUMENT_BYTES, ge=1024)
-    document_schema: str = "user_state"
 
     summarizer: Literal["auto", "openai", "rules"] = "auto"
     openai_api_key: str | None = Field(default=None, repr=False)
@@ -123,3 +128,20 @@ class WorkerSettings(DatabaseSettings):
             call_timeout=self.openai_timeout_seconds,
             call_tries=self.openai_max_retries + 1,
         )
+
+
+class ApiSettings(MemorySettings):
+    """The HTTP API function: who is an operator, and how strict writes are."""
+
+    # A token whose `scope` claim holds this scope, or whose groups claim (`cognito:groups`,
+    # `groups`) holds it, may use /admin/users/{user_id}/... for any user.
+    operator_scope: str = Field(default="user-memory/operator", min_length=1)
+    # true: PATCH, PUT, revert and prune without If-Match answer 428 instead of rebasing.
+    require_if_match: bool = False
+    database_pool_size: int = Field(default=1, ge=1, le=64)
+
+
+class RetentionSettings(DatabaseSettings):
+    """The daily key-value retention job: entries expire by their TTL, and by age."""
+
+    kv_max_age_days: int = Field(default=30, ge=1, le=MAX_AGE_DAYS_LIMIT)

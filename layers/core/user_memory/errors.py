@@ -198,6 +198,26 @@ class KvValueTooLarge(InvalidKvEntry):
         self.limit = limit
 
 
+class InvalidRequest(UserMemoryError, ValueError):
+    """A request's arguments do not fit together (both a version and a time, an inverted range)."""
+
+
+class PreconditionRequired(UserMemoryError):
+    """The deployment requires a write to name the version it edits (If-Match), and this one did not."""
+
+
+class NotFound(UserMemoryError, LookupError):
+    """The thing the request names does not exist (a key-value entry, a route)."""
+
+
+class Forbidden(UserMemoryError, PermissionError):
+    """The caller may not do this: another user's data, or an operator route without the operator scope."""
+
+
+class Unauthenticated(UserMemoryError):
+    """The request carries no usable identity (no token, an invalid token, no subject)."""
+
+
 def describe_failure(exc: BaseException) -> tuple[str, str]:
     """(error type, short reason) for a log line: ids, counts and causes only, never content."""
     if isinstance(exc, ValidationError):  # a message model: its fields are named, never their values

@@ -6,17 +6,23 @@ local kit build them with what they want instead (a pool, a summarizer, an SQS c
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
+from user_memory.adapters.account import PostgresAccount
+from user_memory.adapters.kv import PostgresKv
+from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool, transaction
 from user_memory.adapters.sqs import SqsSender
-from user_memory.config import DatabaseSettings, FanoutSettings, WorkerSettings
+from user_memory.config import ApiSettings, DatabaseSettings, FanoutSettings, RetentionSettings, WorkerSettings
+from user_memory.domain.model import parse_user_id
 from user_memory.domain.pipeline import PipelineConfig
 from user_memory.domain.ports import Summarizer
 from user_memory.domain.repository import MemoryStore
+from user_memory.domain.service import MemoryService
 from user_memory.errors import ConfigError
 
 
@@ -119,3 +125,65 @@ def build_fanout(
         sender=SqsSender(settings.queue_url, sqs_client),
         pool=pool if owned else None,
     )
+
+
+@dataclass(kw_only=True)
+class ApiServices:
+    """What the API needs: a pool, and a transaction per request (Sessions)."""
+
+    settings: ApiSettings
+    pool: ConnectionPool = field(repr=False)
+    owned: bool = False
+
+    @contextmanager
+    def session(self, user_id: object, *, operator: str | None = None) -> Iterator[MemoryService]:
+        """One transaction for one request: as the end user (role authenticated, RLS), or with the
+        service's rights when an operator acts (the caller logs who)."""
+        uid = parse_user_id(user_id)
+        settings = self.settings
+        with transaction(self.pool, end_user=None if operator else uid) as tx:
+            yield MemoryService(
+                user_id=uid,
+                store=MemoryStore(
+                    PostgresRecorder(tx),
+                    checkpoint_interval=settings.checkpoint_interval,
+                    max_document_bytes=settings.max_document_bytes,
+                ),
+                kv=PostgresKv(tx),
+                activity=PostgresActivity(tx),
+                account=PostgresAccount(tx, end_user=operator is None),
+                schema=settings.document_schema,
+                max_document_bytes=settings.max_document_bytes,
+                require_if_match=settings.require_if_match,
+            )
+
+    def close(self) -> None:
+        if self.owned:
+            self.pool.close()
+
+
+def build_api(settings: ApiSettings, *, pool: ConnectionPool | None = None) -> ApiServices:
+    """Compose the API's services; a given pool stays the caller's to close."""
+    owned = pool is None
+    pool = pool or open_pool(database_url(settings), size=settings.database_pool_size)
+    return ApiServices(settings=settings, pool=pool, owned=owned)
+
+
+@dataclass(kw_only=True)
+class RetentionServices:
+    """What the daily key-value retention job needs."""
+
+    settings: RetentionSettings
+    kv: PostgresKv
+    pool: ConnectionPool | None = field(default=None, repr=False)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+def build_retention(settings: RetentionSettings, *, pool: ConnectionPool | None = None) -> RetentionServices:
+    """Compose the retention job's services; a given pool stays the caller's to close."""
+    owned = pool is None
+    pool = pool or open_pool(database_url(settings))
+    return RetentionServices(settings=settings, kv=PostgresKv(pool), pool=pool if owned else None)

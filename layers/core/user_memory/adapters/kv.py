@@ -309,6 +309,20 @@ class InMemoryKv:
                     del self._namespaces[where]
         return removed
 
+    def entries_of(self, user_id: object) -> builtins.list[KvEntry]:
+        """Every live entry of the user by namespace and key (an export)."""
+        uid = parse_user_id(user_id)
+        now = self._now()
+        with self._lock:
+            found = [
+                self._entry(uid, where[1], key, stored)
+                for where, entries in self._namespaces.items()
+                if where[0] == uid
+                for key, stored in entries.items()
+                if stored.live(now)
+            ]
+        return sorted(found, key=lambda e: (e.namespace, e.key))
+
     def erase(self, user_id: object) -> int:
         """Every entry of the user, expired or not (what user_memory_erase does on PostgreSQL);
         for an in-memory recorder's erase to report as 'user_memory_kv'."""

@@ -71,6 +71,20 @@ class InMemoryRecorder:
             for r in rows[start:]
         ]
 
+    def read_span(self, user_id: uuid.UUID, first: int, last: int) -> list[StoredRow]:
+        with self._lock:
+            rows = [r for r in self._users.get(user_id, _User()).rows if first <= r.version <= last]
+        return [
+            StoredRow(
+                version=r.version,
+                patch=json.loads(r.patch),
+                checkpoint=json.loads(r.checkpoint) if r.checkpoint is not None else None,
+                created_at=r.created_at,
+                source=r.source,
+            )
+            for r in rows
+        ]
+
     def version_at(self, user_id: uuid.UUID, timestamp: datetime) -> int:
         with self._lock:
             rows = self._users.get(user_id, _User()).rows
@@ -196,6 +210,11 @@ class InMemoryActivity:
         with self._lock:
             present = {a.id for a in self._rows if a.user_id == user_id and a.id not in self._summarized}
         return set(ids) <= present
+
+    def rows_of(self, user_id: uuid.UUID) -> list[Activity]:
+        """Every row of the user, oldest first (an export)."""
+        with self._lock:
+            return [replace(a, payload=json.loads(json.dumps(a.payload))) for a in self._rows if a.user_id == user_id]
 
     def summarized_version(self, activity_id: int) -> int | None:
         return self._summarized.get(activity_id)

@@ -8,14 +8,17 @@ round trip and one transaction.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
+from typing import Protocol
 
 import psycopg
 from psycopg import errors as pgerrors
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -71,10 +74,53 @@ def open_pool(dsn: str, *, size: int = 1, timeout: float = 10.0) -> ConnectionPo
     return pool
 
 
-class _Database:
-    """A pool and the one place that turns psycopg errors into ours."""
+class ConnectionSource(Protocol):
+    """Where adapters get a connection: a pool (a connection per call) or one open transaction."""
 
-    def __init__(self, pool: ConnectionPool) -> None:
+    def connection(self) -> AbstractContextManager[psycopg.Connection]: ...
+
+
+class Transaction:
+    """One connection inside one transaction: every adapter built on it shares the transaction."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        yield self.conn
+
+
+_END_USER = "SELECT set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
+
+
+@contextmanager
+def transaction(pool: ConnectionSource, *, end_user: uuid.UUID | None = None) -> Iterator[Transaction]:
+    """One transaction on one pooled connection, committed when the block ends without an error.
+
+    With `end_user`, the transaction runs as role `authenticated` with that user as the JWT
+    `sub` (both transaction-local, so nothing survives into the pooled connection's next use):
+    PostgreSQL's row-level security then decides what the block can read and write, as it
+    would for the user's own token on Supabase.
+    """
+    try:
+        with pool.connection() as conn, conn.transaction():
+            if end_user is not None:
+                claims = json.dumps({"sub": str(end_user), "role": "authenticated"})
+                conn.execute(_END_USER, (claims,), prepare=True)
+            yield Transaction(conn)
+    except psycopg.Error as err:
+        raise translate(err) from err
+
+
+def _in_transaction(conn: psycopg.Connection) -> bool:
+    return conn.info.transaction_status == TransactionStatus.INTRANS
+
+
+class _Database:
+    """A connection source and the one place that turns psycopg errors into ours."""
+
+    def __init__(self, pool: ConnectionSource) -> None:
         self.pool = pool
 
     @contextmanager
@@ -104,6 +150,13 @@ SELECT version, patch, CASE WHEN is_full_snapshot THEN full_snapshot_content END
  ORDER BY version
 """
 
+_SPAN = """
+SELECT version, patch, CASE WHEN is_full_snapshot THEN full_snapshot_content END, created_at, source_description
+  FROM user_memory_snapshots
+ WHERE user_id = %s AND version BETWEEN %s AND %s
+ ORDER BY version
+"""
+
 _APPEND = "SELECT status, version, created_at FROM user_memory_append(%s, %s, %s, %s, %s::jsonb, %s, %s, %s)"
 
 _RECORDED = "SELECT version FROM user_memory_snapshots WHERE user_id = %s AND idempotency_key = %s"
@@ -122,6 +175,11 @@ class PostgresRecorder(_Database):
     def read_rows(self, user_id: uuid.UUID, version: int) -> list[StoredRow]:
         with self.connection() as conn:
             rows = conn.execute(_ROWS, {"u": user_id, "v": version}, prepare=True).fetchall()
+        return [StoredRow(version=r[0], patch=r[1], checkpoint=r[2], created_at=r[3], source=r[4]) for r in rows]
+
+    def read_span(self, user_id: uuid.UUID, first: int, last: int) -> list[StoredRow]:
+        with self.connection() as conn:
+            rows = conn.execute(_SPAN, (user_id, first, last)).fetchall()
         return [StoredRow(version=r[0], patch=r[1], checkpoint=r[2], created_at=r[3], source=r[4]) for r in rows]
 
     def version_at(self, user_id: uuid.UUID, timestamp: datetime) -> int:
@@ -156,7 +214,11 @@ class PostgresRecorder(_Database):
         )
         with self.connection() as conn:
             try:
-                row = conn.execute(_APPEND, params, prepare=True).fetchone()
+                if _in_transaction(conn):  # a savepoint, so the transaction survives a lost race
+                    with conn.transaction():
+                        row = conn.execute(_APPEND, params, prepare=True).fetchone()
+                else:
+                    row = conn.execute(_APPEND, params, prepare=True).fetchone()
             except pgerrors.UniqueViolation:
                 # A concurrent first write for this user (no head row to lock yet) got there first.
                 row = None

@@ -61,6 +61,10 @@ class MemoryRecorder(Protocol):
         """The latest checkpoint at or below `version` (or version 1), then every row up to `version`."""
         ...
 
+    def read_span(self, user_id: uuid.UUID, first: int, last: int) -> list[StoredRow]:
+        """The rows of versions `first` to `last` (both included), oldest first, checkpoints with them."""
+        ...
+
     def version_at(self, user_id: uuid.UUID, timestamp: datetime) -> int:
         """The newest version created at or before `timestamp` (0 if none)."""
         ...

@@ -10,7 +10,7 @@ JSON object; schemas are validated a layer above (the pipeline, the API).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 
 from user_memory.domain.document import encode
@@ -105,6 +105,23 @@ class MemoryStore:
         if not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be at least 1")
         return self.recorder.read_history(parse_user_id(user_id), limit=limit, before_version=before_version)
+
+    def versions(self, user_id: object, *, page_size: int = 200) -> Iterator[MemoryVersion]:
+        """Every version from 1 to the head, oldest first, each rebuilt once (an export's walk)."""
+        uid = parse_user_id(user_id)
+        last = self.head(uid).version
+        document: Document = {}
+        first = 1
+        while first <= last:
+            rows = self.recorder.read_span(uid, first, min(first + page_size - 1, last))
+            if not rows:
+                return
+            for row in rows:
+                document = row.checkpoint if row.checkpoint is not None else apply_patch(document, row.patch)
+                yield MemoryVersion(
+                    version=row.version, document=copy_json(document), created_at=row.created_at, source=row.source
+                )
+            first = rows[-1].version + 1
 
     def diff(self, user_id: object, from_version: int, to_version: int) -> Patch:
         """One patch turning version `from_version` into version `to_version`."""

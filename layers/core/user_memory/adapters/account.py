@@ -1,0 +1,92 @@
+"""A user's account as a whole: what an export reads beside the versions, and the erasure.
+
+`PostgresAccount` runs either as the service (any user: operators' exports and erasures) or as
+the end user (`end_user=True`, inside a transaction that runs as role authenticated): then the
+erase goes through user_memory_erase_me(), which only ever erases auth.uid(), and every read is
+narrowed by row-level security as well as by its WHERE clause.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from user_memory.adapters.kv import _COLUMNS as _KV_COLUMNS
+from user_memory.adapters.kv import InMemoryKv, _entry
+from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
+from user_memory.adapters.postgres import ConnectionSource, _Database
+from user_memory.domain.kv import Clock, KvEntry, utc_now
+from user_memory.domain.model import Activity
+from user_memory.errors import AccessDenied
+
+_ACTIVITY = """
+SELECT id, user_id, occurred_at, kind, payload, source, external_id FROM user_activity
+ WHERE user_id = %s ORDER BY id
+"""
+
+_KV = f"""
+SELECT {_KV_COLUMNS} FROM user_memory_kv
+ WHERE user_id = %s AND (expires_at IS NULL OR expires_at > %s)
+ ORDER BY namespace, key
+"""
+
+
+class PostgresAccount(_Database):
+    """AccountData on PostgreSQL."""
+
+    def __init__(self, pool: ConnectionSource, *, end_user: bool = False, now: Clock = utc_now) -> None:
+        super().__init__(pool)
+        self.end_user = end_user
+        self._clock = now
+
+    def activity(self, user_id: uuid.UUID) -> list[Activity]:
+        with self.connection() as conn:
+            rows = conn.execute(_ACTIVITY, (user_id,)).fetchall()
+        return [
+            Activity(id=r[0], user_id=r[1], occurred_at=r[2], kind=r[3], payload=r[4], source=r[5], external_id=r[6])
+            for r in rows
+        ]
+
+    def kv_entries(self, user_id: uuid.UUID) -> list[KvEntry]:
+        now: datetime = self._clock()
+        with self.connection() as conn:
+            rows = conn.execute(_KV, (user_id, now)).fetchall()
+        return [_entry(r) for r in rows]
+
+    def erase(self, user_id: uuid.UUID) -> dict[str, int]:
+        with self.connection() as conn:
+            if self.end_user:
+                rows = conn.execute("SELECT relation, deleted FROM user_memory_erase_me()").fetchall()
+            else:
+                rows = conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (user_id,)).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
+
+class InMemoryAccount:
+    """AccountData over the in-memory recorder, activity and key-value store."""
+
+    def __init__(
+        self,
+        recorder: InMemoryRecorder,
+        activity: InMemoryActivity,
+        kv: InMemoryKv,
+        *,
+        end_user: uuid.UUID | None = None,
+    ) -> None:
+        self._recorder = recorder
+        self._activity = activity
+        self._kv = kv
+        self._end_user = end_user
+
+    def activity(self, user_id: uuid.UUID) -> list[Activity]:
+        return self._activity.rows_of(user_id)
+
+    def kv_entries(self, user_id: uuid.UUID) -> list[KvEntry]:
+        return self._kv.entries_of(user_id)
+
+    def erase(self, user_id: uuid.UUID) -> dict[str, int]:
+        if self._end_user is not None and user_id != self._end_user:
+            raise AccessDenied("user_memory_erase_me: may only erase own data")
+        counts = self._recorder.erase(user_id)
+        counts["user_memory_kv"] = self._kv.erase(user_id)
+        return counts

@@ -1,0 +1,286 @@
+"""One user's memory as the API, the MCP server and the agent loop see it.
+
+`MemoryService` is bound to one user (the identity comes from the caller's token, never from a
+request body) and to the ports of one unit of work: for the HTTP API, one database transaction
+running as that user under row-level security. It adds to the store what a client needs: the
+deployment's schema on every write, edits rebased onto the head unless the client names the
+version it edits (If-Match), idempotency keys in the end users' namespace (`api:`), pruning,
+the changes-since feed, export and erasure, key-value memory and the agent's tool calls.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from user_memory.domain.agent import execute_tool_call, forget, merge_patch, render_memory
+from user_memory.domain.document import empty_document, get_schema, validate_document
+from user_memory.domain.kv import DEFAULT_NAMESPACE, JsonValue, KvEntry, KvPage, KvStore
+from user_memory.domain.model import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    Activity,
+    AppendResult,
+    Document,
+    HistoryEntry,
+    MemoryVersion,
+    Patch,
+    parse_user_id,
+)
+from user_memory.domain.patching import apply_patch, json_equal, make_patch
+from user_memory.domain.ports import ActivityWriter
+from user_memory.domain.repository import MemoryStore
+from user_memory.errors import (
+    InvalidDocument,
+    InvalidRequest,
+    PreconditionRequired,
+    UnknownVersion,
+    VersionConflict,
+)
+
+# Edits without If-Match are re-applied to the new head when another writer got in first, at
+# most this many times; then the conflict is reported (409).
+MAX_REBASES = 5
+MAX_IDEMPOTENCY_KEY_CHARS = 200
+SOURCE_API = "api"
+
+
+class AccountData(Protocol):
+    """What an export reads beside the memory's versions, and the erasure."""
+
+    def activity(self, user_id: uuid.UUID) -> list[Activity]:
+        """Every activity row of the user, oldest first."""
+        ...
+
+    def kv_entries(self, user_id: uuid.UUID) -> list[KvEntry]:
+        """Every live key-value entry of the user, by namespace and key."""
+        ...
+
+    def erase(self, user_id: uuid.UUID) -> dict[str, int]:
+        """Delete every row of the user (history included) in one transaction; rows per relation."""
+        ...
+
+
+class Sessions(Protocol):
+    """Opens one unit of work for one user: a MemoryService whose writes commit together or not at all."""
+
+    def session(self, user_id: object, *, operator: str | None = None) -> AbstractContextManager[MemoryService]:
+        """A service for `user_id`. With `operator` (who is acting), it runs with the service's
+        rights (any user); without, as that end user (row-level security applies)."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Edit:
+    """How a write was made: where it comes from, the client's key, and the version it edits."""
+
+    source: str = SOURCE_API
+    idempotency_key: str | None = None
+    if_match: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Changes:
+    """The feed since a version: one patch from `since` to `version` (the head)."""
+
+    since: int
+    version: int
+    patch: Patch
+
+
+def idempotency_key(client_key: str | None) -> str | None:
+    """The stored key for a client's Idempotency-Key header: the end users' `api:` namespace."""
+    if client_key is None:
+        return None
+    if not (1 <= len(client_key) <= MAX_IDEMPOTENCY_KEY_CHARS) or not client_key.isprintable():
+        raise InvalidRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} printable characters")
+    return f"api:{client_key}"
+
+
+class MemoryService:
+    """One user's memory document, key-value memory, activity and account, on one unit of work."""
+
+    def __init__(
+        self,
+        *,
+        user_id: object,
+        store: MemoryStore,
+        kv: KvStore,
+        activity: ActivityWriter,
+        account: AccountData,
+        schema: str = "user_state",
+        max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+        require_if_match: bool = False,
+    ) -> None:
+        get_schema(schema)  # an unknown schema fails here, not on the first write
+        self.user_id = parse_user_id(user_id)
+        self.store = store
+        self.kv = kv
+        self._activity = activity
+        self._account = account
+        self.schema = schema
+        self.max_document_bytes = max_document_bytes
+        self.require_if_match = require_if_match
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def read(self, *, version: int | None = None, as_of: datetime | None = None) -> MemoryVersion:
+        """The head, or the document at `version`, or as it was at `as_of` (not both)."""
+        if version is not None and as_of is not None:
+            raise InvalidRequest("ask for a version or a time (as_of), not both")
+        if version is not None:
+            return self.store.at(self.user_id, version)
+        if as_of is not None:
+            if as_of.tzinfo is None:
+                raise InvalidRequest("as_of needs a time zone (for example 2026-11-23T10:00:00Z)")
+            return self.store.as_of(self.user_id, as_of)
+        return self.store.head(self.user_id)
+
+    def history(self, *, limit: int = 50, before: int | None = None) -> tuple[list[HistoryEntry], int | None]:
+        """A page of versions, newest first, and the cursor (`before`) of the next page or None."""
+        if before is not None and before < 1:
+            raise InvalidRequest("before must be a version of 1 or more")
+        entries = self.store.history(self.user_id, limit=limit + 1, before_version=before)
+        if len(entries) > limit:
+            return entries[:limit], entries[limit - 1].version
+        return entries, None
+
+    def diff(self, from_version: int, to_version: int) -> Patch:
+        """One RFC 6902 patch from `from_version` to `to_version` (either order)."""
+        return self.store.diff(self.user_id, from_version, to_version)
+
+    def changes_since(self, since: int) -> Changes:
+        """One patch from version `since` to the head: what a cache holding `since` applies."""
+        head = self.store.head(self.user_id)
+        if since > head.version or since < 0:
+            raise UnknownVersion(self.user_id, since, head.version)
+        if since == head.version:
+            return Changes(since=since, version=head.version, patch=[])
+        old = self.store.at(self.user_id, since)
+        return Changes(since=since, version=head.version, patch=make_patch(old.document, head.document))
+
+    def render(self, budget_tokens: int) -> str:
+        """The head as a system-prompt block (see `render_memory`)."""
+        return render_memory(self.store.head(self.user_id).document, budget_tokens, schema=self.schema)
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def apply_json_patch(self, patch: Patch, edit: Edit) -> AppendResult:
+        """RFC 6902: the patch applied to the head (or to version If-Match), validated, as a new version."""
+
+        def change(document: Document) -> Document:
+            result = apply_patch(document, patch)
+            if not isinstance(result, dict):
+                raise InvalidDocument("the patch turns the document into something other than a JSON object")
+            return result
+
+        return self._edit(change, edit)
+
+    def apply_merge_patch(self, patch: Any, edit: Edit) -> AppendResult:
+        """RFC 7396: the merge patch applied to the head (or to version If-Match), validated."""
+        if not isinstance(patch, dict):
+            raise InvalidDocument("a merge patch for a memory document must be a JSON object")
+        return self._edit(lambda document: merge_patch(document, patch), edit)
+
+    def replace(self, document: Any, edit: Edit) -> AppendResult:
+        """The whole document replaced, validated, as a new version."""
+        if not isinstance(document, dict):
+            raise InvalidDocument(f"a memory document must be a JSON object, got {type(document).__name__}")
+        return self._edit(lambda _head: document, edit)
+
+    def revert(self, version: int, edit: Edit) -> AppendResult:
+        """A new version whose document is version `version`'s; history keeps everything after it."""
+        target = self.store.at(self.user_id, version).document
+        return self._edit(lambda _head: target, edit, stamp=False)
+
+    def prune(self, section: str | None, edit: Edit) -> AppendResult:
+        """One section reset to its empty default, or every section (None), as a new version."""
+        if section is None:
+            return self._edit(lambda _head: empty_document(self.schema), edit)
+        return self._edit(
+            lambda document: forget(document, section, schema=self.schema, max_document_bytes=self.max_document_bytes),
+            edit,
+        )
+
+    def tool_call(self, tool_call: Any) -> AppendResult:
+        """An agent's `update_memory` / `forget_memory` call as a new version (source agent:<tool>)."""
+        return execute_tool_call(
+            self.store, self.user_id, tool_call, schema=self.schema, max_document_bytes=self.max_document_bytes
+        )
+
+    def _edit(self, change: Callable[[Document], Document], edit: Edit, *, stamp: bool = True) -> AppendResult:
+        if edit.if_match is None and self.require_if_match:
+            raise PreconditionRequired("this deployment requires If-Match on every write: send the version you edit")
+        key = edit.idempotency_key
+        stamps = stamp and "last_updated_by" in get_schema(self.schema).model_fields
+        for attempt in range(MAX_REBASES + 1):
+            if key is not None:
+                head, recorded = self.store.head_for_run(self.user_id, key)
+                if recorded is not None:  # a repeat: the store answers with what the key wrote
+                    return self.store.append(
+                        self.user_id,
+                        head.document,
+                        expected_version=head.version,
+                        source=edit.source,
+                        idempotency_key=key,
+                    )
+            else:
+                head = self.store.head(self.user_id)
+            if edit.if_match is not None and head.version != edit.if_match:
+                raise VersionConflict(self.user_id, edit.if_match, head.version)
+            document = validate_document(change(head.document), self.schema, max_bytes=self.max_document_bytes)
+            if stamps and not json_equal(document, head.document):
+                document["last_updated_by"] = edit.source
+            try:
+                return self.store.append(
+                    self.user_id,
+                    document,
+                    expected_version=head.version,
+                    base=head,
+                    source=edit.source,
+                    idempotency_key=key,
+                )
+            except VersionConflict:
+                if edit.if_match is not None or attempt == MAX_REBASES:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    # -- activity, export, erasure -----------------------------------------------------------------
+
+    def record_activity(self, items: Iterable[Activity]) -> tuple[int, int]:
+        """Store the user's activity (every item must be this user's); (received, new)."""
+        records = list(items)
+        if any(a.user_id != self.user_id for a in records):
+            raise InvalidRequest("activity can only be recorded for the caller")
+        return len(records), self._activity.record(records)
+
+    def export(self) -> dict[str, Any]:
+        """Everything stored about the user: every version, key-value entries, activity."""
+        versions = list(self.store.versions(self.user_id))
+        return {
+            "user_id": str(self.user_id),
+            "versions": versions,
+            "kv": self._account.kv_entries(self.user_id),
+            "activity": self._account.activity(self.user_id),
+        }
+
+    def erase(self) -> dict[str, int]:
+        """Every row of the user removed, history included, in one transaction; rows per relation."""
+        return self._account.erase(self.user_id)
+
+    # -- key-value memory ----------------------------------------------------------------------------
+
+    def kv_list(self, namespace: str = DEFAULT_NAMESPACE, *, limit: int = 100, after: str | None = None) -> KvPage:
+        return self.kv.list(self.user_id, namespace, limit=limit, after_key=after)
+
+    def kv_get(self, namespace: str, key: str) -> KvEntry | None:
+        return self.kv.get(self.user_id, namespace, key)
+
+    def kv_put(self, namespace: str, key: str, value: JsonValue, ttl_seconds: int | None = None) -> KvEntry:
+        return self.kv.put(self.user_id, namespace, key, value, ttl_seconds)
+
+    def kv_delete(self, namespace: str, key: str) -> bool:
+        return self.kv.delete(self.user_id, namespace, key)

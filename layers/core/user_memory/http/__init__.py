@@ -1,0 +1,1 @@
+"""The HTTP API: routes, problem details, the caller's identity, the OpenAPI document."""

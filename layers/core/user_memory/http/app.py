@@ -1,0 +1,676 @@
+"""The memory API: Powertools' HTTP resolver over `MemoryService`, one transaction per request.
+
+Identity comes only from the verified token (`sub`); `/me/...` is the caller's data, a path that
+names a user (`/users/{user_id}/...`) is the caller's own path or a 403, and `/admin/users/...`
+is for operators. Each request's database work runs in one transaction, as the end user under
+row-level security (operators: with the service's rights, and logged with who acted).
+Errors are RFC 9457 problem details (`problems.py`).
+"""
+
+import json
+import re
+import urllib.parse
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+
+from user_memory.config import ApiSettings
+from user_memory.domain.kv import MAX_PAGE_SIZE, KvEntry
+from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
+from user_memory.domain.service import Edit, MemoryService, Sessions, idempotency_key
+from user_memory.errors import Forbidden, NotFound, describe_failure
+from user_memory.http import models
+from user_memory.http.auth import Caller, caller_from_claims
+from user_memory.http.problems import (
+    ALL_KINDS,
+    BAD_REQUEST,
+    FORBIDDEN,
+    INTERNAL,
+    INVALID_INPUT,
+    INVALID_JSON,
+    INVALID_PATCH,
+    METHOD_NOT_ALLOWED,
+    NOT_FOUND,
+    TOO_LARGE,
+    UNSUPPORTED_MEDIA,
+    HttpProblem,
+    Kind,
+    detail_of,
+    kind_of,
+)
+from user_memory.observability import logger, metrics
+
+T = TypeVar("T")
+
+API_TITLE = "user-memory"
+API_VERSION = "1.0.0"
+MAX_RENDER_BUDGET = 32_000
+
+_PROBLEM_RESPONSES: dict[int, Any] = {
+    status: {
+        "description": " / ".join(k.title for k in ALL_KINDS if k.status == status),
+        "content": {models.PROBLEM_JSON: {"model": models.Problem}},
+    }
+    for status in sorted({k.status for k in ALL_KINDS})
+}
+_ETAG = {"ETag": {"description": 'The version, quoted: "7".', "schema": {"type": "string"}}}
+_USER_PATH = re.compile(r"^/users/(?P<user>[^/]+)(?P<rest>/.*)?$")
+
+
+def _responses(model: type, *, etag: bool = False) -> dict[int, Any]:
+    ok: dict[str, Any] = {"description": "OK", "content": {"application/json": {"model": model}}}
+    if etag:
+        ok["headers"] = _ETAG
+    return {200: ok, **_PROBLEM_RESPONSES}
+
+
+def _etag(version: int) -> str:
+    return f'"{version}"'
+
+
+def parse_if_match(value: str | None) -> int | None:
+    """The version an If-Match header names ("7", W/"7", 7), or None for no header or `*`."""
+    if value is None or value.strip() == "*":
+        return None
+    text = value.strip()
+    if text.startswith("W/"):
+        text = text[2:]
+    text = text.strip('"')
+    if not text.isdigit() or len(text) > 9:
+        raise HttpProblem(BAD_REQUEST, 'If-Match must be the version as an ETag, for example "7"')
+    return int(text)
+
+
+def _memory(user_id: object, v: MemoryVersion) -> models.Memory:
+    return models.Memory(
+        user_id=str(user_id), version=v.version, document=v.document, created_at=v.created_at, source=v.source
+    )
+
+
+def _history_item(e: HistoryEntry) -> models.HistoryItem:
+    return models.HistoryItem(
+        version=e.version,
+        created_at=e.created_at,
+        source=e.source,
+        operations=len(e.patch),
+        change_bytes=len(json.dumps(e.patch, separators=(",", ":"), ensure_ascii=False).encode()),
+        checkpoint=e.is_checkpoint,
+    )
+
+
+def _kv(e: KvEntry) -> models.KvEntry:
+    return models.KvEntry(
+        namespace=e.namespace,
+        key=e.key,
+        value=e.value,
+        created_at=e.created_at,
+        updated_at=e.updated_at,
+        expires_at=e.expires_at,
+    )
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _written(user_id: object, result: AppendResult) -> Response[models.Written]:
+    headers = {"ETag": _etag(result.version)}
+    if result.status == "idempotent":
+        headers["Idempotent-Replayed"] = "true"
+    body = models.Written(
+        user_id=str(user_id),
+        status=result.status.value,
+        version=result.version,
+        document=result.document,
+        patch=result.patch,
+    )
+    return Response(status_code=200, content_type="application/json", body=body, headers=headers)
+
+
+class MemoryApi:
+    """The resolver and its routes, over a Sessions (PostgreSQL in Lambda and `serve`)."""
+
+    def __init__(self, sessions: Sessions, settings: ApiSettings) -> None:
+        self.sessions = sessions
+        self.settings = settings
+        self.app = APIGatewayHttpResolver(enable_validation=True)
+        self._register()
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """Answer one API Gateway HTTP API v2 event."""
+        match = _USER_PATH.match(event.get("rawPath") or "")
+        if match:  # /users/{user_id}/...: the caller's own data under another name, or 403
+            try:
+                caller = self._caller_from(event)
+                if match.group("user") != str(caller.user_id) and match.group("user") != caller.subject:
+                    raise Forbidden("a path that names a user is only open to that user; use /me")
+            except Exception as err:  # noqa: BLE001 - answered as a problem like any route's error
+                return self._problem_event(err, event)
+            event = {**event, "rawPath": "/me" + (match.group("rest") or "")}
+            event["routeKey"] = "$default"
+        return self.app.resolve(event, context)
+
+    def _caller_from(self, event: dict[str, Any]) -> Caller:
+        claims = (((event.get("requestContext") or {}).get("authorizer") or {}).get("jwt") or {}).get("claims")
+        return caller_from_claims(claims, operator_scope=self.settings.operator_scope)
+
+    def _caller(self) -> Caller:
+        return caller_from_claims(
+            self.app.current_event.request_context.authorizer.jwt_claim,
+            operator_scope=self.settings.operator_scope,
+        )
+
+    @contextmanager
+    def _me(self) -> Iterator[MemoryService]:
+        caller = self._caller()
+        self.app.append_context(user_id=str(caller.user_id))
+        with self.sessions.session(caller.user_id) as service:
+            yield service
+
+    @contextmanager
+    def _operator(self, user_id: str, action: str) -> Iterator[MemoryService]:
+        caller = self._caller()
+        if not caller.operator:
+            raise Forbidden(f"operator routes need the {self.settings.operator_scope!r} scope or group")
+        self.app.append_context(user_id=user_id)
+        logger.info(
+            "operator action", operator=caller.subject, user_id=user_id, action=action, request_id=self._request_id()
+        )
+        metrics.add_metric(name="OperatorActions", unit="Count", value=1)
+        with self.sessions.session(user_id, operator=caller.subject) as service:
+            yield service
+
+    def _request_id(self) -> str | None:
+        try:
+            return self.app.current_event.request_context.request_id
+        except (KeyError, AttributeError, TypeError):
+            return None
+
+    def _edit(self, if_match: str | None, key: str | None, *, source: str = "api") -> Edit:
+        version = parse_if_match(if_match)
+        self.app.append_context(if_match=version is not None)
+        return Edit(source=source, idempotency_key=idempotency_key(key), if_match=version)
+
+    def _body(self, limit: int) -> Any:
+        event = self.app.current_event
+        raw = event.decoded_body or ""
+        if len(raw.encode()) > limit:
+            raise HttpProblem(TOO_LARGE, f"the body is over {limit:,} bytes")
+        if not raw.strip():
+            raise HttpProblem(INVALID_JSON, "the body is empty")
+        try:
+            return json.loads(raw, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as err:
+            raise HttpProblem(INVALID_JSON, f"the body is not valid JSON ({type(err).__name__})") from None
+
+    def _problem(self, err: BaseException) -> Response[str]:
+        kind = kind_of(err, if_match=bool(self.app.context.get("if_match")))
+        return self._problem_response(err, kind, self._request_id(), self.app.context.get("user_id"))
+
+    def _problem_event(self, err: BaseException, event: dict[str, Any]) -> dict[str, Any]:
+        kind = kind_of(err)
+        request_id = (event.get("requestContext") or {}).get("requestId")
+        response = self._problem_response(err, kind, request_id, None)
+        return {
+            "statusCode": response.status_code,
+            "headers": {k: v for k, v in response.headers.items() if isinstance(v, str)},
+            "body": response.body,
+            "isBase64Encoded": False,
+        }
+
+    @staticmethod
+    def _problem_response(
+        err: BaseException, kind: Kind, request_id: str | None, user_id: str | None, detail: str | None = None
+    ) -> Response[str]:
+        error_type, reason = describe_failure(err)
+        log = logger.error if kind.status >= 500 else logger.info
+        log(
+            "request failed",
+            request_id=request_id,
+            user_id=user_id,
+            status=kind.status,
+            problem=kind.slug,
+            error_type=error_type,
+            reason=reason,
+        )
+        metrics.add_metric(name="RequestsFailed" if kind.status >= 500 else "RequestsRefused", unit="Count", value=1)
+        body: dict[str, Any] = {
+            "type": kind.type,
+            "title": kind.title,
+            "status": kind.status,
+            "detail": detail or detail_of(err, kind),
+        }
+        if request_id:
+            body["instance"] = request_id
+        current = getattr(err, "current", None)
+        if kind.status in (409, 412) and isinstance(current, int):
+            body["current_version"] = current
+        return Response(status_code=kind.status, content_type=models.PROBLEM_JSON, body=json.dumps(body))
+
+    # -- routes ------------------------------------------------------------------------------------
+
+    def _register(self) -> None:  # noqa: C901 - one place lists every route
+        app = self.app
+
+        @app.exception_handler(RequestValidationError)
+        def _invalid(err: RequestValidationError) -> Response[str]:
+            errors = err.errors()
+            places = {str(e.get("loc", ("body",))[0]) for e in errors}
+            if any(e.get("type") == "json_invalid" for e in errors):
+                kind = INVALID_JSON
+            elif any(e.get("type") == "unsupported_content_type" for e in errors):
+                kind = UNSUPPORTED_MEDIA
+            else:
+                kind = INVALID_INPUT if places <= {"body"} else BAD_REQUEST
+            fields = "; ".join(
+                f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors[:5]
+            )
+            return self._problem_response(
+                err, kind, self._request_id(), self.app.context.get("user_id"), detail=fields or kind.title
+            )
+
+        @app.exception_handler(Exception)
+        def _failed(err: Exception) -> Response[str]:
+            return self._problem(err)
+
+        @app.not_found
+        def _not_found(err: Exception) -> Response[str]:
+            return self._problem_response(
+                NotFound("no such route"), NOT_FOUND, self._request_id(), None, detail="no such route"
+            )
+
+        # -- the memory document ---------------------------------------------------------------
+
+        def read(service: MemoryService, version: int | None, as_of: datetime | None) -> Response[models.Memory]:
+            found = service.read(version=version, as_of=as_of)
+            return Response(
+                status_code=200,
+                content_type="application/json",
+                body=_memory(service.user_id, found),
+                headers={"ETag": _etag(found.version)},
+            )
+
+        Version = Annotated[int | None, Query(ge=0, description="A past version (0: the empty document).")]
+        AsOf = Annotated[datetime | None, Query(description="The version current at this time (ISO 8601 with zone).")]
+
+        @app.get("/me/memory", responses=_responses(models.Memory, etag=True), tags=["memory"])
+        def get_memory(version: Version = None, as_of: AsOf = None) -> Response[models.Memory]:
+            """The memory document: the head, a past version, or as it was at a time."""
+            with self._me() as service:
+                return read(service, version, as_of)
+
+        Limit = Annotated[int, Query(ge=1, le=500)]
+        Before = Annotated[int | None, Query(ge=1, description="Only versions below this one (the cursor).")]
+
+        @app.get("/me/memory/history", responses=_responses(models.History), tags=["memory"])
+        def get_history(limit: Limit = 50, before: Before = None) -> models.History:
+            """The versions, newest first, in pages."""
+            with self._me() as service:
+                return self._history(service, limit, before)
+
+        From = Annotated[int, Query(alias="from", ge=0)]
+        To = Annotated[int, Query(alias="to", ge=0)]
+
+        @app.get("/me/memory/diff", responses=_responses(models.Diff), tags=["memory"])
+        def get_diff(from_version: From, to_version: To) -> models.Diff:
+            """One RFC 6902 patch from version `from` to version `to`."""
+            with self._me() as service:
+                return self._diff(service, from_version, to_version)
+
+        Since = Annotated[int, Query(ge=0, description="The version the client holds.")]
+
+        @app.get("/me/memory/changes", responses=_responses(models.Changes, etag=True), tags=["memory"])
+        def get_changes(since: Since) -> Response[models.Changes]:
+            """One patch from `since` to the head: the feed a cache polls to stay current."""
+            with self._me() as service:
+                return self._changes(service, since)
+
+        Budget = Annotated[int, Query(ge=1, le=MAX_RENDER_BUDGET, description="Token budget of the text.")]
+
+        @app.get("/me/memory/prompt", responses=_responses(models.Prompt, etag=True), tags=["agent"])
+        def get_prompt(budget_tokens: Budget = 800) -> Response[models.Prompt]:
+            """The head rendered as a compact block for a system prompt, cut to a token budget."""
+            with self._me() as service:
+                head = service.store.head(service.user_id)
+                text = service.render(budget_tokens)
+                body = models.Prompt(user_id=str(service.user_id), version=head.version, text=text)
+            return Response(200, "application/json", body, headers={"ETag": _etag(head.version)})
+
+        IfMatch = Annotated[
+            str | None,
+            Header(alias="If-Match", description='The version this edit is based on ("7"); stale: 412.'),
+        ]
+        IdemKey = Annotated[
+            str | None,
+            Header(alias="Idempotency-Key", description="A repeat with the same key writes nothing again."),
+        ]
+
+        @app.patch("/me/memory", responses=_responses(models.Written, etag=True), tags=["memory"])
+        def patch_memory(if_match: IfMatch = None, idempotency_key_: IdemKey = None) -> Response[models.Written]:
+            """Edit with RFC 6902 (application/json-patch+json) or RFC 7396 (application/merge-patch+json)."""
+            content_type = (self.app.current_event.headers.get("content-type") or "").split(";")[0].strip().lower()
+            if content_type not in (models.JSON_PATCH, models.MERGE_PATCH):
+                raise HttpProblem(UNSUPPORTED_MEDIA, f"PATCH takes {models.JSON_PATCH} or {models.MERGE_PATCH}")
+            edit = self._edit(if_match, idempotency_key_)
+            body = self._body(self.settings.max_document_bytes * 2)
+            with self._me() as service:
+                if content_type == models.JSON_PATCH:
+                    result = service.apply_json_patch(check_json_patch(body), edit)
+                else:
+                    result = service.apply_merge_patch(body, edit)
+                return _written(service.user_id, result)
+
+        @app.put("/me/memory", responses=_responses(models.Written, etag=True), tags=["memory"])
+        def put_memory(
+            document: Annotated[dict[str, Any], Body(description="The whole new document.")],
+            if_match: IfMatch = None,
+            idempotency_key_: IdemKey = None,
+        ) -> Response[models.Written]:
+            """Replace the whole document (validated against the deployment's schema)."""
+            edit = self._edit(if_match, idempotency_key_)
+            with self._me() as service:
+                return _written(service.user_id, service.replace(document, edit))
+
+        @app.post("/me/memory/revert", responses=_responses(models.Written, etag=True), tags=["memory"])
+        def revert_memory(
+            revert: Annotated[models.Revert, Body()], if_match: IfMatch = None, idempotency_key_: IdemKey = None
+        ) -> Response[models.Written]:
+            """A new version whose document is an older version's; history keeps everything."""
+            edit = self._edit(if_match, idempotency_key_)
+            with self._me() as service:
+                return _written(service.user_id, service.revert(revert.version, edit))
+
+        Section = Annotated[str | None, Query(min_length=1, max_length=100, description="One section; none: all.")]
+
+        @app.delete("/me/memory", responses=_responses(models.Written, etag=True), tags=["memory"])
+        def prune_memory(
+            section: Section = None, if_match: IfMatch = None, idempotency_key_: IdemKey = None
+        ) -> Response[models.Written]:
+            """Prune one section (or every section) as a new version; history keeps what was there."""
+            edit = self._edit(if_match, idempotency_key_)
+            with self._me() as service:
+                return _written(service.user_id, service.prune(section, edit))
+
+        # -- account ---------------------------------------------------------------------------------
+
+        @app.get("/me/export", responses=_responses(models.Export), tags=["account"])
+        def export_me() -> models.Export:
+            """Everything stored about the caller: every version, key-value entries, activity."""
+            with self._me() as service:
+                return _export(service)
+
+        @app.delete("/me", responses=_responses(models.Erased), tags=["account"])
+        def erase_me() -> models.Erased:
+            """Erase every row of the caller, history included, in one transaction."""
+            with self._me() as service:
+                removed = service.erase()
+            logger.info("user erased", user_id=str(service.user_id), rows=sum(removed.values()))
+            return models.Erased(user_id=str(service.user_id), removed=removed)
+
+        @app.post("/me/activity", responses=_responses(models.ActivityRecorded), tags=["account"])
+        def post_activity(batch: Annotated[models.ActivityBatch, Body()]) -> models.ActivityRecorded:
+            """Record activity for the next daily summary; repeats of (source, external_id) are ignored."""
+            with self._me() as service:
+                received, recorded = service.record_activity(_activities(service, batch))
+            return models.ActivityRecorded(received=received, recorded=recorded)
+
+        # -- key-value memory --------------------------------------------------------------------------
+
+        Namespace = Annotated[str, Path(description="^[a-z0-9][a-z0-9_.-]{0,63}$ (`default` if unsure).")]
+        Key = Annotated[str, Path(description="1 to 256 characters, percent-encoded in the path.")]
+        PageSize = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)]
+        After = Annotated[str | None, Query(min_length=1, max_length=256, description="The cursor: keys after this.")]
+
+        @app.get("/me/kv/<namespace>", responses=_responses(models.KvPage), tags=["kv"])
+        def list_kv(namespace: Namespace, limit: PageSize = 100, after: After = None) -> models.KvPage:
+            """Live entries of a namespace in key order, in pages."""
+            with self._me() as service:
+                page = service.kv_list(namespace, limit=limit, after=after)
+            return models.KvPage(
+                namespace=namespace, items=[_kv(e) for e in page.entries], next_after=page.next_after_key
+            )
+
+        @app.get("/me/kv/<namespace>/<key>", responses=_responses(models.KvEntry), tags=["kv"])
+        def get_kv(namespace: Namespace, key: Key) -> models.KvEntry:
+            """One live entry."""
+            key = urllib.parse.unquote(key)
+            with self._me() as service:
+                entry = service.kv_get(namespace, key)
+            if entry is None:
+                raise NotFound(f"no live entry {key!r} in namespace {namespace!r}")
+            return _kv(entry)
+
+        @app.put("/me/kv/<namespace>/<key>", responses=_responses(models.KvEntry), tags=["kv"])
+        def put_kv(namespace: Namespace, key: Key, put: Annotated[models.KvPut, Body()]) -> models.KvEntry:
+            """Insert or replace an entry (value at most 10 KB as compact JSON; optional TTL)."""
+            key = urllib.parse.unquote(key)
+            with self._me() as service:
+                return _kv(service.kv_put(namespace, key, put.value, put.ttl_seconds))
+
+        @app.delete("/me/kv/<namespace>/<key>", responses=_responses(models.KvDeleted), tags=["kv"])
+        def delete_kv(namespace: Namespace, key: Key) -> models.KvDeleted:
+            """Delete an entry; 404 when there was no live entry."""
+            key = urllib.parse.unquote(key)
+            with self._me() as service:
+                deleted = service.kv_delete(namespace, key)
+            if not deleted:
+                raise NotFound(f"no live entry {key!r} in namespace {namespace!r}")
+            return models.KvDeleted(namespace=namespace, key=key, deleted=True)
+
+        # -- operators ---------------------------------------------------------------------------------
+
+        UserId = Annotated[str, Path(description="The user's id (a UUID).")]
+
+        @app.get("/admin/users/<user_id>/memory", responses=_responses(models.Memory, etag=True), tags=["admin"])
+        def admin_get_memory(user_id: UserId, version: Version = None, as_of: AsOf = None) -> Response[models.Memory]:
+            """Operators: a user's memory document (head, version or time)."""
+            with self._operator(user_id, "read memory") as service:
+                return read(service, version, as_of)
+
+        @app.get("/admin/users/<user_id>/memory/history", responses=_responses(models.History), tags=["admin"])
+        def admin_get_history(user_id: UserId, limit: Limit = 50, before: Before = None) -> models.History:
+            """Operators: a user's versions, newest first."""
+            with self._operator(user_id, "read history") as service:
+                return self._history(service, limit, before)
+
+        @app.get("/admin/users/<user_id>/memory/diff", responses=_responses(models.Diff), tags=["admin"])
+        def admin_get_diff(user_id: UserId, from_version: From, to_version: To) -> models.Diff:
+            """Operators: one patch between two of a user's versions."""
+            with self._operator(user_id, "read diff") as service:
+                return self._diff(service, from_version, to_version)
+
+        @app.get(
+            "/admin/users/<user_id>/memory/changes", responses=_responses(models.Changes, etag=True), tags=["admin"]
+        )
+        def admin_get_changes(user_id: UserId, since: Since) -> Response[models.Changes]:
+            """Operators: one patch from `since` to a user's head."""
+            with self._operator(user_id, "read changes") as service:
+                return self._changes(service, since)
+
+        @app.get("/admin/users/<user_id>/export", responses=_responses(models.Export), tags=["admin"])
+        def admin_export(user_id: UserId) -> models.Export:
+            """Operators: everything stored about a user (a data-protection request)."""
+            with self._operator(user_id, "export") as service:
+                return _export(service)
+
+        @app.delete("/admin/users/<user_id>", responses=_responses(models.Erased), tags=["admin"])
+        def admin_erase(user_id: UserId) -> models.Erased:
+            """Operators: erase every row of a user, history included (a data-protection request)."""
+            with self._operator(user_id, "erase") as service:
+                removed = service.erase()
+            return models.Erased(user_id=str(service.user_id), removed=removed)
+
+        @app.get("/openapi.json", include_in_schema=False)
+        def openapi() -> Response[str]:
+            return Response(200, "application/json", openapi_text())
+
+        _ = (METHOD_NOT_ALLOWED, FORBIDDEN, INTERNAL, INVALID_PATCH)  # kinds used through kind_of
+
+    # -- shared by /me and /admin ------------------------------------------------------------------
+
+    @staticmethod
+    def _history(service: MemoryService, limit: int, before: int | None) -> models.History:
+        entries, next_before = service.history(limit=limit, before=before)
+        return models.History(
+            user_id=str(service.user_id), items=[_history_item(e) for e in entries], next_before=next_before
+        )
+
+    @staticmethod
+    def _diff(service: MemoryService, from_version: int, to_version: int) -> models.Diff:
+        patch = service.diff(from_version, to_version)
+        return models.Diff.model_validate(
+            {"user_id": str(service.user_id), "from": from_version, "to": to_version, "patch": patch}
+        )
+
+    @staticmethod
+    def _changes(service: MemoryService, since: int) -> Response[models.Changes]:
+        changes = service.changes_since(since)
+        body = models.Changes(
+            user_id=str(service.user_id), since=changes.since, version=changes.version, patch=changes.patch
+        )
+        return Response(200, "application/json", body, headers={"ETag": _etag(changes.version)})
+
+
+def _export(service: MemoryService) -> models.Export:
+    data = service.export()
+    return models.Export(
+        user_id=str(service.user_id),
+        versions=[_memory(service.user_id, v) for v in data["versions"]],
+        kv=[_kv(e) for e in data["kv"]],
+        activity=[
+            models.ActivityRecord(
+                id=a.id or 0,
+                occurred_at=a.occurred_at,
+                kind=a.kind,
+                payload=a.payload,
+                source=a.source,
+                external_id=a.external_id,
+            )
+            for a in data["activity"]
+        ],
+    )
+
+
+def _activities(service: MemoryService, batch: models.ActivityBatch) -> list[Any]:
+    from user_memory.domain.model import Activity
+
+    items = []
+    for item in batch.items:
+        if item.occurred_at.tzinfo is None:
+            raise HttpProblem(INVALID_INPUT, "occurred_at needs a time zone (for example 2026-11-23T10:00:00Z)")
+        items.append(
+            Activity(
+                user_id=service.user_id,
+                occurred_at=item.occurred_at,
+                kind=item.kind,
+                payload=item.payload,
+                source=item.source,
+                external_id=item.external_id,
+            )
+        )
+    return items
+
+
+_OPS = {"add", "remove", "replace", "move", "copy", "test"}
+_NEEDS = {"add": "value", "replace": "value", "test": "value", "move": "from", "copy": "from"}
+
+
+def check_json_patch(body: Any) -> list[dict[str, Any]]:
+    """The body as an RFC 6902 patch, its shape checked (HttpProblem invalid-patch when malformed)."""
+    if not isinstance(body, list):
+        raise HttpProblem(INVALID_PATCH, "a JSON Patch is an array of operations")
+    for n, op in enumerate(body):
+        if not isinstance(op, dict):
+            raise HttpProblem(INVALID_PATCH, f"operation {n} is not an object")
+        if op.get("op") not in _OPS:
+            raise HttpProblem(INVALID_PATCH, f"operation {n}: op must be one of {', '.join(sorted(_OPS))}")
+        if not isinstance(op.get("path"), str):
+            raise HttpProblem(INVALID_PATCH, f"operation {n}: path must be a JSON Pointer string")
+        needed = _NEEDS.get(op["op"])
+        if needed == "value" and "value" not in op:
+            raise HttpProblem(INVALID_PATCH, f"operation {n} ({op['op']}) needs a value")
+        if needed == "from" and not isinstance(op.get("from"), str):
+            raise HttpProblem(INVALID_PATCH, f"operation {n} ({op['op']}) needs from, a JSON Pointer string")
+    return body
+
+
+# -- the OpenAPI document ------------------------------------------------------------------------------
+
+_PATCH_BODY = {
+    "required": True,
+    "content": {
+        models.JSON_PATCH: {
+            "schema": {"type": "array", "items": {"$ref": "#/components/schemas/PatchOperation"}},
+        },
+        models.MERGE_PATCH: {"schema": {"type": "object", "additionalProperties": True}},
+    },
+}
+
+
+def openapi_document(api: MemoryApi) -> dict[str, Any]:
+    """The OpenAPI document generated from the routes and models, plus what Powertools cannot say:
+    PATCH's two media types and the bearer token every route but this document needs."""
+    from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
+
+    text = api.app.get_openapi_json_schema(
+        title=API_TITLE,
+        version=API_VERSION,
+        description=(
+            "Read, edit, prune, revert and follow a user's versioned memory; key-value memory; activity. "
+            "Identity comes from the bearer token's sub. Errors are RFC 9457 problem details."
+        ),
+        security_schemes={"bearer": HTTPBearer(bearerFormat="JWT")},
+        security=[{"bearer": []}],
+    )
+    document = json.loads(text)
+    document["paths"]["/me/memory"]["patch"]["requestBody"] = _PATCH_BODY
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    schemas["PatchOperation"] = models.PatchOperation.model_json_schema(by_alias=True)
+    return document
+
+
+_OPENAPI_FILE = "openapi.json"
+
+
+def openapi_text() -> str:
+    """The committed OpenAPI document (tests keep it equal to what the routes generate)."""
+    from importlib.resources import files
+
+    return files("user_memory.http").joinpath(_OPENAPI_FILE).read_text(encoding="utf-8")
+
+
+def render_openapi(api: MemoryApi) -> str:
+    """The OpenAPI document as committed: sorted keys, two-space indent, a final newline."""
+    return json.dumps(openapi_document(api), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def unavailable(err: BaseException, event: dict[str, Any]) -> dict[str, Any]:
+    """The answer when the API cannot be built (configuration, database): a logged 503 problem."""
+    from user_memory.http.problems import UNAVAILABLE
+
+    error_type, reason = describe_failure(err)
+    request_id = (event.get("requestContext") or {}).get("requestId")
+    logger.error("api unavailable", request_id=request_id, error_type=error_type, reason=reason)
+    metrics.add_metric(name="RequestsFailed", unit="Count", value=1)
+    body = {"type": UNAVAILABLE.type, "title": UNAVAILABLE.title, "status": 503, "detail": UNAVAILABLE.title}
+    return {
+        "statusCode": 503,
+        "headers": {"Content-Type": models.PROBLEM_JSON},
+        "body": json.dumps(body),
+        "isBase64Encoded": False,
+    }
+
+
+def create_api(sessions: Sessions, settings: ApiSettings) -> MemoryApi:
+    """The API over `sessions`; one per process (its routes are built once)."""
+    return MemoryApi(sessions, settings)
+
+
+Call = Callable[[dict[str, Any], Any], dict[str, Any]]

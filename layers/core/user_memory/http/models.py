@@ -1,0 +1,187 @@
+"""What the HTTP API reads and writes: pydantic models, from which its OpenAPI document is generated."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from user_memory.domain.kv import MAX_KEY_CHARS, MAX_TTL_SECONDS
+from user_memory.domain.messages import MAX_ACTIVITIES_PER_MESSAGE
+
+PROBLEM_JSON = "application/problem+json"
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Problem(_Out):
+    """An error, as RFC 9457 application/problem+json."""
+
+    type: str = Field(description="A stable URI per kind of error (about:blank for plain HTTP errors).")
+    title: str
+    status: int
+    detail: str
+    instance: str | None = Field(default=None, description="The request id.")
+    current_version: int | None = Field(default=None, description="On 409/412: the user's current version.")
+
+
+class Memory(_Out):
+    """One version of the user's memory document. The ETag header is the version."""
+
+    user_id: str
+    version: int = Field(ge=0, description="0 is the empty document before the first write.")
+    document: dict[str, JsonValue]
+    created_at: datetime | None = None
+    source: str | None = None
+
+
+class HistoryItem(_Out):
+    version: int
+    created_at: datetime
+    source: str | None
+    operations: int = Field(description="Operations in the RFC 6902 patch that made this version.")
+    change_bytes: int = Field(description="Size of that patch as compact JSON.")
+    checkpoint: bool
+
+
+class History(_Out):
+    """Versions newest first; pass `next_before` as `before` for the next page (null: no more)."""
+
+    user_id: str
+    items: list[HistoryItem]
+    next_before: int | None = None
+
+
+class Diff(_Out):
+    """One RFC 6902 patch turning version `from` into version `to`."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    user_id: str
+    from_version: int = Field(alias="from")
+    to_version: int = Field(alias="to")
+    patch: list[dict[str, JsonValue]]
+
+
+class Changes(_Out):
+    """One RFC 6902 patch from `since` to the head; `version` is the head (the next `since`)."""
+
+    user_id: str
+    since: int
+    version: int
+    patch: list[dict[str, JsonValue]]
+
+
+class Written(_Out):
+    """What a write did: `written` (a new version), `unchanged` (nothing to write) or
+    `idempotent` (this Idempotency-Key was already used: nothing written, its version returned)."""
+
+    user_id: str
+    status: Literal["written", "unchanged", "idempotent"]
+    version: int
+    document: dict[str, JsonValue]
+    patch: list[dict[str, JsonValue]]
+
+
+class Revert(_In):
+    version: int = Field(ge=0, description="The version whose document becomes the new head.")
+
+
+class Erased(_Out):
+    """Rows removed per table, in one transaction."""
+
+    user_id: str
+    removed: dict[str, int]
+
+
+class ActivityItem(_In):
+    """One thing that happened to the user (the same record other services send on the queue)."""
+
+    occurred_at: datetime
+    kind: str = Field(min_length=1, max_length=100)
+    payload: dict[str, JsonValue] = Field(default_factory=dict)
+    source: str = Field(default="api", min_length=1, max_length=100)
+    external_id: str = Field(min_length=1, max_length=200, description="Unique per source: repeats are ignored.")
+
+
+class ActivityBatch(_In):
+    items: list[ActivityItem] = Field(min_length=1, max_length=MAX_ACTIVITIES_PER_MESSAGE)
+
+
+class ActivityRecorded(_Out):
+    received: int
+    recorded: int = Field(description="Rows new; repeats of (source, external_id) are ignored.")
+
+
+class ActivityRecord(_Out):
+    id: int
+    occurred_at: datetime
+    kind: str
+    payload: dict[str, JsonValue]
+    source: str
+    external_id: str
+
+
+class KvEntry(_Out):
+    namespace: str
+    key: str
+    value: JsonValue
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = None
+
+
+class KvPage(_Out):
+    """Live entries in key order; pass `next_after` as `after` for the next page (null: no more)."""
+
+    namespace: str
+    items: list[KvEntry]
+    next_after: str | None = None
+
+
+class KvPut(_In):
+    value: JsonValue = Field(description="Any JSON value, at most 10,240 bytes as compact JSON.")
+    ttl_seconds: Annotated[int, Field(ge=1, le=MAX_TTL_SECONDS)] | None = Field(
+        default=None, description="Seconds until the entry expires; none: it stays until deleted or purged."
+    )
+
+
+class KvDeleted(_Out):
+    namespace: str
+    key: str = Field(max_length=MAX_KEY_CHARS)
+    deleted: bool
+
+
+class Export(_Out):
+    """Everything stored about the user."""
+
+    user_id: str
+    versions: list[Memory]
+    kv: list[KvEntry]
+    activity: list[ActivityRecord]
+
+
+class PatchOperation(_In):
+    """One RFC 6902 operation."""
+
+    op: Literal["add", "remove", "replace", "move", "copy", "test"]
+    path: str
+    value: Any = None
+    from_: str | None = Field(default=None, alias="from")
+
+
+class Prompt(_Out):
+    """The memory as a compact text block for a system prompt."""
+
+    user_id: str
+    version: int
+    text: str

@@ -1,0 +1,135 @@
+"""Errors as RFC 9457 problem details: one stable `type` per kind of error, and its status.
+
+Every error a client can cause maps to a 4xx here; only what the service itself got wrong is a
+500, and the storage being unreachable is a 503. Details name fields, versions and limits, never
+document content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from user_memory.errors import (
+    AccessDenied,
+    DocumentTooLarge,
+    Forbidden,
+    InvalidDocument,
+    InvalidKvEntry,
+    InvalidRequest,
+    InvalidToolCall,
+    InvalidUpdate,
+    InvalidUserId,
+    KvValueTooLarge,
+    NotFound,
+    PatchError,
+    PreconditionRequired,
+    StorageUnavailable,
+    Unauthenticated,
+    UnknownSection,
+    UnknownVersion,
+    VersionConflict,
+)
+
+TYPE_BASE = "https://user-memory.dev/problems/"
+
+
+@dataclass(frozen=True)
+class Kind:
+    status: int
+    slug: str
+    title: str
+
+    @property
+    def type(self) -> str:
+        return TYPE_BASE + self.slug
+
+
+BAD_REQUEST = Kind(400, "bad-request", "The request is malformed")
+INVALID_JSON = Kind(400, "invalid-json", "The body is not valid JSON")
+INVALID_PATCH = Kind(400, "invalid-patch", "The body is not a valid JSON Patch")
+UNAUTHENTICATED = Kind(401, "unauthenticated", "No valid credentials")
+FORBIDDEN = Kind(403, "forbidden", "Not allowed for this caller")
+NOT_FOUND = Kind(404, "not-found", "No such resource")
+UNKNOWN_VERSION = Kind(404, "unknown-version", "No such version")
+METHOD_NOT_ALLOWED = Kind(405, "method-not-allowed", "Method not allowed on this resource")
+VERSION_CONFLICT = Kind(409, "version-conflict", "Another write got in first; retry")
+PATCH_CONFLICT = Kind(409, "patch-does-not-apply", "The patch does not apply to the current document")
+PRECONDITION_FAILED = Kind(412, "stale-version", "If-Match names a version that is no longer current")
+TOO_LARGE = Kind(413, "too-large", "The body or the resulting document is too large")
+UNSUPPORTED_MEDIA = Kind(415, "unsupported-media-type", "Unsupported Content-Type")
+INVALID_DOCUMENT = Kind(422, "invalid-document", "The result does not match the memory schema")
+INVALID_INPUT = Kind(422, "invalid-input", "The request does not validate")
+PRECONDITION_REQUIRED = Kind(428, "if-match-required", "This deployment requires If-Match on writes")
+UNAVAILABLE = Kind(503, "storage-unavailable", "The storage is unavailable; retry later")
+INTERNAL = Kind(500, "internal", "Internal error")
+
+# The statuses each route can answer with besides its success, for the OpenAPI document.
+ALL_KINDS = (
+    BAD_REQUEST,
+    INVALID_JSON,
+    INVALID_PATCH,
+    UNAUTHENTICATED,
+    FORBIDDEN,
+    NOT_FOUND,
+    UNKNOWN_VERSION,
+    METHOD_NOT_ALLOWED,
+    VERSION_CONFLICT,
+    PATCH_CONFLICT,
+    PRECONDITION_FAILED,
+    TOO_LARGE,
+    UNSUPPORTED_MEDIA,
+    INVALID_DOCUMENT,
+    INVALID_INPUT,
+    PRECONDITION_REQUIRED,
+    UNAVAILABLE,
+    INTERNAL,
+)
+
+
+class HttpProblem(Exception):
+    """Raised by a route for an HTTP-level problem (bad header, wrong content type)."""
+
+    def __init__(self, kind: Kind, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
+    """The problem kind for an error; `if_match` says the request named the version it edits."""
+    if isinstance(err, HttpProblem):
+        return err.kind
+    if isinstance(err, VersionConflict):
+        return PRECONDITION_FAILED if if_match else VERSION_CONFLICT
+    if isinstance(err, DocumentTooLarge | KvValueTooLarge):
+        return TOO_LARGE
+    if isinstance(err, UnknownVersion):
+        return UNKNOWN_VERSION
+    if isinstance(err, NotFound):
+        return NOT_FOUND
+    if isinstance(err, PatchError):
+        return PATCH_CONFLICT
+    if isinstance(err, InvalidDocument | UnknownSection | InvalidUpdate | InvalidToolCall):
+        return INVALID_DOCUMENT
+    if isinstance(err, InvalidKvEntry | InvalidUserId):
+        return INVALID_INPUT
+    if isinstance(err, InvalidRequest):
+        return BAD_REQUEST
+    if isinstance(err, PreconditionRequired):
+        return PRECONDITION_REQUIRED
+    if isinstance(err, Unauthenticated):
+        return UNAUTHENTICATED
+    if isinstance(err, Forbidden | AccessDenied):
+        return FORBIDDEN
+    if isinstance(err, StorageUnavailable):
+        return UNAVAILABLE
+    return INTERNAL
+
+
+def detail_of(err: BaseException, kind: Kind) -> str:
+    """What the client is told: the error's own one-line message, except for internal errors."""
+    if kind is INTERNAL:
+        return "the service failed; the request id identifies it in the logs"
+    if kind is UNAVAILABLE:
+        return "the database cannot be reached; retry later"
+    return str(err).splitlines()[0][:500] if str(err) else kind.title
