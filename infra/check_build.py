@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EM_AARCH64 = 183
 LOCK = ROOT / "layers/core/requirements.txt"
 
-# Runs in a fresh interpreter per function (both handler modules are called `app`).
+# Runs in a fresh interpreter per function (every handler module is called `app`).
 IMPORT_PROBE = r"""
 import importlib.machinery, json, sys
 function_dir, layer_dir, host_dir, compiled = sys.argv[1], sys.argv[2], sys.argv[3], set(json.loads(sys.argv[4]))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 
 import pytest
+from user_memory.config import ApiSettings, DatabaseSettings, FanoutSettings, RetentionSettings, WorkerSettings
 
 from tests.infrastructure.cfn import ROOT, cfn_lint, load, references, resources_of_type
 
@@ -33,8 +35,29 @@ FUNCTION_ENV = {
         "SUMMARIZER_ATTEMPTS",
         "MAX_ACTIVITIES_PER_RUN",
         "DOCUMENT_SCHEMA",
+        "MAX_DOCUMENT_BYTES",
     },
+    "ApiFunction": {
+        "OPERATOR_SCOPE",
+        "REQUIRE_IF_MATCH",
+        "DOCUMENT_SCHEMA",
+        "CHECKPOINT_INTERVAL",
+        "MAX_DOCUMENT_BYTES",
+    },
+    "RetentionFunction": {"KV_MAX_AGE_DAYS"},
 }
+# The settings class each function reads its environment into (user_memory.config).
+FUNCTION_SETTINGS: dict[str, type[DatabaseSettings]] = {
+    "FanoutFunction": FanoutSettings,
+    "WorkerFunction": WorkerSettings,
+    "ApiFunction": ApiSettings,
+    "RetentionFunction": RetentionSettings,
+}
+# Lambda's limit on a function name (<stack name>-<suffix>).
+LAMBDA_FUNCTION_NAME_LIMIT = 64
+# The API's routes: the only public one, and the ones behind the JWT authorizer.
+PUBLIC_ROUTES = {("GET", "/openapi.json")}
+AUTHORIZED_ROUTES = {("ANY", "/me"), ("ANY", "/me/{proxy+}"), ("ANY", "/users/{proxy+}"), ("ANY", "/admin/{proxy+}")}
 # The worker refuses to start unless its worst summarizer run plus this margin fits its timeout.
 DEADLINE_MARGIN_SECONDS = 15
 VALID_LOG_RETENTION_DAYS = {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557}
@@ -62,15 +85,19 @@ def test_cfn_lint_passes_offline():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_daily_schedule_is_an_eventbridge_rule_with_retries_and_a_dead_letter_queue(template):
-    # Given the fan-out function's events
-    events = template["Resources"]["FanoutFunction"]["Properties"]["Events"]
+@pytest.mark.parametrize(
+    ("function", "expression"),
+    [("FanoutFunction", "ScheduleExpression"), ("RetentionFunction", "RetentionScheduleExpression")],
+)
+def test_the_daily_schedule_is_an_eventbridge_rule_with_retries_and_a_dead_letter_queue(template, function, expression):
+    # Given the function's events
+    events = template["Resources"][function]["Properties"]["Events"]
     # When the daily event is read
-    (daily,) = [e for e in events.values() if e["Type"] in ("Schedule", "ScheduleV2")]
+    ((event_name, daily),) = [(n, e) for n, e in events.items() if e["Type"] in ("Schedule", "ScheduleV2")]
     props = daily["Properties"]
     # Then it is an EventBridge rule (Schedule, not the Scheduler's ScheduleV2) driven by the parameters
     assert daily["Type"] == "Schedule"
-    assert props["Schedule"] == {"Ref": "ScheduleExpression"}
+    assert props["Schedule"] == {"Ref": expression}
     assert props["State"] == {"Ref": "ScheduleState"}
     # And it retries, bounded in attempts and event age
     assert set(props["RetryPolicy"]) == {"MaximumRetryAttempts", "MaximumEventAgeInSeconds"}
@@ -87,9 +114,21 @@ def test_the_daily_schedule_is_an_eventbridge_rule_with_retries_and_a_dead_lette
         if p["Properties"]["Queues"] == [{"Ref": "ScheduleDeadLetterQueue"}]
         for s in p["Properties"]["PolicyDocument"]["Statement"]
     ]
+    # (only from this rule, the one SAM generates as <function><event>)
+    rule_arn = {"GetAtt": f"{function}{event_name}.Arn"}
     assert any(
-        s["Principal"] == {"Service": "events.amazonaws.com"} and s["Action"] == "sqs:SendMessage" for s in statements
+        s["Principal"] == {"Service": "events.amazonaws.com"}
+        and s["Action"] == "sqs:SendMessage"
+        and rule_arn in s["Condition"]["ArnEquals"]["aws:SourceArn"]
+        for s in statements
     )
+    # And an invocation that still fails after Lambda's asynchronous retries lands on the same queue
+    invoke = template["Resources"][function]["Properties"]["EventInvokeConfig"]
+    assert 0 < invoke["MaximumRetryAttempts"] <= 2
+    assert invoke["DestinationConfig"]["OnFailure"] == {
+        "Type": "SQS",
+        "Destination": {"GetAtt": "ScheduleDeadLetterQueue.Arn"},
+    }
 
 
 def test_every_parameter_reaches_a_resource(template):
@@ -120,6 +159,46 @@ def test_every_contract_variable_is_a_setting_the_code_reads():
     # Then every application variable of the contract is one of its fields (Powertools reads its own)
     contract = GLOBAL_ENV.union(*FUNCTION_ENV.values())
     assert {v for v in contract if not v.startswith("POWERTOOLS_")} - fields == set()
+
+
+def _words(name: str) -> str:
+    """A parameter's or a setting's name without case and separators: OpenAIModel ~ openai_model."""
+    return name.replace("_", "").lower()
+
+
+@pytest.mark.parametrize("function", sorted(FUNCTION_SETTINGS))
+def test_each_function_reads_its_settings_from_the_parameters_of_the_same_name(template, function):
+    # Given the function's settings class and its environment (the globals' and its own)
+    settings = FUNCTION_SETTINGS[function]
+    fields = {name.upper() for name in settings.model_fields}
+    env = {
+        **template["Globals"]["Function"]["Environment"]["Variables"],
+        **_functions(template)[function].get("Environment", {}).get("Variables", {}),
+    }
+    # Then every variable set (Powertools' aside) is a field of that class, so none is ignored
+    assert {name for name in env if not name.startswith("POWERTOOLS_")} - fields == set()
+    # And every field that has a parameter of its name is set, from that parameter
+    parameters = {_words(p): p for p in template["Parameters"]}
+    wired = {name: parameters[_words(name)] for name in settings.model_fields if _words(name) in parameters}
+    assert wired, function
+    for name, parameter in wired.items():
+        assert env.get(name.upper()) == {"Ref": parameter}, f"{function}: {name.upper()} should be !Ref {parameter}"
+
+
+def test_the_api_settings_that_tune_writes_are_the_workers_too(template):
+    # Given the settings both writers of memory documents read
+    api = template["Resources"]["ApiFunction"]["Properties"]["Environment"]["Variables"]
+    worker = template["Resources"]["WorkerFunction"]["Properties"]["Environment"]["Variables"]
+    # Then the API and the worker store documents under the same schema, size limit and checkpoints
+    for name in ("DOCUMENT_SCHEMA", "MAX_DOCUMENT_BYTES", "CHECKPOINT_INTERVAL"):
+        assert api[name] == worker[name], name
+    # And the parameters' defaults are the settings' own defaults
+    params = template["Parameters"]
+    assert _default(template, "MaxDocumentBytes") == ApiSettings.model_fields["max_document_bytes"].default
+    assert params["OperatorScope"]["Default"] == ApiSettings.model_fields["operator_scope"].default
+    assert params["RequireIfMatch"]["Default"] == str(ApiSettings.model_fields["require_if_match"].default).lower()
+    assert set(params["RequireIfMatch"]["AllowedValues"]) == {"true", "false"}
+    assert _default(template, "KvMaxAgeDays") == RetentionSettings.model_fields["kv_max_age_days"].default
 
 
 def test_the_powertools_names_are_the_ones_the_alarms_watch(template):
@@ -210,6 +289,10 @@ def test_alarms_fire_on_what_fails(template):
     assert records["Statistic"] == "Sum"
     _alarm(template, "AWS/Lambda", "Errors", {"Name": "FunctionName", "Value": {"Ref": "FanoutFunction"}})
     _alarm(template, "AWS/Lambda", "Errors", {"Name": "FunctionName", "Value": {"Ref": "WorkerFunction"}})
+    _alarm(template, "AWS/Lambda", "Errors", {"Name": "FunctionName", "Value": {"Ref": "RetentionFunction"}})
+    _alarm(template, "AWS/Lambda", "Errors", {"Name": "FunctionName", "Value": {"Ref": "ApiFunction"}})
+    server_errors = _alarm(template, "AWS/ApiGateway", "5xx", {"Name": "ApiId", "Value": {"Ref": "HttpApi"}})
+    assert (server_errors["Statistic"], server_errors["Threshold"]) == ("Sum", 0)
     for dlq in ("WorkerDeadLetterQueue", "ScheduleDeadLetterQueue"):
         depth = {"Name": "QueueName", "Value": {"GetAtt": f"{dlq}.QueueName"}}
         _alarm(template, "AWS/SQS", "ApproximateNumberOfMessagesVisible", depth)
@@ -226,9 +309,24 @@ def test_alarms_fire_on_what_fails(template):
         }, name
 
 
+def test_every_function_has_an_alarm_on_its_errors(template):
+    # Given the Lambda Errors alarms
+    watched = [
+        dimension["Value"]
+        for res in resources_of_type(template, "AWS::CloudWatch::Alarm").values()
+        if (res["Properties"]["Namespace"], res["Properties"]["MetricName"]) == ("AWS/Lambda", "Errors")
+        for dimension in res["Properties"]["Dimensions"]
+        if dimension["Name"] == "FunctionName"
+    ]
+    # Then each function is watched by exactly one, firing on the first error
+    assert sorted(watched, key=str) == sorted(({"Ref": name} for name in _functions(template)), key=str)
+
+
 def test_every_function_logs_to_its_own_log_group_with_retention(template):
-    # Given the functions and the log groups
+    # Given the functions and the log groups (API Gateway's access log aside, checked below)
     log_groups = resources_of_type(template, "AWS::Logs::LogGroup")
+    access_log = _http_api(template)["AccessLogSettings"]["DestinationArn"]["GetAtt"].split(".")[0]
+    log_groups.pop(access_log)
     seen = set()
     for name, props in _functions(template).items():
         # When a function's logging config is followed
@@ -270,3 +368,139 @@ def test_only_the_settings_module_reads_the_environment():
     # Then nothing but config.py reads os.environ, so the contract above is the whole interface
     readers = [p for p in sources if p.name != "config.py" and re.search(r"os\.environ|os\.getenv", p.read_text())]
     assert readers == []
+
+
+def _http_api(template: dict) -> dict:
+    (api,) = resources_of_type(template, "AWS::Serverless::HttpApi").values()
+    return api["Properties"]
+
+
+def _routes(template: dict) -> dict[tuple[str, str], tuple[str, dict]]:
+    """(method, path) -> (function, event properties) of every HttpApi event of every function."""
+    routes = {}
+    for name, props in _functions(template).items():
+        for event in props.get("Events", {}).values():
+            if event["Type"] == "HttpApi":
+                p = event["Properties"]
+                routes[(p["Method"].upper(), p["Path"])] = (name, p)
+    return routes
+
+
+def test_the_http_api_checks_jwts_of_the_configured_issuer_and_audience_by_default(template):
+    # Given the HTTP API's authorization
+    auth = _http_api(template)["Auth"]
+    params = template["Parameters"]
+    # When the default authorizer is looked up
+    authorizer = auth["Authorizers"][auth["DefaultAuthorizer"]]
+    # Then it is a JWT authorizer reading the bearer token, for the issuer and audiences given at deploy time
+    assert authorizer["IdentitySource"] == "$request.header.Authorization"
+    assert authorizer["JwtConfiguration"] == {"issuer": {"Ref": "JwtIssuer"}, "audience": {"Ref": "JwtAudience"}}
+    # And neither has a default: a stack cannot be deployed with an API that trusts nobody in particular
+    assert "Default" not in params["JwtIssuer"] and "Default" not in params["JwtAudience"]
+    assert params["JwtAudience"]["Type"] == "CommaDelimitedList"
+    assert re.fullmatch(
+        params["JwtIssuer"]["AllowedPattern"], "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_Ab"
+    )
+    assert not re.fullmatch(params["JwtIssuer"]["AllowedPattern"], "http://issuer.example.com")
+
+
+def test_only_the_openapi_document_is_reachable_without_a_token(template):
+    # Given every route of every function
+    routes = _routes(template)
+    api = _http_api(template)
+    # Then the API serves exactly the documented routes, all on the one HTTP API, all to the API function
+    assert set(routes) == PUBLIC_ROUTES | AUTHORIZED_ROUTES
+    assert {function for function, _ in routes.values()} == {"ApiFunction"}
+    assert all(p["ApiId"] == {"Ref": "HttpApi"} for _, p in routes.values())
+    # And only GET /openapi.json opts out of the default authorizer; no other route names one of its own
+    public = {route for route, (_, p) in routes.items() if p.get("Auth", {}).get("Authorizer") == "NONE"}
+    assert public == PUBLIC_ROUTES
+    for route in AUTHORIZED_ROUTES:
+        assert routes[route][1].get("Auth", {}).get("Authorizer", api["Auth"]["DefaultAuthorizer"]) == "JwtAuthorizer"
+
+
+def test_the_api_stage_throttles_from_the_parameters(template):
+    # Given the HTTP API's default route settings
+    settings = _http_api(template)["DefaultRouteSettings"]
+    params = template["Parameters"]
+    # Then every route is throttled by the parameters (API Gateway answers 429 above them)
+    assert settings == {
+        "ThrottlingBurstLimit": {"Ref": "ApiThrottlingBurstLimit"},
+        "ThrottlingRateLimit": {"Ref": "ApiThrottlingRateLimit"},
+    }
+    # And the limits are positive numbers by default and cannot be set to zero
+    for name in ("ApiThrottlingBurstLimit", "ApiThrottlingRateLimit"):
+        assert params[name]["Type"] == "Number" and params[name]["MinValue"] >= 1, name
+        assert _default(template, name) >= params[name]["MinValue"], name
+
+
+def test_the_api_access_log_is_kept_and_names_routes_never_paths(template):
+    # Given the stage's access log settings
+    settings = _http_api(template)["AccessLogSettings"]
+    group = template["Resources"][settings["DestinationArn"]["GetAtt"].split(".")[0]]
+    # Then requests are logged to a log group of the stack, kept LogRetentionDays
+    assert group["Type"] == "AWS::Logs::LogGroup"
+    assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    # And each line is JSON with the route, status and the authorizer's verdict, but not the path
+    # (it holds user ids and key-value keys) nor the query string
+    line = settings["Format"]
+    fields = {k: "x" for k in re.findall(r'"(\w+)":', line)}
+    assert {"requestId", "routeKey", "status", "authorizerError", "integrationError"} <= set(fields)
+    assert "$context.path" not in line and "$context.rawPath" not in line and "querystring" not in line.lower()
+
+
+def test_the_api_answers_within_api_gateways_integration_timeout(template):
+    # Given the API function's timeout
+    timeout = template["Resources"]["ApiFunction"]["Properties"]["Timeout"]
+    # Then it ends before API Gateway's 30 s integration limit gives up on it
+    assert 1 <= timeout < 30
+
+
+def test_the_retention_function_purges_by_the_max_age_parameter(template):
+    # Given the retention function
+    props = template["Resources"]["RetentionFunction"]["Properties"]
+    params = template["Parameters"]
+    # Then it is told the maximum age from the parameter, bounded like the setting
+    assert props["Environment"]["Variables"] == {"KV_MAX_AGE_DAYS": {"Ref": "KvMaxAgeDays"}}
+    field = RetentionSettings.model_fields["kv_max_age_days"]
+    bounds = {type(m).__name__: m for m in field.metadata}
+    assert params["KvMaxAgeDays"]["MinValue"] == bounds["Ge"].ge
+    assert params["KvMaxAgeDays"]["MaxValue"] == bounds["Le"].le
+    # And the schedule fires after the fan-out's, daily by default
+    assert params["RetentionScheduleExpression"]["Default"] == "cron(45 0 * * ? *)"
+
+
+def test_function_names_fit_lambdas_limit_for_the_stack_names_the_description_allows(template):
+    # Given the longest stack name the description allows
+    allowed = int(re.search(r"stack name\s+must stay within (\d+) characters", template["Description"])[1])
+    # When each function's name is <stack name><suffix>
+    suffixes = {}
+    for name, props in _functions(template).items():
+        text = props["FunctionName"]["Sub"]
+        assert text.startswith("${AWS::StackName}"), name
+        suffixes[name] = text.removeprefix("${AWS::StackName}")
+    # Then the longest one still fits Lambda's limit, and the allowance is not needlessly short
+    assert allowed + max(len(s) for s in suffixes.values()) == LAMBDA_FUNCTION_NAME_LIMIT, suffixes
+    # And the description names every suffix
+    assert all(s.lstrip("-") in template["Description"] for s in suffixes.values()), suffixes
+
+
+def test_every_function_is_a_package_installed_under_user_memory_functions(template):
+    # Given the packages pyproject.toml installs
+    packages = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    for name, props in _functions(template).items():
+        folder = ROOT / props["CodeUri"]
+        # Then each function's folder is a package, importable locally as user_memory_functions.<folder>
+        assert (folder / "__init__.py").exists(), name
+        assert f"user_memory_functions.{folder.name}" in packages, name
+
+
+def test_the_outputs_name_the_api_url_functions_and_log_groups(template):
+    # Given the stack's outputs
+    outputs = template["Outputs"]
+    # Then the API's URL is its execute-api endpoint
+    assert outputs["ApiUrl"]["Value"] == {"Sub": "https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/"}
+    # And every function and every log group is named
+    values = [o["Value"] for o in outputs.values()]
+    for name in [*_functions(template), *resources_of_type(template, "AWS::Logs::LogGroup")]:
+        assert {"Ref": name} in values, name

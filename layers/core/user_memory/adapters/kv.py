@@ -27,9 +27,8 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pgerrors
-from psycopg_pool import ConnectionPool
 
-from user_memory.adapters.postgres import _Database
+from user_memory.adapters.postgres import ConnectionSource, _Database
 from user_memory.domain.kv import (
     DATABASE_VALUE_TEXT_BYTES,
     Clock,
@@ -147,7 +146,7 @@ class PostgresKv(_Database):
     every other driver error is translated by `_Database.connection()`.
     """
 
-    def __init__(self, pool: ConnectionPool, *, now: Clock = utc_now) -> None:
+    def __init__(self, pool: ConnectionSource, *, now: Clock = utc_now) -> None:
         super().__init__(pool)
         self._clock = now
 
