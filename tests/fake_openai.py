@@ -1,10 +1,16 @@
-"""A local OpenAI-compatible HTTP endpoint with scripted answers, for the real `openai` client."""
+"""A local OpenAI-compatible HTTP endpoint with scripted answers, for the real `openai` client.
+
+Answers are scripted in order (`FakeOpenAI.reply`): plain completions (`completion`) or tool
+calls (`tool_call_completion` of `tool_call`s). Every request is recorded (`FakeOpenAI.requests`:
+path, JSON body, headers), so a test can check what the client sent (`FakeOpenAI.messages`).
+"""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +38,26 @@ def completion(content: str, prompt_tokens: int = 1200, completion_tokens: int =
     }
 
 
+def tool_call(name: str, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
+    """One function tool call; `arguments` is a dict (sent as JSON text) or JSON text as is."""
+    return {
+        "id": call_id or f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)},
+    }
+
+
+def tool_call_completion(
+    *calls: dict[str, Any], content: str | None = None, prompt_tokens: int = 1200, completion_tokens: int = 30
+) -> dict[str, Any]:
+    """A completion whose answer is the given tool calls (finish_reason "tool_calls")."""
+    body = completion(content or "", prompt_tokens, completion_tokens)
+    choice = body["choices"][0]
+    choice["finish_reason"] = "tool_calls"
+    choice["message"] = {"role": "assistant", "content": content, "refusal": None, "tool_calls": list(calls)}
+    return body
+
+
 class FakeOpenAI:
     """Replies are consumed in order: (status, body dict or None, delay seconds)."""
 
@@ -42,6 +68,14 @@ class FakeOpenAI:
 
     def reply(self, body: Any, status: int = 200, delay: float = 0.0, headers: dict[str, str] | None = None) -> None:
         self.replies.append((status, body, delay, headers or {}))
+
+    def messages(self, index: int = -1) -> list[dict[str, Any]]:
+        """The chat messages of a recorded request (the last by default)."""
+        return list(self.requests[index]["body"].get("messages", []))
+
+    def system_prompt(self, index: int = -1) -> str:
+        """The system message of a recorded request ("" when it has none)."""
+        return next((m.get("content") or "" for m in self.messages(index) if m.get("role") == "system"), "")
 
 
 @contextmanager
@@ -54,7 +88,13 @@ def fake_openai_server() -> Iterator[tuple[FakeOpenAI, str]]:
 
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             length = int(self.headers.get("content-length", 0))
-            fake.requests.append({"path": self.path, "body": json.loads(self.rfile.read(length) or b"{}")})
+            fake.requests.append(
+                {
+                    "path": self.path,
+                    "body": json.loads(self.rfile.read(length) or b"{}"),
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                }
+            )
             status, body, delay, headers = fake.replies.pop(0) if fake.replies else (200, fake.default, 0.0, {})
             if delay:
                 time.sleep(delay)

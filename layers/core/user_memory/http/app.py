@@ -87,7 +87,10 @@ def parse_if_match(value: str | None) -> int | None:
 
 
 def _memory(user_id: object, v: MemoryVersion) -> models.Memory:
-    return models.Memory(
+    # Built without validation (a hot path): what the store returns is JSON it parsed itself,
+    # documents were validated when written, and tests check every response against the
+    # OpenAPI document.
+    return models.Memory.model_construct(
         user_id=str(user_id), version=v.version, document=v.document, created_at=v.created_at, source=v.source
     )
 
@@ -122,7 +125,7 @@ def _written(user_id: object, result: AppendResult) -> Response[models.Written]:
     headers = {"ETag": _etag(result.version)}
     if result.status == "idempotent":
         headers["Idempotent-Replayed"] = "true"
-    body = models.Written(
+    body = models.Written.model_construct(
         user_id=str(user_id),
         status=result.status.value,
         version=result.version,
@@ -532,7 +535,7 @@ class MemoryApi:
     @staticmethod
     def _changes(service: MemoryService, since: int) -> Response[models.Changes]:
         changes = service.changes_since(since)
-        body = models.Changes(
+        body = models.Changes.model_construct(
             user_id=str(service.user_id), since=changes.since, version=changes.version, patch=changes.patch
         )
         return Response(200, "application/json", body, headers={"ETag": _etag(changes.version)})
