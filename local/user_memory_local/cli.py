@@ -253,6 +253,38 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
 
 
+def cmd_token(args: argparse.Namespace) -> int:
+    from user_memory_local.embedded import user_memory_home
+    from user_memory_local.tokens import issue_token, token_secret
+
+    scopes: list[str] = []
+    if args.operator:
+        from user_memory.config import ApiSettings
+
+        scopes.append(ApiSettings.from_env().operator_scope)  # OPERATOR_SCOPE, else the default
+    print(issue_token(args.user, secret=token_secret(user_memory_home()), scopes=scopes, ttl_seconds=args.ttl))
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from user_memory.errors import Unauthenticated
+
+    from user_memory_local import mcp_server
+
+    try:
+        user = mcp_server.authenticate(args.token)  # before anything starts: a bad token serves nothing
+    except Unauthenticated as err:
+        return _fail(_first_line(str(err)), EXIT_USAGE)
+    mcp_server.run(user, database_url=lambda: database_url(args))
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from user_memory_local import chat
+
+    return chat.main(args.user, budget=args.budget, database_url=lambda: database_url(args))
+
+
 # -- parsing and the top level -------------------------------------------------------------------
 
 
@@ -306,6 +338,25 @@ def build_parser() -> argparse.ArgumentParser:
     erase = sub.add_parser("erase", parents=[common], help="delete a user's memory and activity; prints the counts")
     erase.add_argument("user", type=_user, metavar="USER")
     erase.set_defaults(func=cmd_erase)
+
+    token = sub.add_parser("token", help="a development token for USER (for `serve` and `mcp`)")
+    token.add_argument("user", type=_user, metavar="USER_ID")
+    token.add_argument("--operator", action="store_true", help="add the operator scope ($OPERATOR_SCOPE)")
+    token.add_argument(
+        "--ttl", type=_int_at_least(1, "the TTL"), default=12 * 3600, metavar="SECONDS", help="default 43200 (12 h)"
+    )
+    token.set_defaults(func=cmd_token)
+
+    mcp = sub.add_parser("mcp", parents=[common], help="serve a user's memory over MCP (stdio)")
+    mcp.add_argument("--token", metavar="T", help="the user's token (default: $USER_MEMORY_TOKEN)")
+    mcp.set_defaults(func=cmd_mcp)
+
+    chat = sub.add_parser("chat", parents=[common], help="talk to the configured model with USER's memory")
+    chat.add_argument("user", type=_user, metavar="USER_ID")
+    chat.add_argument(
+        "--budget", type=_int_at_least(1, "the budget"), default=800, metavar="N", help="memory tokens (default 800)"
+    )
+    chat.set_defaults(func=cmd_chat)
     return parser
 
 
