@@ -61,3 +61,37 @@ $$;
 
 REVOKE ALL ON FUNCTION public.user_memory_erase_me() FROM PUBLIC, anon, service_role;
 GRANT EXECUTE ON FUNCTION public.user_memory_erase_me() TO authenticated;
+
+-- ---------------------------------------------------------------------------------------------
+-- Key-value entries written by end users keep the time to live they asked for
+-- ---------------------------------------------------------------------------------------------
+
+-- Migration 008's trigger stamps an end user's updated_at with the database's now() (the
+-- transaction's start), while the API computes expires_at from its own clock a moment later: a
+-- TTL at the maximum (365 days) then broke the expiry CHECK by that moment. The writer's TTL is
+-- what it meant, so for end users expires_at is now moved onto the database's clock too:
+-- now() + (expires_at - updated_at as written). The CHECK still bounds that TTL, so a direct
+-- writer cannot stretch it by writing an old updated_at: the difference is what is checked.
+CREATE OR REPLACE FUNCTION public.user_memory_kv_stamp() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+  IF pg_has_role(current_user, 'service_role', 'USAGE')
+     OR pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID), 'USAGE') THEN
+    RETURN NEW;
+  END IF;
+  IF NEW.expires_at IS NOT NULL THEN
+    NEW.expires_at := now() + (NEW.expires_at - coalesce(NEW.updated_at, now()));
+  END IF;
+  IF TG_OP = 'INSERT' THEN
+    NEW.created_at := now();
+  ELSE
+    NEW.created_at := OLD.created_at;
+  END IF;
+  NEW.updated_at := now();
+  RETURN NEW;
+END
+$$;
+
+REVOKE ALL ON FUNCTION public.user_memory_kv_stamp() FROM PUBLIC, anon, authenticated, service_role;

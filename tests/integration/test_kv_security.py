@@ -445,3 +445,39 @@ def test_erase_still_empties_memory_and_activity_and_keeps_its_grants(conn):
             conn.execute("SELECT * FROM user_memory_erase(%s)", (a,))
     config = conn.execute("SELECT prosecdef, proconfig FROM pg_proc WHERE proname = 'user_memory_erase'").fetchall()
     assert config == [(True, ["search_path=pg_catalog, public, pg_temp"])]
+
+
+# -- an end user's time to live (migration 009) -------------------------------------------------------
+
+
+def test_an_end_users_ttl_is_kept_on_the_databases_clock(conn):
+    # Given an end user writing an entry whose expiry is a full year after its own updated_at, a
+    # moment after the transaction started (the API's clock runs ahead of the transaction's now())
+    user = new_user()
+    with conn.transaction():
+        as_role(conn, "authenticated", sub=user)
+        conn.execute(
+            """INSERT INTO user_memory_kv (user_id, namespace, key, value, updated_at, expires_at)
+               VALUES (%s, 'default', 'year', '1', clock_timestamp() + interval '2 seconds',
+                       clock_timestamp() + interval '2 seconds' + interval '31536000 seconds')""",
+            (user,),
+        )
+        # Then the row is accepted, stamped with the database's now(), and keeps its one-year TTL
+        row = conn.execute(
+            "SELECT expires_at - updated_at, updated_at = now() FROM user_memory_kv WHERE user_id = %s", (user,)
+        ).fetchone()
+    assert row[0].total_seconds() == 31_536_000
+    assert row[1] is True
+
+
+def test_an_end_user_cannot_stretch_a_ttl_with_an_old_updated_at(conn):
+    # Given an end user claiming its entry was written years ago and expires tomorrow
+    user = new_user()
+    # Then the time to live it asked for (years) is what the CHECK bounds: refused
+    with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
+        as_role(conn, "authenticated", sub=user)
+        conn.execute(
+            """INSERT INTO user_memory_kv (user_id, namespace, key, value, updated_at, expires_at)
+               VALUES (%s, 'default', 'old', '1', now() - interval '3 years', now() + interval '1 day')""",
+            (user,),
+        )
