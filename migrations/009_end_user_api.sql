@@ -16,14 +16,9 @@
 -- Activity recorded by the end user
 -- ---------------------------------------------------------------------------------------------
 
+-- id is an identity column: inserting needs no privilege on its sequence, and none is granted
+-- (USAGE would only let an end user burn ids with nextval()).
 GRANT INSERT (user_id, occurred_at, kind, payload, source, external_id) ON user_activity TO authenticated;
-
-DO $$
-BEGIN
-  EXECUTE format('GRANT USAGE ON SEQUENCE %s TO authenticated',
-                 pg_get_serial_sequence('public.user_activity', 'id'));
-END
-$$;
 
 CREATE POLICY "Users can insert own activity"
   ON user_activity FOR INSERT

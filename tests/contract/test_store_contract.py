@@ -306,3 +306,70 @@ def test_a_redelivered_write_returns_the_stored_patch_intact(store, user_id):
     # Then the patch it reports is the one stored (the rebuild did not consume it), and it applies
     assert again.status is WriteStatus.IDEMPOTENT
     assert again.patch == patch and apply_patch({}, again.patch) == again.document == {"x": {}}
+
+
+# -- read_span and versions: an export's walk over every version --------------------------------------
+
+
+def test_read_span_returns_the_rows_of_a_range_oldest_first_with_their_checkpoints(make_store, user_id):
+    # Given 8 versions with a checkpoint every 3
+    store = make_store(checkpoint_interval=3)
+    for v in range(1, 9):
+        store.append(user_id, doc_for(v), expected_version=v - 1, source=f"s{v}")
+    uid = uuid.UUID(user_id)
+    # When the rows of versions 2 to 7 are read
+    rows = store.recorder.read_span(uid, 2, 7)
+    # Then they are exactly those rows, oldest first, each with its own patch and source
+    assert [r.version for r in rows] == [2, 3, 4, 5, 6, 7]
+    assert [r.source for r in rows] == [f"s{v}" for v in range(2, 8)]
+    for r in rows:
+        assert json_equal(apply_patch(doc_for(r.version - 1), r.patch), doc_for(r.version)), r.version
+        assert r.created_at is not None
+    # And the checkpoints (3 and 6) carry their whole document, the other rows none
+    assert {r.version: r.checkpoint is not None for r in rows} == {
+        2: False,
+        3: True,
+        4: False,
+        5: False,
+        6: True,
+        7: False,
+    }
+    for r in rows:
+        if r.checkpoint is not None:
+            assert json_equal(r.checkpoint, doc_for(r.version))
+    # And a span is clipped to what exists: past the head, and for another user, there is nothing
+    assert [r.version for r in store.recorder.read_span(uid, 7, 100)] == [7, 8]
+    assert [r.version for r in store.recorder.read_span(uid, 1, 1)] == [1]
+    assert store.recorder.read_span(uid, 9, 20) == []
+    assert store.recorder.read_span(uuid.uuid4(), 1, 8) == []
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 3, 4, 200])
+def test_versions_yields_every_version_oldest_first_each_equal_to_at(make_store, user_id, page_size):
+    # Given 10 versions with checkpoints at 3, 6 and 9 (pages that start and end on either side of them)
+    store = make_store(checkpoint_interval=3)
+    for v in range(1, 11):
+        store.append(user_id, doc_for(v), expected_version=v - 1, source=f"s{v}")
+    # When every version is walked
+    walked = []
+    for version in store.versions(user_id, page_size=page_size):
+        expected = store.at(user_id, version.version)
+        # Then each document is the one the store rebuilds for that version
+        assert json_equal(version.document, expected.document), version.version
+        assert json_equal(version.document, doc_for(version.version)), version.version
+        assert (version.created_at, version.source) == (expected.created_at, expected.source)
+        walked.append(version.version)
+        version.document.clear()  # and what a caller does with one does not change the next
+    assert walked == list(range(1, 11))
+    assert json_equal(store.head(user_id).document, doc_for(10))
+
+
+def test_versions_of_a_user_with_no_memory_is_empty_and_a_revert_is_walked_as_written(make_store, user_id):
+    store = make_store(checkpoint_interval=3)
+    assert list(store.versions(user_id)) == []
+    for v in range(1, 5):
+        store.append(user_id, doc_for(v), expected_version=v - 1, source="t")
+    store.revert(user_id, 1, source="undo")
+    documents = [v.document for v in store.versions(user_id, page_size=2)]
+    assert len(documents) == 5
+    assert json_equal(documents[4], doc_for(1)) and json_equal(documents[3], doc_for(4))

@@ -458,8 +458,8 @@ def test_an_end_users_ttl_is_kept_on_the_databases_clock(conn):
         as_role(conn, "authenticated", sub=user)
         conn.execute(
             """INSERT INTO user_memory_kv (user_id, namespace, key, value, updated_at, expires_at)
-               VALUES (%s, 'default', 'year', '1', clock_timestamp() + interval '2 seconds',
-                       clock_timestamp() + interval '2 seconds' + interval '31536000 seconds')""",
+               SELECT %s, 'default', 'year', '1', t, t + interval '31536000 seconds'
+                 FROM (SELECT clock_timestamp() + interval '2 seconds' AS t) later""",
             (user,),
         )
         # Then the row is accepted, stamped with the database's now(), and keeps its one-year TTL

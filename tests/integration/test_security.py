@@ -442,6 +442,7 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
         "public.user_memory_append",
         "public.user_memory_mark_summarized",
         "public.user_memory_erase",
+        "public.user_memory_erase_me",
         "public.user_memory_snapshots_append_only",
     } <= names
 
@@ -457,7 +458,7 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
     assert executable_by("anon") == set()
     # And authenticated and service_role exactly what they need
     uid = {"auth.uid"} if "auth.uid" in names else set()
-    assert executable_by("authenticated") == {"public.user_memory_append"} | uid
+    assert executable_by("authenticated") == {"public.user_memory_append", "public.user_memory_erase_me"} | uid
     assert (
         executable_by("service_role")
         == {
@@ -520,11 +521,34 @@ def test_the_migrations_revoke_what_default_privileges_grant(supabase_like_datab
                   AND table_name IN ('user_memory_snapshots', 'user_memory_heads', 'user_activity', 'users')"""
         ).fetchall()
         assert privileges == [("SELECT",)]
+        # Beyond SELECT, authenticated holds only INSERT of an activity record's own columns
+        columns = c.execute(
+            """SELECT table_name, privilege_type, array_agg(column_name::text ORDER BY column_name)
+                 FROM information_schema.column_privileges
+                WHERE grantee = 'authenticated' AND table_schema = 'public' AND privilege_type <> 'SELECT'
+                  AND table_name IN ('user_memory_snapshots', 'user_memory_heads', 'user_activity', 'users')
+                GROUP BY 1, 2"""
+        ).fetchall()
+        assert columns == [
+            ("user_activity", "INSERT", ["external_id", "kind", "occurred_at", "payload", "source", "user_id"])
+        ]
+        # And nothing on the activity id's sequence (an identity column: inserting needs none)
+        sequence_privileges = {
+            privilege: c.execute(
+                "SELECT has_sequence_privilege('authenticated', pg_get_serial_sequence('user_activity', 'id'), %s)",
+                (privilege,),
+            ).fetchone()[0]
+            for privilege in ("USAGE", "SELECT", "UPDATE")
+        }
+        assert sequence_privileges == {"USAGE": False, "SELECT": False, "UPDATE": False}
         for function in ("user_memory_mark_summarized(uuid, integer, bigint[])", "user_memory_erase(uuid)"):
             assert (
                 c.execute("SELECT has_function_privilege('authenticated', %s, 'EXECUTE')", (function,)).fetchone()[0]
                 is False
             )
+        # And the service cannot run the end user's erase, whatever the default privileges granted
+        erase_me = "SELECT has_function_privilege('service_role', 'user_memory_erase_me()', 'EXECUTE')"
+        assert c.execute(erase_me).fetchone()[0] is False
         # And service_role cannot change or remove version rows
         for privilege in ("UPDATE", "DELETE", "TRUNCATE", "TRIGGER", "REFERENCES"):
             assert (
@@ -772,13 +796,16 @@ def test_activity_indexes_for_the_worker_and_the_fan_out(conn):
 def test_policies_allow_only_reads_and_own_inserts(conn):
     policies = conn.execute(
         """SELECT tablename, cmd, count(*) FROM pg_policies
-            WHERE tablename IN ('user_memory_snapshots', 'user_memory_heads', 'users') GROUP BY 1, 2"""
+            WHERE tablename IN ('user_memory_snapshots', 'user_memory_heads', 'user_activity', 'users')
+            GROUP BY 1, 2"""
     ).fetchall()
     assert {(t, c): n for t, c, n in policies} == {
         ("user_memory_snapshots", "SELECT"): 1,
         ("user_memory_snapshots", "INSERT"): 1,
         ("user_memory_heads", "SELECT"): 1,
         ("user_memory_heads", "INSERT"): 1,
+        ("user_activity", "SELECT"): 1,
+        ("user_activity", "INSERT"): 1,  # an end user's own activity (migration 009)
         ("users", "SELECT"): 1,
     }
     assert conn.execute("SELECT relrowsecurity FROM pg_class WHERE oid = 'users'::regclass").fetchone()[0] is True

@@ -141,6 +141,8 @@ class MemoryService:
 
     def history(self, *, limit: int = 50, before: int | None = None) -> tuple[list[HistoryEntry], int | None]:
         """A page of versions, newest first, and the cursor (`before`) of the next page or None."""
+        if limit < 1:  # limit 0 would answer an empty page with a cursor, forever
+            raise InvalidRequest("limit must be at least 1")
         if before is not None and before < 1:
             raise InvalidRequest("before must be a version of 1 or more")
         entries = self.store.history(self.user_id, limit=limit + 1, before_version=before)
