@@ -88,5 +88,7 @@ class InMemoryAccount:
         if self._end_user is not None and user_id != self._end_user:
             raise AccessDenied("user_memory_erase_me: may only erase own data")
         counts = self._recorder.erase(user_id)
+        if self._recorder.activity is not self._activity:  # the recorder erased only its own activity
+            counts["user_activity"] += self._activity.erase(user_id)
         counts["user_memory_kv"] = self._kv.erase(user_id)
         return counts
