@@ -33,6 +33,15 @@ bench: $(STAMP)  ## every benchmark (about 25 minutes); figures go into the READ
 migrate: $(STAMP)
 	$(BIN)/user-memory migrate
 
+.PHONY: sim
+sim: $(STAMP)  ## 200 users x 30 days, a scripted model with a bad day, both summary modes; bench/results/sim_30_days.txt
+	$(BIN)/pip install --quiet 'bpe-openai==0.1.4' || echo "make sim: bpe-openai not installed; tokens are estimated (4 characters each)" >&2
+	$(BIN)/python bench/sim_30_days.py $(ARGS)
+
+.PHONY: openapi
+openapi: $(STAMP)  ## regenerate layers/core/user_memory/http/openapi.json from the routes and models
+	$(BIN)/python -m user_memory_local.openapi
+
 clean:
 	rm -rf $(VENV) .pgdata .pytest_cache .mypy_cache .ruff_cache
 

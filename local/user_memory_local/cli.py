@@ -99,6 +99,13 @@ _version = _int_at_least(0, "a version")
 _before = _int_at_least(1, "the version")
 
 
+def _port(value: str) -> int:
+    port = _int_at_least(0, "the port")(value)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"the port must be at most 65535, got {port}")
+    return port
+
+
 # -- the database --------------------------------------------------------------------------------
 
 
@@ -285,6 +292,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return chat.main(args.user, budget=args.budget, database_url=lambda: database_url(args))
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from user_memory_local import serve
+
+    return serve.run(host=args.host, port=args.port, database_url=lambda: database_url(args), verbose=args.verbose)
+
+
 # -- parsing and the top level -------------------------------------------------------------------
 
 
@@ -357,6 +370,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget", type=_int_at_least(1, "the budget"), default=800, metavar="N", help="memory tokens (default 800)"
     )
     chat.set_defaults(func=cmd_chat)
+
+    serve = sub.add_parser("serve", parents=[common], help="the HTTP API on this machine (development tokens)")
+    serve.add_argument("--host", default="127.0.0.1", metavar="H", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8080, metavar="P", help="port (default 8080; 0: any free port)")
+    serve.add_argument("--verbose", action="store_true", help="one line per request, and the service's JSON logs")
+    serve.set_defaults(func=cmd_serve)
     return parser
 
 

@@ -16,7 +16,10 @@ from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 
 from user_memory.config import ApiSettings
@@ -50,6 +53,7 @@ T = TypeVar("T")
 API_TITLE = "user-memory"
 API_VERSION = "1.0.0"
 MAX_RENDER_BUDGET = 32_000
+MAX_VERSION = 2**31 - 1  # versions are PostgreSQL integers
 
 _PROBLEM_RESPONSES: dict[int, Any] = {
     status: {
@@ -60,6 +64,9 @@ _PROBLEM_RESPONSES: dict[int, Any] = {
 }
 _ETAG = {"ETag": {"description": 'The version, quoted: "7".', "schema": {"type": "string"}}}
 _USER_PATH = re.compile(r"^/users/(?P<user>[^/]+)(?P<rest>/.*)?$")
+# A JSON \u0000 escape (after an even number of backslashes): U+0000 in a string, which
+# PostgreSQL's text and jsonb cannot store.
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def _responses(model: type, *, etag: bool = False) -> dict[int, Any]:
@@ -67,6 +74,25 @@ def _responses(model: type, *, etag: bool = False) -> dict[int, Any]:
     if etag:
         ok["headers"] = _ETAG
     return {200: ok, **_PROBLEM_RESPONSES}
+
+
+def _body_problem(event: dict[str, Any]) -> HttpProblem | None:
+    """What is wrong with a request's body before any route parses it, or None.
+
+    POST and PUT bodies are JSON only (Powertools would parse forms and multipart bodies too,
+    and fail on a malformed one); PATCH checks its two media types itself. U+0000 in a string
+    cannot be stored by PostgreSQL's text and jsonb.
+    """
+    body = event.get("body")
+    if not body:
+        return None
+    method = str(((event.get("requestContext") or {}).get("http") or {}).get("method", "")).upper()
+    content_type = str((event.get("headers") or {}).get("content-type", "")).split(";")[0].strip().lower()
+    if method in ("POST", "PUT") and content_type not in ("", "application/json"):
+        return HttpProblem(UNSUPPORTED_MEDIA, f"{method} takes application/json")
+    if not event.get("isBase64Encoded") and _JSON_NUL.search(body):
+        return HttpProblem(INVALID_INPUT, "strings in the body may not contain U+0000 (\\u0000)")
+    return None
 
 
 def _etag(version: int) -> str:
@@ -136,7 +162,12 @@ def _written(user_id: object, result: AppendResult) -> Response[models.Written]:
 
 
 class MemoryApi:
-    """The resolver and its routes, over a Sessions (PostgreSQL in Lambda and `serve`)."""
+    """The resolver and its routes, over a Sessions (PostgreSQL in Lambda and `serve`).
+
+    One event at a time per process: Powertools keeps the event being answered in a class
+    attribute shared by every resolver, so a threaded server must serialize `resolve` (as
+    `user-memory serve` does) or requests would read each other's claims.
+    """
 
     def __init__(self, sessions: Sessions, settings: ApiSettings) -> None:
         self.sessions = sessions
@@ -158,6 +189,13 @@ class MemoryApi:
                 return self._problem_event(err, event)
             event = {**event, "rawPath": "/me" + (match.group("rest") or "")}
             event["routeKey"] = "$default"
+        problem = _body_problem(event)
+        if problem is not None:
+            try:
+                self._caller_from(event)  # no credentials: 401 first, as for any route
+                raise problem
+            except Exception as err:  # noqa: BLE001 - answered as a problem like any route's error
+                return self._problem_event(err, event)
         return self.app.resolve(event, context)
 
     def _caller_from(self, event: dict[str, Any]) -> Caller:
@@ -262,8 +300,8 @@ class MemoryApi:
     def _register(self) -> None:  # noqa: C901 - one place lists every route
         app = self.app
 
-        @app.exception_handler(RequestValidationError)
-        def _invalid(err: RequestValidationError) -> Response[str]:
+        @app.exception_handler([RequestValidationError, RequestUnsupportedContentType])
+        def _invalid(err: RequestValidationError | RequestUnsupportedContentType) -> Response[str]:
             errors = err.errors()
             places = {str(e.get("loc", ("body",))[0]) for e in errors}
             if any(e.get("type") == "json_invalid" for e in errors):
@@ -310,7 +348,9 @@ class MemoryApi:
                 return read(service, version, as_of)
 
         Limit = Annotated[int, Query(ge=1, le=500)]
-        Before = Annotated[int | None, Query(ge=1, description="Only versions below this one (the cursor).")]
+        Before = Annotated[
+            int | None, Query(ge=1, le=MAX_VERSION, description="Only versions below this one (the cursor).")
+        ]
 
         @app.get("/me/memory/history", responses=_responses(models.History), tags=["memory"])
         def get_history(limit: Limit = 50, before: Before = None) -> models.History:
