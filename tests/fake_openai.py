@@ -1,8 +1,9 @@
 """A local OpenAI-compatible HTTP endpoint with scripted answers, for the real `openai` client.
 
-Answers are scripted in order (`FakeOpenAI.reply`): plain completions (`completion`) or tool
-calls (`tool_call_completion` of `tool_call`s). Every request is recorded (`FakeOpenAI.requests`:
-path, JSON body, headers), so a test can check what the client sent (`FakeOpenAI.messages`).
+Answers are scripted in order (`FakeOpenAI.reply`): plain completions (`completion`), edit-mode
+summaries (`edits_completion` of `edit`s) or tool calls (`tool_call_completion` of `tool_call`s).
+Every request is recorded (`FakeOpenAI.requests`: path, JSON body, headers), so a test can check
+what the client sent (`FakeOpenAI.messages`, `system_prompt`, `user_prompt`, `response_format`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
-def completion(content: str, prompt_tokens: int = 1200, completion_tokens: int = 300) -> dict[str, Any]:
-    return {
+def completion(
+    content: str,
+    prompt_tokens: int = 1200,
+    completion_tokens: int = 300,
+    *,
+    cached_tokens: int | None = None,
+    usage: bool = True,
+) -> dict[str, Any]:
+    """A chat completion answering `content`; `cached_tokens` adds prompt_tokens_details, and
+    `usage=False` leaves usage out (as some OpenAI-compatible servers do)."""
+    body: dict[str, Any] = {
         "id": "chatcmpl-local",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -36,6 +46,25 @@ def completion(content: str, prompt_tokens: int = 1200, completion_tokens: int =
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+    if cached_tokens is not None:
+        body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    if not usage:
+        del body["usage"]
+    return body
+
+
+def edit(
+    op: str, path: str, value: Any = None, reason: str = "because", *, value_json: str | None = None
+) -> dict[str, Any]:
+    """One item of an edit-mode answer: `value` is sent as JSON text (or `value_json` as given)."""
+    if value_json is None:
+        value_json = "" if op == "remove" else json.dumps(value)
+    return {"op": op, "path": path, "value_json": value_json, "reason": reason}
+
+
+def edits_completion(*edits: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """A completion whose content is an edit-mode answer, {"edits": [...]}."""
+    return completion(json.dumps({"edits": list(edits)}), **kwargs)
 
 
 def tool_call(name: str, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
@@ -76,6 +105,15 @@ class FakeOpenAI:
     def system_prompt(self, index: int = -1) -> str:
         """The system message of a recorded request ("" when it has none)."""
         return next((m.get("content") or "" for m in self.messages(index) if m.get("role") == "system"), "")
+
+    def user_prompt(self, index: int = -1) -> str:
+        """The last user message of a recorded request ("" when it has none)."""
+        users = [m.get("content") or "" for m in self.messages(index) if m.get("role") == "user"]
+        return users[-1] if users else ""
+
+    def response_format(self, index: int = -1) -> Any:
+        """The response_format a recorded request asked for (None when it asked for none)."""
+        return self.requests[index]["body"].get("response_format")
 
 
 @contextmanager

@@ -373,3 +373,36 @@ def test_versions_of_a_user_with_no_memory_is_empty_and_a_revert_is_walked_as_wr
     documents = [v.document for v in store.versions(user_id, page_size=2)]
     assert len(documents) == 5
     assert json_equal(documents[4], doc_for(1)) and json_equal(documents[3], doc_for(4))
+
+
+# -- provenance: what produced a version, stored with it -----------------------------------------------
+
+
+def test_provenance_is_stored_with_its_version_and_comes_back_in_history(store, user_id):
+    # Given a version written with provenance, one without, and a redelivery of the first's key
+    provenance = {
+        "mode": "edit",
+        "model": "gpt-test",
+        "edits": [{"op": "replace", "path": "/parts/a~1b/status", "reason": "said so: é"}],
+        "refused": [{"op": "remove", "path": "/safety_notes", "reason": "r", "why": "no forget request"}],
+        "activity_cut": 2,
+    }
+    store.append(user_id, {"a": 1}, expected_version=0, source="t", idempotency_key="daily:x", provenance=provenance)
+    store.append(user_id, {"a": 2}, expected_version=1, source="t")
+    again = store.append(
+        user_id, {"a": 9}, expected_version=1, source="t", idempotency_key="daily:x", provenance={"mode": "other"}
+    )
+    # Then history returns each version's own provenance, exactly, and None where none was recorded
+    newest, oldest = store.history(user_id)
+    assert (oldest.version, oldest.provenance) == (1, provenance)
+    assert (newest.version, newest.provenance) == (2, None)
+    # And the redelivery wrote nothing, so the first provenance stands
+    assert again.status is WriteStatus.IDEMPOTENT and store.history(user_id, limit=1, before_version=2)[
+        0
+    ].provenance == (provenance)
+
+
+def test_provenance_that_is_not_an_object_is_refused_before_anything_is_written(store, user_id):
+    with pytest.raises(ValueError, match="provenance must be a JSON object"):
+        store.append(user_id, {"a": 1}, expected_version=0, source="t", provenance=["not", "an", "object"])  # type: ignore[arg-type]
+    assert store.head(user_id).version == 0

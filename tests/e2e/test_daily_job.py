@@ -483,3 +483,52 @@ def test_a_fanout_that_cannot_start_is_logged_and_counted(monkeypatch, logs):
         fanout_handler({"date": "2026-11-21"}, FakeLambdaContext(function_name="fanout"))
     [line] = logs.named("fan-out failed")
     assert line["error"] == "ConfigError" and "QUEUE_URL" in line["reason"]
+
+
+def test_edit_mode_through_the_worker_logs_and_counts_applied_and_refused_edits(
+    database_url, pool, conn, logs, capsys, monkeypatch
+):
+    # Given a user with memory (safety notes included) and a day of activity, and a worker whose
+    # OpenAI-compatible endpoint answers with three edits, one of which clears the safety notes
+    from tests.fake_openai import edit, edits_completion
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    day = datetime(2031, 1, 5, tzinfo=UTC)
+    [user] = seed_users(pool, 1, day, f"edits-{uuid.uuid4()}")
+    seed = {"summary": "s", "parts": {"critic": {"name": "Critic", "status": "active"}}, "safety_notes": "careful"}
+    MemoryStore(PostgresRecorder(pool)).append(user, seed, expected_version=0, source="seed")
+    with fake_openai_server() as (fake, url):
+        fake.reply(
+            edits_completion(
+                edit("add", "/parts/planner", {"name": "Planner", "status": "active"}, "part_named"),
+                edit("add", "/parts/planner/goals/-", {"goal": "plan"}, "goal_set"),
+                edit("replace", "/safety_notes", "", "stale"),
+                prompt_tokens=700,
+            )
+        )
+        settings = WorkerSettings.from_env({}, database_url=database_url, openai_base_url=url, openai_api_key="k")
+        services = build_worker(settings, pool=pool)
+        metrics.clear_metrics()
+        capsys.readouterr()
+        # When the worker runs the day's message
+        result = worker_handler(
+            sqs_event(refresh_body([user], day, "daily:2031-01-05")), FakeLambdaContext(), services=services
+        )
+    # Then the record succeeds: the refused edit did not fail it
+    assert result == {"batchItemFailures": []}
+    assert fake.response_format()["json_schema"]["name"] == "memory_edits"
+    head = MemoryStore(PostgresRecorder(pool)).head(user)
+    assert head.version == 2 and head.document["parts"]["planner"]["goals"] == [{"goal": "plan"}]
+    assert head.document["safety_notes"] == "careful"
+    # And the version carries its provenance in PostgreSQL
+    provenance = conn.execute(
+        "SELECT provenance FROM user_memory_snapshots WHERE user_id = %s AND version = 2", (user,)
+    ).fetchone()[0]
+    assert provenance["mode"] == "edit" and len(provenance["edits"]) == 2
+    assert [r["path"] for r in provenance["refused"]] == ["/safety_notes"]
+    # And the batch line counts the edits and the prompt tokens, and the metrics too
+    [done] = logs.named("batch done")
+    assert (done["edits_applied"], done["edits_refused"], done["prompt_tokens"]) == (2, 1, 700)
+    [emf] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
+    assert emf["EditsRefused"] in (1.0, [1.0]) and emf["EditsApplied"] in (2.0, [2.0])
+    assert emf["LLMPromptTokens"] in (700.0, [700.0])

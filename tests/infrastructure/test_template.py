@@ -33,6 +33,7 @@ FUNCTION_ENV = {
         "OPENAI_TIMEOUT_SECONDS",
         "OPENAI_MAX_RETRIES",
         "SUMMARIZER_ATTEMPTS",
+        "SUMMARY_MODE",
         "MAX_ACTIVITIES_PER_RUN",
         "DOCUMENT_SCHEMA",
         "MAX_DOCUMENT_BYTES",
@@ -504,3 +505,14 @@ def test_the_outputs_name_the_api_url_functions_and_log_groups(template):
     values = [o["Value"] for o in outputs.values()]
     for name in [*_functions(template), *resources_of_type(template, "AWS::Logs::LogGroup")]:
         assert {"Ref": name} in values, name
+
+
+def test_the_summary_mode_parameter_offers_exactly_the_settings_modes_with_the_same_default(template):
+    # Given the worker's SUMMARY_MODE setting (a Literal) and the template's SummaryMode parameter
+    from typing import get_args
+
+    field = WorkerSettings.model_fields["summary_mode"]
+    parameter = template["Parameters"]["SummaryMode"]
+    # Then the parameter allows exactly the setting's values, and defaults to the setting's default
+    assert set(parameter["AllowedValues"]) == set(get_args(field.annotation))
+    assert parameter["Default"] == field.default == "edit"

@@ -96,8 +96,10 @@ def test_snapshot_table_matches_the_seed(conn):
     ).fetchall()
     assert [c[0] for c in cols] == [
         "id", "user_id", "version", "patch", "is_full_snapshot", "full_snapshot_content",
-        "source_description", "created_at", "idempotency_key",
+        "source_description", "created_at", "idempotency_key", "provenance",
     ]  # fmt: skip
+    # Provenance (010): JSON, optional (versions written before it, and by other writers, have none)
+    assert cols[-1][1:] == ("jsonb", "YES")
     indexes = {r[0]: r[1] for r in conn.execute(
         "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'user_memory_snapshots'"
     )}  # fmt: skip
@@ -150,3 +152,34 @@ def test_upgrading_marks_activity_the_old_runs_summarized_and_leaves_the_rest(fr
     with psycopg.connect(fresh_db) as c:
         marks = dict(c.execute("SELECT external_id, summarized_version FROM user_activity").fetchall())
     assert marks == {"before": 1, "after": None, "never": None}
+
+
+def test_upgrading_to_provenance_keeps_history_and_the_deployments_own_size_limit(fresh_db, tmp_path):
+    # Given a database at 009 with one version, whose operator raised the append's size limit
+    # with ALTER FUNCTION (as migration 006 tells a deployment to)
+    for path in sorted(MIGRATIONS_DIR.glob("00*.sql")):
+        (tmp_path / path.name).write_text(path.read_text())
+    migrate(fresh_db, tmp_path)
+    user = "33333333-3333-3333-3333-333333333333"
+    old_signature = "public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[])"
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute("SELECT user_memory_append(%s, 0, '[]'::jsonb, false, '{\"a\": 1}'::jsonb, 'old', NULL)", (user,))
+        c.execute(f"ALTER FUNCTION {old_signature} SET user_memory.max_document_bytes = '1048576'")
+    # When 010 applies
+    applied = migrate(fresh_db)
+    # Then the old version is there with no provenance, and the new function kept the raised limit
+    assert applied[:1] == ["010_provenance"]
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        assert c.execute(
+            "SELECT version, provenance FROM user_memory_snapshots WHERE user_id = %s", (user,)
+        ).fetchall() == [(1, None)]
+        config = c.execute("SELECT proconfig FROM pg_proc WHERE proname = 'user_memory_append'").fetchall()
+        assert len(config) == 1 and "user_memory.max_document_bytes=1048576" in config[0][0]
+        assert "search_path=pg_catalog, public, pg_temp" in config[0][0]
+        # And a write above the old default is taken, with provenance
+        big = {"text": "x" * 600_000}
+        row = c.execute(
+            "SELECT status FROM user_memory_append(%s, 1, '[]', false, %s, 'new', NULL, NULL, %s)",
+            (user, psycopg.types.json.Jsonb(big), psycopg.types.json.Jsonb({"mode": "document"})),
+        ).fetchone()
+        assert row == ("written",)

@@ -8,13 +8,22 @@ from datetime import UTC, datetime
 
 import openai
 import pytest
-from user_memory.adapters.openai_summarizer import MAX_ACTIVITY_LINE_CHARS, OpenAISummarizer, response_schema
+from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
+from user_memory.adapters.openai_summarizer import (
+    MAX_ACTIVITY_LINE_CHARS,
+    OpenAISummarizer,
+    edits_schema,
+    response_schema,
+    to_llm_shape,
+)
 from user_memory.config import WorkerSettings
-from user_memory.domain.model import Activity
-from user_memory.domain.pipeline import NO_DEADLINE, summarize_valid
-from user_memory.errors import InvalidDocument, SummarizerError, SummarizerUnavailable
+from user_memory.domain.edits import MemoryEdit
+from user_memory.domain.model import Activity, RunStatus, Window
+from user_memory.domain.pipeline import NO_DEADLINE, activity_line, refresh_user, summarize_valid
+from user_memory.domain.repository import MemoryStore
+from user_memory.errors import InvalidDocument, InvalidEdits, SummarizerError, SummarizerUnavailable
 
-from tests.fake_openai import completion, fake_openai_server
+from tests.fake_openai import completion, edit, edits_completion, fake_openai_server
 
 U = uuid.uuid4()
 ACTS = [
@@ -69,9 +78,20 @@ GOOD = {
 
 
 def summarizer(url: str, **overrides) -> OpenAISummarizer:
-    values = {"openai_max_retries": 2, "openai_timeout_seconds": overrides.pop("timeout", 5.0), **overrides}
+    """From settings, as the worker builds it; the whole-document mode unless `summary_mode` says."""
+    values = {
+        "openai_max_retries": 2,
+        "openai_timeout_seconds": overrides.pop("timeout", 5.0),
+        "summary_mode": "document",
+        **overrides,
+    }
     settings = WorkerSettings.from_env({}, openai_base_url=url, openai_api_key="test-key", **values)
     return OpenAISummarizer.from_settings(settings)
+
+
+def editor(url: str, **overrides) -> OpenAISummarizer:
+    """The edit-mode summarizer (the default mode)."""
+    return summarizer(url, summary_mode="edit", **overrides)
 
 
 def cfg(**overrides):
@@ -85,12 +105,17 @@ def test_valid_output_maps_to_the_stored_shape_with_token_usage():
     assert set(result.document["parts"]) == {"critic", "planner"}
     assert result.document["parts"]["planner"]["goals"] == [{"goal": "plan the week"}]
     assert (result.prompt_tokens, result.completion_tokens) == (1200, 300)
-    sent = fake.requests[0]["body"]
-    assert sent["response_format"]["json_schema"]["strict"] is True
-    assert '"id":"critic"' in sent["messages"][1]["content"]  # the model sees parts as a list
+    assert result.edits is None  # whole-document mode
+    # And the request asked for the whole document, strictly, under its usual name
+    assert fake.response_format() == {
+        "type": "json_schema",
+        "json_schema": {"name": "user_memory", "strict": True, "schema": response_schema()},
+    }
+    assert '"id":"critic"' in fake.user_prompt()  # the model sees parts as a list
 
 
-def test_response_schema_is_strict_mode_compatible():
+@pytest.mark.parametrize("schema", [response_schema, edits_schema], ids=["document", "edits"])
+def test_response_schemas_are_strict_mode_compatible(schema):
     def walk(node):
         if isinstance(node, dict):
             if node.get("type") == "object":
@@ -103,7 +128,7 @@ def test_response_schema_is_strict_mode_compatible():
             for v in node:
                 walk(v)
 
-    walk(response_schema())
+    walk(schema())
 
 
 def test_invalid_json_is_an_invalid_document():
@@ -118,9 +143,9 @@ def test_schema_violating_output_is_retried_with_feedback_then_succeeds():
     with fake_openai_server() as (fake, url):
         fake.reply(completion(json.dumps(bad)))
         fake.reply(completion(json.dumps(GOOD)))
-        document, _result, tokens = summarize_valid(summarizer(url), CURRENT, ACTS, cfg(), NO_DEADLINE)
-    assert document["parts"]["planner"]["name"] == "Planner"
-    assert tokens == 3000  # both answers were paid for: the usage of each is counted
+        summarized = summarize_valid(summarizer(url), CURRENT, ACTS, cfg(), NO_DEADLINE)
+    assert summarized.document["parts"]["planner"]["name"] == "Planner"
+    assert summarized.tokens == 3000  # both answers were paid for: the usage of each is counted
     assert "recency_score" in fake.requests[1]["body"]["messages"][1]["content"]
 
 
@@ -216,3 +241,214 @@ def test_retries_wait_as_the_server_asks_within_the_budget():
         s.sleep = waits.append
         result = s.summarize(CURRENT, ACTS, timeout=5)
     assert "planner" in result.document["parts"] and waits == [pytest.approx(0.01)]
+
+
+# -- edit mode (the default): the model answers with edits ---------------------------------------------
+
+
+def test_edit_mode_asks_for_strict_edits_and_returns_them_parsed():
+    # Given an endpoint that answers with two edits
+    with fake_openai_server() as (fake, url):
+        fake.reply(
+            edits_completion(
+                edit("add", "/parts/planner", {"id": "planner", "name": "Planner", "status": "active"}, "part_named"),
+                edit("remove", "/parts/critic", reason="forget request"),
+            )
+        )
+        # When the edit-mode summarizer is asked
+        result = editor(url).summarize(CURRENT, ACTS)
+    # Then the request asked for the edits' schema, strictly, named memory_edits
+    assert fake.response_format() == {
+        "type": "json_schema",
+        "json_schema": {"name": "memory_edits", "strict": True, "schema": edits_schema()},
+    }
+    edit_item = edits_schema()["$defs"]["_LLMEdit"]
+    assert edit_item["properties"]["op"]["enum"] == ["add", "replace", "remove"]
+    assert set(edit_item["required"]) == {"op", "path", "value_json", "reason"}
+    # And the answer comes back as edits with their values read from JSON text, and no document
+    assert result.edits == (
+        MemoryEdit(
+            op="add",
+            path="/parts/planner",
+            value={"id": "planner", "name": "Planner", "status": "active"},
+            reason="part_named",
+        ),
+        MemoryEdit(op="remove", path="/parts/critic", reason="forget request"),
+    )
+    assert result.document == {} and (result.prompt_tokens, result.completion_tokens) == (1200, 300)
+    # And the system prompt is the edit rules
+    assert "return the edits" in fake.system_prompt() and "value_json" in fake.system_prompt()
+
+
+def _block(prompt: str, tag: str) -> list[str]:
+    lines = prompt.split("\n")
+    start, end = lines.index(f"<{tag}>"), lines.index(f"</{tag}>")
+    return lines[start + 1 : end]
+
+
+def _acts(*specs: tuple[str, int, dict]) -> list[Activity]:
+    return [
+        Activity(
+            user_id=U,
+            occurred_at=datetime(2026, 11, 21, 9, minute, tzinfo=UTC),
+            kind=kind,
+            payload=payload,
+            source="chat",
+            external_id=f"{i}",
+        )
+        for i, (kind, minute, payload) in enumerate(specs)
+    ]
+
+
+@pytest.mark.parametrize("mode", ["edit", "document"])
+def test_the_prompt_puts_the_fixed_instructions_first_then_the_document_once_then_the_activity(mode):
+    acts = _acts(("message", 1, {"text": "hello"}), ("message", 1, {"text": "hello"}), ("session", 2, {"minutes": 5}))
+    answer = edits_completion() if mode == "edit" else completion(json.dumps(GOOD))
+    other_user = {**CURRENT, "summary": "someone else entirely"}
+    with fake_openai_server() as (fake, url):
+        fake.reply(answer)
+        fake.reply(answer)
+        s = summarizer(url, summary_mode=mode)
+        s.summarize(CURRENT, acts)
+        s.summarize(other_user, acts[2:])
+    # Then the system message comes first and is the same for every user and day (a cacheable prefix)
+    assert [m["role"] for m in fake.messages(0)] == ["system", "user"]
+    assert fake.system_prompt(0) == fake.system_prompt(1) and "{" not in fake.system_prompt(0)[:200]
+    assert '"summary":"old"' not in fake.system_prompt(0) and "hello" not in fake.system_prompt(0)
+    prompt = fake.user_prompt(0)
+    # And the user message carries the document exactly once, as compact JSON of the model's shape
+    document = json.dumps(to_llm_shape(CURRENT), ensure_ascii=False, separators=(",", ":"))
+    assert _block(prompt, "memory") == [document]
+    assert prompt.count('"summary":"old"') == 1
+    # And the activity one line each, as activity_line renders it, the repeated line once
+    assert _block(prompt, "activity") == [activity_line(acts[0]), activity_line(acts[2])]
+    assert "1 repeated lines merged" in prompt and "left out" not in prompt
+    # And the memory block comes before the activity block
+    assert prompt.index("<memory>") < prompt.index("<activity>")
+
+
+def test_the_activity_is_capped_by_its_token_budget_and_the_prompt_says_how_much_was_left_out():
+    # Given 30 distinct lines of about 110 characters and a budget of 100 tokens (about 400 characters)
+    acts = _acts(*[("message", i, {"text": f"{i:02d}" + "x" * 40}) for i in range(30)])
+    with fake_openai_server() as (fake, url):
+        fake.reply(edits_completion())
+        result = editor(url, max_prompt_activity_tokens=100).summarize(CURRENT, acts)
+    lines = _block(fake.user_prompt(), "activity")
+    # Then only the newest lines that fit are carried, oldest first, within the budget
+    assert lines == [activity_line(a) for a in acts[-len(lines) :]] and 0 < len(lines) < 30
+    assert sum(len(x) + 1 for x in lines) <= 400
+    # And the prompt and the result say how many were left out
+    assert f"{30 - len(lines)} older activities were left out" in fake.user_prompt()
+    assert result.activity_cut == 30 - len(lines)
+
+
+def test_bad_edits_go_back_to_the_model_once_with_the_errors_then_the_good_ones_apply():
+    with fake_openai_server() as (fake, url):
+        fake.reply(
+            edits_completion(
+                edit("replace", "/parts/ghost/status", "x"),
+                edit("replace", "/summary", value_json="Named a planner."),  # not JSON: no quotes
+            )
+        )
+        fake.reply(edits_completion(edit("replace", "/summary", "Named a planner.")))
+        summarized = summarize_valid(editor(url), CURRENT, ACTS, cfg(), NO_DEADLINE)
+    # Then the unreadable answer was sent back with what was wrong with it
+    retry = fake.user_prompt(1)
+    assert "could not be used" in retry and "edit 2 (replace /summary)" in retry and "not JSON" in retry
+    # And the retry repeats the first prompt's document and activity before the feedback (a cacheable prefix)
+    first = fake.user_prompt(0)
+    assert retry.startswith(first[: first.index("</activity>")])
+    # And the corrected edits applied, both answers counted
+    assert summarized.document["summary"] == "Named a planner." and summarized.tokens == 3000
+    assert summarized.document["last_updated_by"] == "gpt-4o-mini"
+
+
+def test_edits_whose_paths_do_not_exist_are_named_in_the_feedback():
+    with fake_openai_server() as (fake, url):
+        fake.reply(
+            edits_completion(edit("replace", "/parts/ghost/status", "x"), edit("add", "/parts/p", {"status": 1}))
+        )
+        fake.reply(edits_completion(edit("replace", "/parts/critic/status", "quiet")))
+        summarized = summarize_valid(editor(url), CURRENT, ACTS, cfg(), NO_DEADLINE)
+    retry = fake.user_prompt(1)
+    assert "edit 1 (replace /parts/ghost/status)" in retry and "does not exist" in retry
+    assert "edit 2 (add /parts/p)" in retry and "wrong shape" in retry
+    assert summarized.document["parts"]["critic"]["status"] == "quiet"
+
+
+def test_bad_edits_twice_fail_with_the_errors_kept_out_of_the_message():
+    with fake_openai_server() as (fake, url):
+        for _ in range(2):
+            fake.reply(edits_completion(edit("replace", "/parts/secret-part/status", "x")))
+        with pytest.raises(SummarizerError, match="after 2 attempts$") as info:
+            summarize_valid(editor(url), CURRENT, ACTS, cfg(), NO_DEADLINE)
+    assert len(fake.requests) == 2
+    assert "secret-part" not in str(info.value) and "secret-part" in (info.value.detail or "")
+
+
+def test_an_edit_answer_that_misses_the_schema_is_an_invalid_document():
+    with fake_openai_server() as (fake, url):
+        fake.reply(completion(json.dumps({"edits": [{"op": "move", "path": "/a", "value_json": "", "reason": ""}]})))
+        with pytest.raises(InvalidDocument, match="does not match the schema") as info:
+            editor(url).summarize(CURRENT, ACTS)
+    # And it says what the answer cost, for the run's count
+    assert (info.value.prompt_tokens, info.value.completion_tokens) == (1200, 300)
+    with fake_openai_server() as (fake, url):
+        fake.reply(edits_completion(edit("add", "/summary", value_json="")))
+        with pytest.raises(InvalidEdits, match="needs value_json"):
+            editor(url).summarize(CURRENT, ACTS)
+
+
+def test_cached_prompt_tokens_are_reported_and_missing_usage_is_estimated():
+    with fake_openai_server() as (fake, url):
+        fake.reply(edits_completion(cached_tokens=1024))
+        fake.reply(edits_completion(usage=False))
+        s = editor(url)
+        cached = s.summarize(CURRENT, ACTS)
+        estimated = s.summarize(CURRENT, ACTS)
+    assert (cached.prompt_tokens, cached.cached_prompt_tokens) == (1200, 1024)
+    chars = sum(len(m["content"]) for m in fake.messages(1))
+    assert estimated.prompt_tokens == -(-chars // 4) and estimated.completion_tokens == 0
+
+
+def test_a_day_through_the_real_client_in_edit_mode_writes_a_version_with_its_provenance():
+    # Given a user with memory and a day with a forget request and a repeated message
+    activity = InMemoryActivity()
+    store = MemoryStore(InMemoryRecorder(activity))
+    store.append(U, CURRENT | {"safety_notes": "be gentle"}, expected_version=0, source="seed")
+    acts = _acts(
+        ("message", 1, {"text": "hi"}), ("message", 1, {"text": "hi"}), ("forget_part", 2, {"part_id": "critic"})
+    )
+    activity.record(acts)
+    with fake_openai_server() as (fake, url):
+        fake.reply(
+            edits_completion(
+                edit("remove", "/parts/critic", reason="asked to forget the critic"),
+                edit("replace", "/safety_notes", "", reason="not needed"),
+                edit("replace", "/summary", "Said hi; forgot the critic.", reason="message, forget_part"),
+                prompt_tokens=900,
+                cached_tokens=512,
+            )
+        )
+        out = refresh_user(
+            U,
+            Window.day(datetime(2026, 11, 21, tzinfo=UTC).date()),
+            "daily:2026-11-21",
+            store=store,
+            activity=activity,
+            summarizer=editor(url),
+            cfg=cfg(),
+        )
+    # Then one call, the removal asked for applied, the clearing not asked for refused
+    assert len(fake.requests) == 1
+    assert (out.status, out.edits_applied, out.edits_refused) == (RunStatus.WRITTEN, 2, 1)
+    assert (out.prompt_tokens, out.cached_tokens) == (900, 512)
+    head = store.head(U).document
+    assert "critic" not in head["parts"] and head["safety_notes"] == "be gentle"
+    provenance = store.history(U, limit=1)[0].provenance
+    assert provenance is not None
+    assert provenance["mode"] == "edit" and provenance["model"] == "gpt-4o-mini"
+    assert [e["path"] for e in provenance["edits"]] == ["/parts/critic", "/summary"]
+    assert provenance["refused"][0]["path"] == "/safety_notes" and "safety notes" in provenance["refused"][0]["why"]
+    assert provenance["activity_duplicates"] == 1 and provenance["activity_cut"] == 0
+    assert provenance["prompt_tokens"] == 900 and provenance["cached_prompt_tokens"] == 512

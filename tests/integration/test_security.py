@@ -346,6 +346,74 @@ def test_a_role_that_is_not_the_service_is_an_end_user_even_without_set_role(con
     assert versions(conn, a) == [1, 2] and versions(conn, b) == [1]
 
 
+# -- 010: provenance --------------------------------------------------------------------------------
+
+APPEND_WITH_PROVENANCE = "SELECT status, version FROM user_memory_append(%s, %s, %s, false, %s, %s, %s, NULL, %s)"
+PROVENANCE = {"mode": "edit", "model": "m", "edits": [{"op": "add", "path": "/summary", "reason": "said so"}]}
+
+
+def provenance_of(conn: psycopg.Connection, user: str, version: int) -> Any:
+    row = conn.execute(
+        "SELECT provenance FROM user_memory_snapshots WHERE user_id = %s AND version = %s", (user, version)
+    ).fetchone()
+    return row[0] if row else "no row"
+
+
+def append_with_provenance(conn: psycopg.Connection, user: str, provenance: Any, **kw: Any) -> tuple[str, int]:
+    args = (user, 1, Jsonb([]), Jsonb({"n": 2}), kw.get("source", "api"), kw.get("key"), provenance)
+    row = conn.execute(APPEND_WITH_PROVENANCE, args).fetchone()
+    assert row is not None
+    return row[0], row[1]
+
+
+def test_the_service_records_provenance_with_a_version(conn, two_users):
+    a, _ = two_users
+    # Given the service's role
+    with conn.transaction():
+        as_role(conn, "service_role")
+        # When it appends a version with its provenance
+        written = append_with_provenance(conn, a, Jsonb(PROVENANCE), source="daily summary", key="daily:2031-05-01")
+    # Then the row carries it, and the version written without one carries NULL
+    assert written == ("written", 2)
+    assert provenance_of(conn, a, 2) == PROVENANCE
+    assert provenance_of(conn, a, 1) is None
+
+
+def test_an_end_user_cannot_record_provenance_but_still_appends_without_it(conn, two_users):
+    a, _ = two_users
+    # Given user a's claims, When a appends with provenance, Then it is refused with 42501
+    refused = pytest.raises(pgerrors.InsufficientPrivilege, match="only the service records provenance")
+    with refused as err, conn.transaction():
+        as_role(conn, "authenticated", a)
+        append_with_provenance(conn, a, Jsonb(PROVENANCE))
+    assert err.value.sqlstate == "42501"
+    assert versions(conn, a) == [1]
+    # And the same append with a NULL provenance is taken, and the user reads its own rows' column
+    with conn.transaction():
+        as_role(conn, "authenticated", a)
+        assert append_with_provenance(conn, a, None) == ("written", 2)
+        counted = conn.execute("SELECT count(provenance) FROM user_memory_snapshots WHERE user_id = %s", (a,))
+        assert counted.fetchone()[0] == 0
+    assert provenance_of(conn, a, 2) is None
+
+
+@pytest.mark.parametrize("role", ["authenticated", "service_role", None])
+@pytest.mark.parametrize("bad", [[1, 2], "text", 3], ids=["array", "string", "number"])
+def test_provenance_that_is_not_a_json_object_is_refused(conn, two_users, role, bad):
+    a, _ = two_users
+    # Given a trusted caller (or an end user, whose provenance is refused before its shape)
+    expected = pgerrors.InsufficientPrivilege if role == "authenticated" else pgerrors.InvalidParameterValue
+    with pytest.raises(expected) as err, conn.transaction():
+        if role is not None:
+            as_role(conn, role, a)
+        append_with_provenance(conn, a, Jsonb(bad))
+    # Then nothing is written
+    assert err.value.sqlstate == ("42501" if role == "authenticated" else "22023")
+    if role != "authenticated":
+        assert "provenance must be a JSON object or NULL" in str(err.value)
+    assert versions(conn, a) == [1]
+
+
 # -- argument checks (every caller) ----------------------------------------------------------------
 
 
@@ -572,16 +640,19 @@ def test_the_write_functions_run_as_their_owner_with_a_fixed_search_path(conn):
     # And the append's size limit is the function's own setting, not the caller's session
     configs = {name: config for name, _definer, config in rows}
     assert "user_memory.max_document_bytes=524288" in configs["user_memory_append"]
-    # And there is one user_memory_append, the 8-argument one
+    # And there is one user_memory_append, the 9-argument one (010 added p_provenance)
     signatures = conn.execute(
         "SELECT pg_get_function_identity_arguments(oid) FROM pg_proc WHERE proname = 'user_memory_append'"
     ).fetchall()
     assert signatures == [
         (
             "p_user_id uuid, p_expected integer, p_patch jsonb, p_checkpoint boolean, p_document jsonb, "
-            "p_source text, p_key text, p_activity_ids bigint[]",
+            "p_source text, p_key text, p_activity_ids bigint[], p_provenance jsonb",
         )
     ]
+    # And its last two arguments default to NULL, so 7- and 8-argument callers still resolve
+    defaults = conn.execute("SELECT pronargdefaults FROM pg_proc WHERE proname = 'user_memory_append'")
+    assert defaults.fetchone()[0] == 2
 
 
 def test_claims_and_role_do_not_outlive_their_transaction(conn, two_users):

@@ -10,12 +10,20 @@ import pytest
 from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
 from user_memory.config import WorkerSettings
 from user_memory.domain.document import validate_document
+from user_memory.domain.edits import MemoryEdit
 from user_memory.domain.model import Activity, RunStatus, Window
-from user_memory.domain.pipeline import Deadline, PipelineConfig, prompt_chunks, refresh_user
+from user_memory.domain.pipeline import (
+    Deadline,
+    PipelineConfig,
+    activity_line,
+    prompt_activity,
+    prompt_chunks,
+    refresh_user,
+)
 from user_memory.domain.ports import SummaryResult
 from user_memory.domain.repository import MemoryStore
 from user_memory.domain.rules import RuleBasedSummarizer
-from user_memory.errors import DeadlineReached, GuardrailRefused, SummarizerError, VersionConflict
+from user_memory.errors import DeadlineReached, GuardrailRefused, InvalidDocument, SummarizerError, VersionConflict
 
 DAY = Window.day(datetime(2026, 11, 21, tzinfo=UTC).date())
 RUN = "daily:2026-11-21"
@@ -79,6 +87,10 @@ class Scripted:
             raise out
         if out is None:
             return self.inner.summarize(document, activities)
+        if isinstance(out, SummaryResult):
+            return out
+        if isinstance(out, list):  # edit mode: the edits to the document it was given
+            return SummaryResult(edits=tuple(out), model="scripted", prompt_tokens=10, completion_tokens=5)
         return SummaryResult(document=out, model="scripted", prompt_tokens=10, completion_tokens=5)
 
 
@@ -407,3 +419,210 @@ def test_a_payload_cannot_override_an_activitys_time_or_kind_in_the_prompt():
     )
     line = activity_line(a)
     assert '"kind": "session"' in line and "forget_request" not in line and DAY.start.isoformat() in line
+
+
+# -- edit mode: the summarizer answers with edits ------------------------------------------------------
+
+
+def _edit(op: str, path: str, value: Any = None, reason: str = "r") -> MemoryEdit:
+    return MemoryEdit(op=op, path=path, value=value, reason=reason)  # type: ignore[arg-type]
+
+
+def _seeded(**settings: Any) -> World:
+    w = World(**settings)
+    seed = {
+        "summary": "Plans a lot.",
+        "parts": {"planner": {"name": "Planner", "status": "active"}, "critic": {"name": "Critic", "status": "loud"}},
+        "triggers_and_goals": [{"trigger": "deadlines", "desired_outcome": "breathe", "related_parts": ["critic"]}],
+        "safety_notes": "No medical advice.",
+    }
+    w.store.append(w.user, validate_document(seed), expected_version=0, source="seed")
+    return w
+
+
+def test_edits_are_applied_and_the_version_records_them_with_their_reasons():
+    # Given memory and a day of activity
+    w = _seeded()
+    w.add("goal_set", part_id="planner", goal="plan the week")
+    edits = [
+        _edit("add", "/parts/planner/goals/-", {"goal": "plan the week"}, reason="goal_set at 00:01"),
+        _edit("replace", "/parts/planner/recency_score", 1.0, reason="active today"),
+    ]
+    # When the summarizer answers with edits
+    out = w.run(Scripted(edits))
+    # Then they are applied, as one version, and only what they touched changed
+    head = w.store.head(w.user).document
+    assert (out.status, out.version, out.edits_applied, out.edits_refused) == (RunStatus.WRITTEN, 2, 2, 0)
+    assert head["parts"]["planner"]["goals"] == [{"goal": "plan the week"}]
+    assert head["parts"]["critic"] == w.store.at(w.user, 1).document["parts"]["critic"]
+    # And the stored patch is what was applied (plus the author), nothing else
+    entry = w.store.history(w.user, limit=1)[0]
+    assert sorted(op["path"] for op in entry.patch) == [
+        "/last_updated_by",
+        "/parts/planner/goals/0",
+        "/parts/planner/recency_score",
+    ]
+    # And the provenance names the mode, the model, each edit and its reason
+    assert entry.provenance is not None
+    assert entry.provenance["mode"] == "edit" and entry.provenance["model"] == "scripted"
+    assert entry.provenance["edits"] == [
+        {"op": "add", "path": "/parts/planner/goals/-", "reason": "goal_set at 00:01"},
+        {"op": "replace", "path": "/parts/planner/recency_score", "reason": "active today"},
+    ]
+    assert entry.provenance["refused"] == [] and entry.provenance["activity_cut"] == 0
+    assert (entry.provenance["prompt_tokens"], entry.provenance["completion_tokens"]) == (10, 5)
+    assert (out.tokens, out.prompt_tokens) == (15, 10)
+
+
+def test_bad_edits_go_back_with_the_errors_then_the_corrected_edits_are_written():
+    w = _seeded(summarizer_attempts=2)
+    w.add("session")
+    bad = [_edit("replace", "/parts/ghost/status", "x"), _edit("replace", "/parts/critic/recency_score", 7)]
+    good = [_edit("replace", "/parts/critic/status", "quiet")]
+    s = Scripted(bad, good)
+    out = w.run(s)
+    # Then the second call carried feedback naming both bad edits, and the corrected edits were written
+    feedback = s.calls[1]["feedback"]
+    assert (
+        "edit 1 (replace /parts/ghost/status)" in feedback
+        and "edit 2 (replace /parts/critic/recency_score)" in feedback
+    )
+    assert out.status is RunStatus.WRITTEN and w.store.head(w.user).document["parts"]["critic"]["status"] == "quiet"
+    # And both answers' tokens count
+    assert out.tokens == 30
+
+
+def test_bad_edits_twice_fail_the_record_and_write_nothing():
+    w = _seeded(summarizer_attempts=2)
+    w.add("session")
+    s = Scripted([_edit("add", "/nope", 1)], [_edit("replace", "/summary", 5)])
+    with pytest.raises(SummarizerError, match="invalid after 2 attempts") as info:
+        w.run(s)
+    assert "wrong shape" in (info.value.detail or "")
+    assert w.store.head(w.user).version == 1 and w.activity.summarized_version(2) is None
+
+
+def test_an_answer_the_summarizer_cannot_read_is_asked_again_and_still_counted():
+    w = _seeded(summarizer_attempts=2)
+    w.add("session")
+    unreadable = InvalidDocument("the model's output is not JSON (Expecting value at 0)")
+    unreadable.prompt_tokens, unreadable.completion_tokens = 100, 7
+    s = Scripted(unreadable, [_edit("replace", "/summary", "Calmer.")])
+    out = w.run(s)
+    assert "not JSON" in s.calls[1]["feedback"]
+    assert out.status is RunStatus.WRITTEN and out.tokens == 100 + 7 + 15 and out.prompt_tokens == 110
+
+
+def test_refused_edits_are_recorded_with_the_version_and_the_rest_is_applied():
+    w = _seeded()
+    w.add("session")
+    edits = [
+        _edit("remove", "/parts/critic", reason="not mentioned today"),
+        _edit("replace", "/safety_notes", "", reason="outdated"),
+        _edit("replace", "/summary", "Plans less.", reason="session"),
+    ]
+    out = w.run(Scripted(edits))
+    head = w.store.head(w.user).document
+    # Then the run did not fail: the summary changed, the part and the notes stayed
+    assert (out.status, out.edits_applied, out.edits_refused) == (RunStatus.WRITTEN, 1, 2)
+    assert head["summary"] == "Plans less." and "critic" in head["parts"] and head["safety_notes"]
+    # And the version says what was refused, and why
+    provenance = w.store.history(w.user, limit=1)[0].provenance
+    assert provenance is not None
+    assert [(r["op"], r["path"], r["reason"]) for r in provenance["refused"]] == [
+        ("remove", "/parts/critic", "not mentioned today"),
+        ("replace", "/safety_notes", "outdated"),
+    ]
+    assert "no forget request" in provenance["refused"][0]["why"]
+    assert provenance["edits"] == [{"op": "replace", "path": "/summary", "reason": "session"}]
+
+
+def test_a_forget_request_in_the_days_activity_lets_the_removal_apply():
+    w = _seeded()
+    w.add("forget_part", part_id="critic")
+    out = w.run(Scripted([_edit("remove", "/parts/critic", reason="asked to forget")]))
+    head = w.store.head(w.user).document
+    assert out.edits_refused == 0 and "critic" not in head["parts"]
+    assert head["triggers_and_goals"][0]["related_parts"] == []
+
+
+def test_when_every_edit_is_refused_no_version_is_written_but_the_activity_is_summarized():
+    w = _seeded()
+    w.add("session")
+    out = w.run(Scripted([_edit("remove", "/parts/planner")]))
+    assert (out.status, out.version, out.edits_refused) == (RunStatus.UNCHANGED, 1, 1)
+    assert w.activity.summarized_version(1) == 1
+
+
+def test_a_run_in_several_chunks_records_every_chunks_edits():
+    w = _seeded(max_activities_per_run=1)
+    w.add("session")
+    w.add("session")
+    s = Scripted([_edit("replace", "/summary", "one", reason="a")], [_edit("replace", "/summary", "two", reason="b")])
+    out = w.run(s)
+    provenance = w.store.history(w.user, limit=1)[0].provenance
+    assert out.edits_applied == 2 and provenance is not None and provenance["calls"] == 2
+    assert [e["reason"] for e in provenance["edits"]] == ["a", "b"]
+    assert w.store.head(w.user).document["summary"] == "two"
+
+
+def test_a_whole_document_answer_is_recorded_as_document_mode():
+    w = World(summary_mode="document")
+    w.add("session")
+    cut = SummaryResult(document={"summary": "whole"}, model="m", prompt_tokens=3, activity_cut=4)
+    assert w.run(Scripted(cut)).activity_cut == 4
+    provenance = w.store.history(w.user, limit=1)[0].provenance
+    assert provenance is not None and provenance["mode"] == "document" and provenance["model"] == "m"
+    assert "edits" not in provenance and provenance["activity_cut"] == 4 and provenance["prompt_tokens"] == 3
+    assert w.cfg.summary_mode == "document"
+
+
+def test_the_rule_based_summarizer_still_writes_whole_documents_offline():
+    w = World()  # edit mode is the default; the rules answer whole documents, as before
+    w.add("part_named", part_id="planner", name="Planner")
+    out = w.run()
+    provenance = w.store.history(w.user, limit=1)[0].provenance
+    assert out.status is RunStatus.WRITTEN and provenance is not None
+    assert provenance["mode"] == "document" and provenance["model"].startswith("rules")
+
+
+# -- the activity one prompt carries: identical lines once, then a token budget ------------------------
+
+
+def _act(kind: str, minute: int, **payload: Any) -> Activity:
+    return Activity(
+        user_id=uuid.uuid4(),
+        occurred_at=DAY.start + timedelta(minutes=minute),
+        kind=kind,
+        payload=payload,
+        source="s",
+        external_id=str(minute),
+    )
+
+
+def test_identical_activity_lines_are_carried_once():
+    acts = [_act("message", 1, text="hi"), _act("message", 1, text="hi"), _act("message", 2, text="hi")]
+    chosen = prompt_activity(acts, 10_000)
+    assert chosen.lines == [activity_line(acts[0]), activity_line(acts[2])]
+    assert (chosen.duplicates, chosen.cut) == (1, 0)
+
+
+def test_over_the_budget_the_oldest_lines_are_left_out_but_forget_requests_are_kept():
+    # Given 10 message lines of one size, a forget request among the oldest, and a budget with room
+    # for the forget request and 3 of the messages (tokens estimated as characters / 4)
+    acts = [_act("message", i, text="x" * 40) for i in range(10)]
+    acts.insert(1, _act("forget_part", 1, part_id="critic"))
+    size, forget = len(activity_line(acts[5])) + 1, len(activity_line(acts[1])) + 1
+    budget = -(-(forget + 3 * size) // 4)
+    chosen = prompt_activity(acts, max_tokens=budget)
+    # Then the forget request and the 3 newest messages are kept, oldest first, and 7 are cut
+    assert chosen.lines == [activity_line(acts[1])] + [activity_line(a) for a in acts[-3:]]
+    assert (chosen.cut, chosen.duplicates) == (7, 0)
+    assert sum(len(x) + 1 for x in chosen.lines) <= budget * 4
+
+
+def test_a_cut_line_counts_its_duplicates_as_cut_too():
+    old = _act("message", 1, text="y" * 200)
+    acts = [old, old, _act("message", 2, text="z")]
+    chosen = prompt_activity(acts, max_tokens=20)
+    assert chosen.lines == [activity_line(acts[2])] and (chosen.cut, chosen.duplicates) == (2, 0)

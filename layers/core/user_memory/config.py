@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT
 from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
 from user_memory.domain.model import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_MAX_DOCUMENT_BYTES
-from user_memory.domain.pipeline import PipelineConfig
+from user_memory.domain.pipeline import DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS, PipelineConfig
 from user_memory.errors import ConfigError, describe_validation_error
 
 
@@ -80,6 +80,14 @@ class WorkerSettings(MemorySettings):
     summarizer_attempts: int = Field(default=2, ge=1, le=10)
     max_activities_per_run: int = Field(default=500, ge=1, le=10_000)
     max_prompt_activity_chars: int = Field(default=24_000, ge=1_000)
+    # edit: the model answers with edits to the document (strict structured output), which are
+    # checked, refused one by one where the guardrail says so, and applied; document: the model
+    # answers with the whole updated document (the earlier behaviour).
+    summary_mode: Literal["edit", "document"] = "edit"
+    # Activity lines one prompt carries after identical lines are merged, in tokens estimated as
+    # characters / 4; beyond it the oldest lines are left out (forget requests are kept) and the
+    # version's provenance counts them. The default matches a full chunk (MAX_PROMPT_ACTIVITY_CHARS / 4).
+    max_prompt_activity_tokens: int = Field(default=DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS, ge=100)
 
     guardrail_max_removed_parts_share: float = Field(default=0.5, ge=0.0, le=1.0)
     guardrail_min_parts: int = Field(default=4, ge=1)
@@ -127,6 +135,7 @@ class WorkerSettings(MemorySettings):
             guardrail_min_parts=self.guardrail_min_parts,
             call_timeout=self.openai_timeout_seconds,
             call_tries=self.openai_max_retries + 1,
+            summary_mode=self.summary_mode,
         )
 
 

@@ -22,7 +22,14 @@ class PatchError(UserMemoryError, ValueError):
 
 
 class InvalidDocument(UserMemoryError, ValueError):
-    """A memory document does not validate against its schema."""
+    """A memory document does not validate against its schema.
+
+    Raised for a summarizer's answer that cannot be read, it may say what that answer cost
+    (`prompt_tokens`, `completion_tokens`), so the run still counts it.
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class DocumentTooLarge(InvalidDocument):
@@ -32,6 +39,17 @@ class DocumentTooLarge(InvalidDocument):
         super().__init__(f"document is {size:,} bytes, over the limit of {limit:,} bytes")
         self.size = size
         self.limit = limit
+
+
+class InvalidEdits(InvalidDocument):
+    """A model's edits do not apply: paths that do not exist, values of the wrong shape, or a
+    document that no longer validates after them. `errors` names each (edit number, op, path:
+    why); like any InvalidDocument the text can quote document keys, so logs withhold it."""
+
+    def __init__(self, errors: list[str], total: int | None = None) -> None:
+        counted = f"{len(errors)} of {total} edits are invalid" if total else f"{len(errors)} problem(s) with the edits"
+        super().__init__(f"{counted}: " + "; ".join(errors))
+        self.errors = list(errors)
 
 
 class VersionConflict(UserMemoryError):

@@ -59,15 +59,25 @@ class _Tally:
     def __init__(self) -> None:
         self.statuses: Counter[str] = Counter()
         self.tokens = 0
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
         self.activities = 0
         self.deferred = 0
         self.recorded = 0
+        self.edits_applied = 0
+        self.edits_refused = 0
+        self.activity_cut = 0
 
     def add(self, outcome: RunOutcome) -> None:
         self.statuses[outcome.status.value] += 1
         self.tokens += outcome.tokens
+        self.prompt_tokens += outcome.prompt_tokens
+        self.cached_tokens += outcome.cached_tokens
         self.activities += outcome.activities
         self.deferred += outcome.deferred
+        self.edits_applied += outcome.edits_applied
+        self.edits_refused += outcome.edits_refused
+        self.activity_cut += outcome.activity_cut
 
 
 def refresh_users(
@@ -122,6 +132,10 @@ def refresh_users(
             activities=outcome.activities,
             ops=outcome.ops,
             tokens=outcome.tokens,
+            prompt_tokens=outcome.prompt_tokens,
+            edits_applied=outcome.edits_applied,
+            edits_refused=outcome.edits_refused,
+            activity_cut=outcome.activity_cut,
             rebased=outcome.rebased,
             seconds=round(outcome.seconds, 4),
         )
@@ -163,7 +177,12 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         activities_recorded=tally.recorded,
         activities_summarized=tally.activities,
         activities_deferred=tally.deferred,
+        activities_cut=tally.activity_cut,
         tokens=tally.tokens,
+        prompt_tokens=tally.prompt_tokens,
+        cached_prompt_tokens=tally.cached_tokens,
+        edits_applied=tally.edits_applied,
+        edits_refused=tally.edits_refused,
     )
     for status, n in tally.statuses.items():
         metrics.add_metric(name=f"Users_{status}", unit=MetricUnit.Count, value=n)
@@ -171,8 +190,17 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         metrics.add_metric(name="ActivitiesRecorded", unit=MetricUnit.Count, value=tally.recorded)
     if tally.deferred:
         metrics.add_metric(name="ActivitiesDeferred", unit=MetricUnit.Count, value=tally.deferred)
-    if tally.tokens:
-        metrics.add_metric(name="LLMTokens", unit=MetricUnit.Count, value=tally.tokens)
+    counts = {
+        "LLMTokens": tally.tokens,
+        "LLMPromptTokens": tally.prompt_tokens,
+        "LLMCachedPromptTokens": tally.cached_tokens,
+        "EditsApplied": tally.edits_applied,
+        "EditsRefused": tally.edits_refused,
+        "ActivitiesCut": tally.activity_cut,
+    }
+    for name, value in counts.items():
+        if value:
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
     return response
 
 

@@ -26,6 +26,7 @@ class _Row:
     created_at: datetime
     source: str | None
     key: str | None
+    provenance: str | None = None
 
 
 @dataclass
@@ -101,6 +102,7 @@ class InMemoryRecorder:
                 source=r.source,
                 created_at=r.created_at,
                 is_checkpoint=r.checkpoint is not None,
+                provenance=json.loads(r.provenance) if r.provenance is not None else None,
             )
             for r in picked
         ]
@@ -129,6 +131,7 @@ class InMemoryRecorder:
                     created_at=now,
                     source=new.source,
                     key=new.idempotency_key,
+                    provenance=json.dumps(new.provenance) if new.provenance is not None else None,
                 )
             )
             user.head = new.document_json

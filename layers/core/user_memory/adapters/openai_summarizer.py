@@ -1,8 +1,24 @@
 """OpenAI (or any OpenAI-compatible endpoint) summarizer with structured outputs.
 
+Two modes (SUMMARY_MODE):
+
+- edit (default): the model answers with a list of edits to the current document (strict
+  structured output `memory_edits`: op, path, value as JSON text, one-line reason); the pipeline
+  checks, applies and validates them (domain/edits.py). The completion is the size of the change,
+  not of the document, and a part the model did not mention cannot be dropped by omission.
+- document: the model answers with the whole updated document (`user_memory`).
+
 Strict structured outputs allow no free-form dict keys and require every field, so the model
 sees `parts` as a list of objects with an `id`; we map to and from the stored shape
-(`parts` keyed by id) here.
+(`parts` keyed by id) here. Edit paths address a part by its id (/parts/<id>), which is the
+stored shape's own path.
+
+The prompt: the system message (instructions and the mode's rules, the same for every user and
+day, so an endpoint that caches prompt prefixes reuses it) comes first; then the user message
+with the document once, as compact JSON between a line `<memory>` and a line `</memory>`, and the
+activity between `<activity>` and `</activity>`, one line per activity (`activity_line`),
+identical lines once, at most `max_prompt_activity_tokens` of them (the oldest left out, and the
+prompt says how many). A retry's feedback comes last, so the rest is a prefix of the first try.
 """
 
 from __future__ import annotations
@@ -12,13 +28,21 @@ import time
 from datetime import datetime
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import openai
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from user_memory.domain.edits import parse_edits
 from user_memory.domain.model import Activity
-from user_memory.domain.pipeline import activity_line
+from user_memory.domain.pipeline import (
+    DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS,
+    PromptActivity,
+    SummaryMode,
+    activity_line,
+    prompt_activity,
+    tokens_for_chars,
+)
 from user_memory.domain.ports import SummaryResult
 from user_memory.errors import InvalidDocument, SummarizerUnavailable, describe_validation_error
 
@@ -62,6 +86,30 @@ class LLMUserState(BaseModel):
     safety_notes: str
 
 
+class _LLMEdit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    op: Literal["add", "replace", "remove"]
+    path: str
+    value_json: str
+    reason: str
+
+
+class LLMEdits(BaseModel):
+    """The edit-mode answer: edits to the document, applied in order."""
+
+    model_config = ConfigDict(extra="forbid")
+    edits: list[_LLMEdit]
+
+
+# The json_schema name each mode's response_format carries.
+RESPONSE_NAMES: dict[str, str] = {"edit": "memory_edits", "document": "user_memory"}
+_SYSTEM_PROMPTS = {"edit": "system_edit.txt", "document": "system.txt"}
+_TASKS = {
+    "edit": "Return the edits that bring the document up to date (an empty list when nothing should change).",
+    "document": "Return the complete updated document.",
+}
+
+
 def _strict(node: Any) -> Any:
     """Make a pydantic JSON schema acceptable to strict mode: closed objects, all fields required."""
     if isinstance(node, dict):
@@ -77,7 +125,20 @@ def _strict(node: Any) -> Any:
 
 @cache
 def response_schema() -> dict[str, Any]:
+    """The whole-document answer's schema (document mode)."""
     return _strict(LLMUserState.model_json_schema())
+
+
+@cache
+def edits_schema() -> dict[str, Any]:
+    """The edit-mode answer's schema."""
+    return _strict(LLMEdits.model_json_schema())
+
+
+def response_format(mode: SummaryMode) -> dict[str, Any]:
+    """The chat completion's response_format for a mode (strict structured output)."""
+    schema = edits_schema() if mode == "edit" else response_schema()
+    return {"type": "json_schema", "json_schema": {"name": RESPONSE_NAMES[mode], "strict": True, "schema": schema}}
 
 
 @cache
@@ -89,7 +150,9 @@ def to_llm_shape(document: dict[str, Any]) -> dict[str, Any]:
     """Stored document -> the list-of-parts shape the model reads and writes."""
     return {
         "summary": document.get("summary", ""),
-        "parts": [{"id": pid, **{"goals": [], **part}} for pid, part in document.get("parts", {}).items()],
+        "parts": [
+            {"id": pid, **part, "goals": part.get("goals", [])} for pid, part in document.get("parts", {}).items()
+        ],
         "triggers_and_goals": document.get("triggers_and_goals", []),
         "safety_notes": document.get("safety_notes", ""),
     }
@@ -135,8 +198,14 @@ class OpenAISummarizer:
         timeout: float = 25.0,
         max_retries: int = 1,
         sleep: Any = time.sleep,
+        mode: SummaryMode = "edit",
+        max_prompt_activity_tokens: int = DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS,
     ) -> None:
+        if mode not in RESPONSE_NAMES:
+            raise ValueError(f"mode must be one of {', '.join(RESPONSE_NAMES)}, got {mode!r}")
         self.client = client
+        self.mode: SummaryMode = mode
+        self.max_prompt_activity_tokens = max_prompt_activity_tokens
         self.model = model
         self.temperature = temperature
         self.timeout = timeout
@@ -159,6 +228,8 @@ class OpenAISummarizer:
             temperature=settings.openai_temperature,
             timeout=settings.openai_timeout_seconds,
             max_retries=settings.openai_max_retries,
+            mode=settings.summary_mode,
+            max_prompt_activity_tokens=settings.max_prompt_activity_tokens,
         )
 
     def messages(
@@ -168,6 +239,21 @@ class OpenAISummarizer:
         feedback: str | None = None,
         window: tuple[datetime, datetime] | None = None,
     ) -> list[dict[str, str]]:
+        """The chat messages for one call (see prompt)."""
+        return self.prompt(document, activities, feedback, window)[0]
+
+    def prompt(
+        self,
+        document: dict[str, Any],
+        activities: list[Activity],
+        feedback: str | None = None,
+        window: tuple[datetime, datetime] | None = None,
+    ) -> tuple[list[dict[str, str]], PromptActivity]:
+        """The chat messages for one call, and what the activity block merged and left out.
+
+        The system message is the mode's fixed instructions; the user message carries the
+        document once and the activity once, then the feedback of a retry.
+        """
         span = (
             f"{window[0].isoformat()} to {window[1].isoformat()}"
             if window
@@ -177,14 +263,20 @@ class OpenAISummarizer:
                 else "none"
             )
         )
+        lines = prompt_activity(activities, self.max_prompt_activity_tokens, render=_activity_line)
+        answer = "edits" if self.mode == "edit" else "answer"
         user = _prompt("user.txt").format(
             window=span,
             document=json.dumps(to_llm_shape(document), ensure_ascii=False, separators=(",", ":")),
-            count=len(activities),
-            activity="\n".join(_activity_line(a) for a in activities),
-            feedback=f"\nYour previous answer was invalid: {feedback}\n" if feedback else "",
+            count=len(lines.lines),
+            merged=f"; {lines.duplicates} repeated lines merged" if lines.duplicates else "",
+            activity="\n".join(lines.lines),
+            cut=f"{lines.cut} older activities were left out to fit the prompt's budget.\n" if lines.cut else "",
+            feedback=f"\nYour previous {answer} could not be used: {feedback}\n" if feedback else "",
+            task=_TASKS[self.mode],
         )
-        return [{"role": "system", "content": _prompt("system.txt")}, {"role": "user", "content": user}]
+        system = _prompt(_SYSTEM_PROMPTS[self.mode])
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}], lines
 
     def summarize(
         self,
@@ -194,30 +286,49 @@ class OpenAISummarizer:
         feedback: str | None = None,
         timeout: float | None = None,
     ) -> SummaryResult:
-        response = self._complete(self.messages(document, activities, feedback), timeout)
+        messages, lines = self.prompt(document, activities, feedback)
+        response = self._complete(messages, timeout)
         usage = getattr(response, "usage", None)
         prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
+        if not prompt_tokens:  # an endpoint that reports no usage: the estimate
+            prompt_tokens = tokens_for_chars(sum(len(m["content"]) for m in messages))
         completion_tokens = getattr(usage, "completion_tokens", 0) or 0
-        if not response.choices:
-            raise InvalidDocument("the model returned no choices")
-        message = response.choices[0].message
-        if getattr(message, "refusal", None):
-            raise InvalidDocument("the model refused to answer")
+        cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0) or 0
         try:
-            data = json.loads(message.content or "")
-        except json.JSONDecodeError as err:
-            raise InvalidDocument(f"the model's output is not JSON ({err.msg} at {err.pos})") from err
-        try:
-            next_document = from_llm_shape(data, document, self.model)
-        except ValidationError as err:
-            raise InvalidDocument(
-                f"the model's output does not match the schema: {describe_validation_error(err)}"
-            ) from err
+            data = _answer(response)
+            if self.mode == "edit":
+                try:
+                    parsed = LLMEdits.model_validate(data)
+                except ValidationError as err:
+                    raise InvalidDocument(
+                        f"the model's output does not match the schema: {describe_validation_error(err)}"
+                    ) from err
+                return SummaryResult(
+                    edits=parse_edits(e.model_dump() for e in parsed.edits),
+                    model=self.model,
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                    cached_prompt_tokens=cached,
+                    activity_cut=lines.cut,
+                    activity_duplicates=lines.duplicates,
+                )
+            try:
+                next_document = from_llm_shape(data, document, self.model)
+            except ValidationError as err:
+                raise InvalidDocument(
+                    f"the model's output does not match the schema: {describe_validation_error(err)}"
+                ) from err
+        except InvalidDocument as err:  # the pipeline asks again; this answer was paid for all the same
+            err.prompt_tokens, err.completion_tokens = prompt_tokens, completion_tokens
+            raise
         return SummaryResult(
             document=next_document,
             model=self.model,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
+            cached_prompt_tokens=cached,
+            activity_cut=lines.cut,
+            activity_duplicates=lines.duplicates,
         )
 
     def _complete(self, messages: list[dict[str, str]], timeout: float | None) -> Any:
@@ -232,10 +343,7 @@ class OpenAISummarizer:
                     model=self.model,
                     temperature=self.temperature,
                     messages=messages,
-                    response_format={
-                        "type": "json_schema",
-                        "json_schema": {"name": "user_memory", "strict": True, "schema": response_schema()},
-                    },
+                    response_format=response_format(self.mode),
                 )
             except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as err:
                 failure = _unavailable(err, per_try)
@@ -247,6 +355,19 @@ class OpenAISummarizer:
             except openai.APIStatusError as err:
                 raise _unavailable(err, per_try) from err
         raise SummarizerUnavailable("no try of the LLM call was made")  # pragma: no cover - max_retries >= 0
+
+
+def _answer(response: Any) -> Any:
+    """The JSON the model answered; InvalidDocument when there is none."""
+    if not response.choices:
+        raise InvalidDocument("the model returned no choices")
+    message = response.choices[0].message
+    if getattr(message, "refusal", None):
+        raise InvalidDocument("the model refused to answer")
+    try:
+        return json.loads(message.content or "")
+    except json.JSONDecodeError as err:
+        raise InvalidDocument(f"the model's output is not JSON ({err.msg} at {err.pos})") from err
 
 
 def _unavailable(err: Exception, per_try: float) -> SummarizerUnavailable:

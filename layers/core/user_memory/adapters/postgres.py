@@ -2,7 +2,7 @@
 
 SQL only: no diffing, no policy. Every statement runs on a connection from one pool through
 `connection()`, the single place where driver errors become this library's errors.
-Writes are one statement each (`user_memory_append`, migrations/004-006), so a write is one
+Writes are one statement each (`user_memory_append`, migrations/004-006 and 010), so a write is one
 round trip and one transaction.
 """
 
@@ -157,7 +157,7 @@ SELECT version, patch, CASE WHEN is_full_snapshot THEN full_snapshot_content END
  ORDER BY version
 """
 
-_APPEND = "SELECT status, version, created_at FROM user_memory_append(%s, %s, %s, %s, %s::jsonb, %s, %s, %s)"
+_APPEND = "SELECT status, version, created_at FROM user_memory_append(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s)"
 
 _RECORDED = "SELECT version FROM user_memory_snapshots WHERE user_id = %s AND idempotency_key = %s"
 
@@ -193,13 +193,16 @@ class PostgresRecorder(_Database):
     def read_history(self, user_id: uuid.UUID, *, limit: int, before_version: int | None) -> list[HistoryEntry]:
         with self.connection() as conn:
             rows = conn.execute(
-                """SELECT version, patch, source_description, created_at, is_full_snapshot
+                """SELECT version, patch, source_description, created_at, is_full_snapshot, provenance
                      FROM user_memory_snapshots
                     WHERE user_id = %s AND (%s::int IS NULL OR version < %s::int)
                     ORDER BY version DESC LIMIT %s""",
                 (user_id, before_version, before_version, limit),
             ).fetchall()
-        return [HistoryEntry(version=r[0], patch=r[1], source=r[2], created_at=r[3], is_checkpoint=r[4]) for r in rows]
+        return [
+            HistoryEntry(version=r[0], patch=r[1], source=r[2], created_at=r[3], is_checkpoint=r[4], provenance=r[5])
+            for r in rows
+        ]
 
     def insert(self, new: NewVersion) -> InsertOutcome:
         params = (
@@ -211,6 +214,7 @@ class PostgresRecorder(_Database):
             new.source,
             new.idempotency_key,
             list(new.activity_ids) if new.activity_ids else None,
+            Jsonb(new.provenance) if new.provenance is not None else None,
         )
         with self.connection() as conn:
             try:

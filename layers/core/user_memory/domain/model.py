@@ -19,6 +19,8 @@ Patch = list[dict[str, Any]]
 DEFAULT_CHECKPOINT_INTERVAL = 50
 DEFAULT_MAX_DOCUMENT_BYTES = 256 * 1024
 MAX_WINDOW = timedelta(days=31)
+# Activity kinds through which a user explicitly asks to forget; they let an update remove memory.
+FORGET_KINDS = frozenset({"forget_part", "forget_request", "memory_reset"})
 
 
 def parse_user_id(value: object) -> uuid.UUID:
@@ -105,13 +107,19 @@ def empty_version() -> MemoryVersion:
 
 @dataclass(frozen=True, kw_only=True)
 class HistoryEntry:
-    """One row of a user's history, newest first."""
+    """One row of a user's history, newest first.
+
+    `provenance` is what produced the version, when its writer recorded it (the daily summary:
+    mode, model, the edits with their reasons, the refused ones, the activity left out); None
+    for other writers.
+    """
 
     version: int
     patch: Patch
     source: str | None
     created_at: datetime
     is_checkpoint: bool
+    provenance: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,6 +5,12 @@ arrivals and a failed run's leftovers are included), in chunks that fit the prom
 writes one version that marks every activity it summarized. Activity that does not fit the
 invocation's time stays unsummarized, is logged and counted, and is found by the next run.
 
+The summarizer answers with the whole next document, or (edit mode) with edits to the current
+one: those are checked, refused one by one where the guardrail says so, applied and validated
+(domain/edits.py). Either way a bad answer goes back to the summarizer with the error, at most
+`attempts` times in all. The version records its provenance: mode, model, the edits and their
+reasons, the refused ones and why, the activity the prompt left out, the tokens.
+
 Round trips per user on the happy path: head + run key (1), the activity (1), the write (1).
 """
 
@@ -13,10 +19,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from user_memory.domain.document import validate_document
+from user_memory.domain.edits import MemoryEdit, RefusedEdit, apply_edits
+from user_memory.domain.model import FORGET_KINDS as FORGET_KINDS  # defined there; re-exported as before
 from user_memory.domain.model import Activity, Document, RunStatus, Window, WriteStatus
 from user_memory.domain.patching import apply_patch, copy_json, make_patch
 from user_memory.domain.ports import ActivityReader, Summarizer, SummaryResult
@@ -31,9 +41,12 @@ from user_memory.errors import (
     VersionConflict,
 )
 
-# Activity kinds through which a user explicitly asks to forget; they let an update remove memory.
-FORGET_KINDS = frozenset({"forget_part", "forget_request", "memory_reset"})
 MAX_REBASES = 3
+# The activity one prompt carries, in tokens (estimated as characters / 4): the default of
+# MAX_PROMPT_ACTIVITY_TOKENS, the same as the default chunk (MAX_PROMPT_ACTIVITY_CHARS / 4).
+DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS = 6_000
+CHARS_PER_TOKEN = 4
+SummaryMode = Literal["edit", "document"]
 # The shortest summarizer call worth starting; below it the record is deferred to a retry.
 MIN_CALL_SECONDS = 5.0
 
@@ -51,6 +64,9 @@ class PipelineConfig:
     guardrail_min_parts: int
     call_timeout: float
     call_tries: int
+    # What the summarizer is asked for (the OpenAI summarizer is built with the same setting);
+    # each answer says what it is (SummaryResult.edits), and the version's provenance records it.
+    summary_mode: SummaryMode = "edit"
 
     @property
     def call_budget(self) -> float:
@@ -100,6 +116,11 @@ class RunOutcome:
     deferred: int = 0  # activity left unsummarized for the next run (time ran out)
     ops: int = 0
     tokens: int = 0
+    prompt_tokens: int = 0  # of `tokens`: what the prompts cost (every call of the run)
+    cached_tokens: int = 0  # of `prompt_tokens`: served from the endpoint's prompt cache
+    edits_applied: int = 0
+    edits_refused: int = 0
+    activity_cut: int = 0  # activities the prompts left out to fit their budget (still marked summarized)
     seconds: float = 0.0
     rebased: int = 0
 
@@ -131,6 +152,52 @@ def activity_chars(a: Activity) -> int:
     return len(activity_line(a)) + 1
 
 
+@dataclass(frozen=True)
+class PromptActivity:
+    """The activity lines one prompt carries, and what was merged or left out to get there."""
+
+    lines: list[str]
+    duplicates: int = 0  # activities whose line was identical to one kept: carried once
+    cut: int = 0  # activities left out to fit the budget (their duplicates included)
+
+
+def tokens_for_chars(chars: int) -> int:
+    """Tokens of a text of `chars` characters, estimated as ceil(chars / 4) (no tokenizer needed)."""
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+def prompt_activity(
+    activities: Sequence[Activity], max_tokens: int, *, render: Callable[[Activity], str] = activity_line
+) -> PromptActivity:
+    """The lines of `activities` a prompt carries: identical lines once, then at most `max_tokens`
+    (estimated) of them, newline included.
+
+    When the lines do not fit, forget requests (FORGET_KINDS) are kept first, then the newest
+    lines that fit; the oldest are left out. The kept lines stay in their order (oldest first).
+    """
+    counts: Counter[str] = Counter()
+    unique: list[tuple[Activity, str]] = []
+    for a in activities:
+        line = render(a)
+        if line not in counts:
+            unique.append((a, line))
+        counts[line] += 1
+    budget = max(0, max_tokens) * CHARS_PER_TOKEN
+    keep: set[int] = {i for i, (a, _) in enumerate(unique) if a.kind in FORGET_KINDS}
+    used = sum(len(unique[i][1]) + 1 for i in keep)
+    for i in range(len(unique) - 1, -1, -1):
+        if i in keep:
+            continue
+        size = len(unique[i][1]) + 1
+        if used + size > budget:
+            break
+        keep.add(i)
+        used += size
+    lines = [line for i, (_, line) in enumerate(unique) if i in keep]
+    duplicates = sum(counts[line] - 1 for line in lines)
+    return PromptActivity(lines=lines, duplicates=duplicates, cut=len(activities) - len(lines) - duplicates)
+
+
 def prompt_chunks(activities: list[Activity], max_chars: int) -> Iterator[list[Activity]]:
     """Consecutive chunks whose prompt size stays within `max_chars` (an oversized item goes alone)."""
     chunk: list[Activity] = []
@@ -146,20 +213,70 @@ def prompt_chunks(activities: list[Activity], max_chars: int) -> Iterator[list[A
         yield chunk
 
 
+@dataclass(frozen=True, kw_only=True)
+class Summarized:
+    """A summarizer's valid answer for one chunk: the next document, and what it took."""
+
+    document: Document
+    result: SummaryResult  # the answer that validated
+    calls: int = 1
+    tokens: int = 0  # every call's, the invalid answers' included
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    applied: tuple[MemoryEdit, ...] = ()
+    refused: tuple[RefusedEdit, ...] = ()
+
+
+def _next_document(
+    result: SummaryResult, document: Document, activities: list[Activity], cfg: PipelineConfig
+) -> tuple[Document, tuple[MemoryEdit, ...], tuple[RefusedEdit, ...]]:
+    if result.edits is None:
+        return validate_document(result.document, cfg.schema, max_bytes=cfg.max_document_bytes), (), ()
+    edited = apply_edits(
+        document, result.edits, activities, schema=cfg.schema, max_bytes=cfg.max_document_bytes, author=result.model
+    )
+    return edited.document, edited.applied, edited.refused
+
+
 def summarize_valid(
     summarizer: Summarizer, document: Document, activities: list[Activity], cfg: PipelineConfig, deadline: Deadline
-) -> tuple[Document, SummaryResult, int]:
-    """Ask the summarizer until its output validates, at most cfg.attempts times."""
+) -> Summarized:
+    """Ask the summarizer until its answer validates, at most cfg.attempts times.
+
+    An answer that does not validate (a document that fails the schema; edits whose path does not
+    exist or whose value has the wrong shape; output that does not parse) goes back with the
+    error as feedback. Refused edits are not errors: the rest of the edits apply.
+    """
     feedback: str | None = None
-    tokens = 0
+    tokens = prompt_tokens = cached = calls = 0
     for _ in range(cfg.attempts):
         timeout = deadline.call_timeout(cfg)
-        result = summarizer.summarize(document, activities, feedback=feedback, timeout=timeout)
-        tokens += result.total_tokens
+        calls += 1
         try:
-            return validate_document(result.document, cfg.schema, max_bytes=cfg.max_document_bytes), result, tokens
+            result = summarizer.summarize(document, activities, feedback=feedback, timeout=timeout)
+        except InvalidDocument as err:  # an answer the adapter could not read; it may say what it cost
+            tokens += err.prompt_tokens + err.completion_tokens
+            prompt_tokens += err.prompt_tokens
+            feedback = str(err)
+            continue
+        tokens += result.total_tokens
+        prompt_tokens += result.prompt_tokens
+        cached += result.cached_prompt_tokens
+        try:
+            next_document, applied, refused = _next_document(result, document, activities, cfg)
         except InvalidDocument as err:
             feedback = str(err)
+            continue
+        return Summarized(
+            document=next_document,
+            result=result,
+            calls=calls,
+            tokens=tokens,
+            prompt_tokens=prompt_tokens,
+            cached_tokens=cached,
+            applied=applied,
+            refused=refused,
+        )
     raise SummarizerError(f"summarizer output invalid after {cfg.attempts} attempts", detail=feedback)
 
 
@@ -177,7 +294,63 @@ class _Draft:
     included: list[Activity]
     model: str = ""
     tokens: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    calls: int = 0
     deferred: int = 0
+    edit_mode: bool = False
+    applied: list[MemoryEdit] = field(default_factory=list)
+    refused: list[RefusedEdit] = field(default_factory=list)
+    activity_cut: int = 0
+    activity_duplicates: int = 0
+
+    def add(self, chunk: list[Activity], summarized: Summarized) -> None:
+        result = summarized.result
+        self.document = summarized.document
+        self.included.extend(chunk)
+        self.model = result.model
+        self.tokens += summarized.tokens
+        self.prompt_tokens += summarized.prompt_tokens
+        self.completion_tokens += summarized.tokens - summarized.prompt_tokens
+        self.cached_tokens += summarized.cached_tokens
+        self.calls += summarized.calls
+        self.edit_mode = self.edit_mode or result.edits is not None
+        self.applied.extend(summarized.applied)
+        self.refused.extend(summarized.refused)
+        self.activity_cut += result.activity_cut
+        self.activity_duplicates += result.activity_duplicates
+
+    def provenance(self) -> dict[str, Any]:
+        """What produced the version, stored with it."""
+        record: dict[str, Any] = {"mode": "edit" if self.edit_mode else "document", "model": self.model}
+        if self.edit_mode:
+            record["edits"] = [e.describe() for e in self.applied]
+            record["refused"] = [r.describe() for r in self.refused]
+        record.update(
+            activities=len(self.included),
+            activity_cut=self.activity_cut,
+            activity_duplicates=self.activity_duplicates,
+            calls=self.calls,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+        )
+        if self.cached_tokens:
+            record["cached_prompt_tokens"] = self.cached_tokens
+        return record
+
+    def counts(self) -> dict[str, int]:
+        """The outcome's counts."""
+        return {
+            "activities": len(self.included),
+            "deferred": self.deferred,
+            "tokens": self.tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "edits_applied": len(self.applied),
+            "edits_refused": len(self.refused),
+            "activity_cut": self.activity_cut,
+        }
 
 
 def _summarize_all(
@@ -200,11 +373,7 @@ def _summarize_all(
                 # Keep what is summarized; the rest stays unsummarized for the next run.
                 draft.deferred = len(batch) - done
                 return draft
-            document, result, tokens = summarize_valid(summarizer, draft.document, chunk, cfg, deadline)
-            draft.document = document
-            draft.included.extend(chunk)
-            draft.model = result.model
-            draft.tokens += tokens
+            draft.add(chunk, summarize_valid(summarizer, draft.document, chunk, cfg, deadline))
             done += len(chunk)
         if len(batch) < cfg.max_activities:
             return draft
@@ -232,8 +401,11 @@ def refresh_user(
     """
     started = time.perf_counter()
     rebased = 0
+    spent: Counter[str] = Counter()  # tokens of drafts thrown away when the run started over
 
     def outcome(status: RunStatus, version: int, **fields: int) -> RunOutcome:
+        for name in ("tokens", "prompt_tokens", "cached_tokens"):
+            fields[name] = fields.get(name, 0) + spent[name]
         return RunOutcome(
             user_id=user_id,
             status=status,
@@ -249,7 +421,10 @@ def refresh_user(
         if rebased > MAX_REBASES:
             raise VersionConflict(user_id, head.version, store.head(user_id).version)
 
+    draft: _Draft | None = None
     while True:
+        if draft is not None:  # starting over: what the thrown-away draft cost still counts
+            spent.update({k: v for k, v in draft.counts().items() if k in ("tokens", "prompt_tokens", "cached_tokens")})
         head, recorded = store.head_for_run(user_id, run_key)
         if recorded is not None:
             return outcome(RunStatus.ALREADY_DONE, recorded)
@@ -269,6 +444,7 @@ def refresh_user(
                     idempotency_key=run_key,
                     base=head,
                     activity_ids=ids,
+                    provenance=draft.provenance(),
                 )
             except ActivityChanged:
                 again()
@@ -292,12 +468,7 @@ def refresh_user(
                     break  # our change does not apply to theirs: summarize again from theirs
                 head = newer
                 continue
-            fields = {
-                "activities": len(draft.included),
-                "deferred": draft.deferred,
-                "ops": len(written.patch),
-                "tokens": draft.tokens,
-            }
+            fields = {**draft.counts(), "ops": len(written.patch)}
             if written.status is WriteStatus.UNCHANGED:
                 store.mark_summarized(user_id, written.version, ids)
                 return outcome(RunStatus.UNCHANGED, written.version, **fields)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from user_memory.domain.edits import MemoryEdit
 from user_memory.domain.model import Activity, Document, HistoryEntry, MemoryVersion, Patch, Window
 
 
@@ -39,6 +40,7 @@ class NewVersion:
     source: str
     idempotency_key: str | None = None
     activity_ids: Sequence[int] | None = None
+    provenance: dict[str, Any] | None = None  # what produced the version (a summary run), stored with it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,12 +118,26 @@ class MessageSender(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class SummaryResult:
-    """The proposed next document (not yet validated) and what producing it cost."""
+    """What the summarizer proposes (not yet validated) and what producing it cost.
 
-    document: Document
+    Whole-document mode: `edits` is None and `document` is the proposed next document. Edit
+    mode: `edits` is the list of changes to the document the summarizer was given (the pipeline
+    checks, applies and validates them; `document` is then not used).
+
+    `activity_cut` is how many activities the summarizer left out of its prompt to fit its
+    budget, `activity_duplicates` how many it merged into an identical line; both are recorded
+    with the version. `cached_prompt_tokens` is the part of `prompt_tokens` the endpoint served
+    from its prompt cache, when it says.
+    """
+
+    document: Document = field(default_factory=dict)
     model: str
+    edits: tuple[MemoryEdit, ...] | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    activity_cut: int = 0
+    activity_duplicates: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -129,7 +145,8 @@ class SummaryResult:
 
 
 class Summarizer(Protocol):
-    """Turns the current memory document and new activity into the next document."""
+    """Turns the current memory document and new activity into the next document, or into the
+    edits that make it (SummaryResult.edits)."""
 
     name: str
 
@@ -141,7 +158,7 @@ class Summarizer(Protocol):
         feedback: str | None = None,
         timeout: float | None = None,
     ) -> SummaryResult:
-        """Propose the next document; `document` must not be modified.
+        """Propose the next document or the edits to it; `document` must not be modified.
 
         Args:
             feedback: why the previous proposal was invalid, for a retry.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from typing import Any
 
 from user_memory.domain.document import encode
 from user_memory.domain.model import (
@@ -140,6 +141,7 @@ class MemoryStore:
         idempotency_key: str | None = None,
         base: MemoryVersion | None = None,
         activity_ids: Sequence[int] | None = None,
+        provenance: dict[str, Any] | None = None,
     ) -> AppendResult:
         """Write `document` as the next version, atomically.
 
@@ -149,6 +151,9 @@ class MemoryStore:
         saves a round trip; the recorder still checks that it is current. `activity_ids` are
         marked as summarized by the new version in the same transaction; ActivityChanged when
         any of them was summarized by another run or erased meanwhile (nothing is written).
+        `provenance` (a JSON object: what produced the version) is stored with the version row
+        and comes back in `history`; only the service records it (an end user's append with
+        provenance is refused by the database).
         """
         if not isinstance(document, dict):
             raise InvalidDocument(f"a memory document must be a JSON object, got {type(document).__name__}")
@@ -160,6 +165,7 @@ class MemoryStore:
             idempotency_key,
             base,
             activity_ids,
+            provenance,
         )
 
     def append_patch(
@@ -210,7 +216,10 @@ class MemoryStore:
         key: str | None,
         base: MemoryVersion | None = None,
         activity_ids: Sequence[int] | None = None,
+        provenance: dict[str, Any] | None = None,
     ) -> AppendResult:
+        if provenance is not None and not isinstance(provenance, dict):
+            raise ValueError("provenance must be a JSON object or None")
         if not isinstance(expected_version, int) or isinstance(expected_version, bool) or expected_version < 0:
             raise ValueError("expected_version must be a non-negative integer")
         # The diff is computed against the head read here (or handed in by the caller); the
@@ -245,6 +254,7 @@ class MemoryStore:
                 source=source,
                 idempotency_key=key,
                 activity_ids=activity_ids,
+                provenance=provenance,
             )
         )
         if outcome.status == "idempotent":
