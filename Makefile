@@ -35,7 +35,7 @@ migrate: $(STAMP)
 
 .PHONY: sim
 sim: $(STAMP)  ## 200 users x 30 days, a scripted model with a bad day, both summary modes; bench/results/sim_30_days.txt
-	$(BIN)/pip install --quiet 'bpe-openai==0.1.4' || echo "make sim: bpe-openai not installed; tokens are estimated (4 characters each)" >&2
+	$(BIN)/pip install --quiet -e '.[dev,bench]' || echo "make sim: the bench extra (bpe-openai) is not installed; tokens are estimated (4 characters each)" >&2
 	$(BIN)/python bench/sim_30_days.py $(ARGS)
 
 .PHONY: openapi

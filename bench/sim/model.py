@@ -1,0 +1,538 @@
+"""A scripted OpenAI-compatible model with a bad day, served locally for the real `openai` client.
+
+For each chat completion request it reads the current memory and the new activity from the user
+message (between `<memory>`/`</memory>` and `<activity>`/`</activity>` lines; the older prompt,
+"Current memory document:" / "New activity (...):", is read too), computes the correct update,
+then misbehaves with seeded probabilities per call:
+
+document mode (the whole document back)
+    omit_section     empties the triggers or the safety notes, or leaves the triggers key out
+    drop_part        leaves out a part the activity did not mention
+    rename_part      gives a part the activity did not mention another id
+    invent_deletion  deletes a trigger or a goal nobody asked to delete
+    forget_fact      does not add one fact of today's activity
+edit mode (`response_format.json_schema.name == "memory_edits"`: edits back)
+    remove_part      proposes removing a part nobody asked to forget
+    clear_safety     proposes clearing the safety notes
+    bad_path         sends one of today's edits to a path that does not exist
+    forget_fact      does not add one fact of today's activity
+
+A call that carries feedback on a previous answer (a retry) misbehaves at `retry_factor` times
+the rates, so the retry is right most of the time. The random draws are keyed by the request's
+content and how often that content was seen, so a run is reproducible whatever the timing.
+`usage` is counted with `tokens.Tokenizer` (a real tokenizer when installed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .tokens import Tokenizer
+
+EDIT_SCHEMA_NAME = "memory_edits"
+CHATTER = ("session", "message", "insight_interaction")
+MODEL = "sim-scripted-1"
+
+
+@dataclass
+class Rates:
+    """Probability per call of each misbehaviour (independent draws; several may happen at once)."""
+
+    omit_section: float = 0.03
+    drop_part: float = 0.03
+    rename_part: float = 0.02
+    invent_deletion: float = 0.03
+    remove_part: float = 0.03
+    clear_safety: float = 0.03
+    bad_path: float = 0.06
+    forget_fact: float = 0.03
+    retry_factor: float = 0.2
+
+    DOCUMENT = ("omit_section", "drop_part", "rename_part", "invent_deletion", "forget_fact")
+    EDIT = ("remove_part", "clear_safety", "bad_path", "forget_fact")
+
+    @classmethod
+    def none(cls) -> Rates:
+        return cls(**{k: 0.0 for k in (*cls.DOCUMENT, *cls.EDIT)})
+
+    def describe(self, mode: str) -> str:
+        kinds = self.DOCUMENT if mode == "document" else self.EDIT
+        return ", ".join(f"{k} {getattr(self, k):.0%}" for k in kinds) + f"; retries x{self.retry_factor:g}"
+
+
+@dataclass
+class State:
+    """The memory in the model's working form: parts keyed by id, in order."""
+
+    summary: str
+    parts: dict[str, dict[str, Any]]
+    triggers: list[dict[str, Any]]
+    safety_notes: str
+    parts_as_list: bool = True
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> State:
+        raw = data.get("parts") or []
+        as_list = isinstance(raw, list)
+        items = [(str(p.get("id")), p) for p in raw] if as_list else list(raw.items())
+        parts = {
+            pid: {
+                "name": str(p.get("name", pid)),
+                "status": str(p.get("status", "active")),
+                "recency_score": float(p.get("recency_score", 0.0)),
+                "influence_score": float(p.get("influence_score", 0.0)),
+                "goals": [{"goal": str(g.get("goal"))} for g in p.get("goals") or []],
+            }
+            for pid, p in items
+        }
+        triggers = [
+            {
+                "trigger": str(t.get("trigger")),
+                "desired_outcome": str(t.get("desired_outcome", "")),
+                "related_parts": [str(x) for x in t.get("related_parts") or []],
+            }
+            for t in data.get("triggers_and_goals") or []
+        ]
+        return cls(str(data.get("summary", "")), parts, triggers, str(data.get("safety_notes", "")), as_list)
+
+    def copy(self) -> State:
+        return State.parse(self.llm_shape())
+
+    def llm_shape(self) -> dict[str, Any]:
+        parts: Any = (
+            [{"id": pid, **p} for pid, p in self.parts.items()] if self.parts_as_list else dict(self.parts.items())
+        )
+        return {
+            "summary": self.summary,
+            "parts": parts,
+            "triggers_and_goals": self.triggers,
+            "safety_notes": self.safety_notes,
+        }
+
+
+def _edit(op: str, path: str, value: Any, reason: str, fact: bool = False) -> dict[str, Any]:
+    edit = {"op": op, "path": path, "value_json": "" if op == "remove" else json.dumps(value), "reason": reason}
+    if fact:
+        edit["_fact"] = True  # carries a fact of today's activity (stripped before sending)
+    return edit
+
+
+def apply_activity(
+    before: State, activity: list[dict[str, Any]], *, decay: bool, skip: int | None = None
+) -> tuple[State, list[dict[str, Any]]]:
+    """The correct update (minus the activity at index `skip`): the next state and the edits that make it."""
+    s = before.copy()
+    edits: list[dict[str, Any]] = []
+    touched: list[str] = []
+    goal_touched: list[str] = []
+    for i, a in enumerate(activity):
+        if i == skip:
+            continue
+        kind = a.get("kind")
+        at = str(a.get("at", ""))[11:16]
+        if kind == "part_named" and a.get("part_id"):
+            pid, name = str(a["part_id"]), str(a.get("name") or a["part_id"])
+            if pid not in s.parts:
+                s.parts[pid] = {
+                    "name": name,
+                    "status": "active",
+                    "recency_score": 1.0,
+                    "influence_score": 0.1,
+                    "goals": [],
+                }
+                edits.append(_edit("add", f"/parts/{pid}", s.parts[pid], f"new part named at {at}", fact=True))
+            elif s.parts[pid]["name"] != name:
+                s.parts[pid]["name"] = name
+                edits.append(_edit("replace", f"/parts/{pid}/name", name, f"part renamed at {at}", fact=True))
+            touched.append(pid)
+        elif kind == "goal_set" and a.get("part_id") and a.get("goal"):
+            pid, goal = str(a["part_id"]), str(a["goal"])
+            if pid not in s.parts:  # a goal for a part the memory lacks: the part comes back, named by its id
+                name = pid.replace("_", " ").capitalize()
+                s.parts[pid] = {
+                    "name": name,
+                    "status": "active",
+                    "recency_score": 1.0,
+                    "influence_score": 0.1,
+                    "goals": [],
+                }
+                edits.append(_edit("add", f"/parts/{pid}", s.parts[pid], f"goal for an unknown part at {at}"))
+            if {"goal": goal} not in s.parts[pid]["goals"]:
+                s.parts[pid]["goals"].append({"goal": goal})
+                edits.append(_edit("add", f"/parts/{pid}/goals/-", {"goal": goal}, f"goal set at {at}", fact=True))
+            touched.append(pid)
+            goal_touched.append(pid)
+        elif kind == "trigger_noted" and a.get("trigger"):
+            text = str(a["trigger"])
+            if not any(t["trigger"] == text for t in s.triggers):
+                entry = {
+                    "trigger": text,
+                    "desired_outcome": str(a.get("desired_outcome", "")),
+                    "related_parts": [str(x) for x in a.get("related_parts") or [] if str(x) in s.parts],
+                }
+                s.triggers.append(entry)
+                edits.append(_edit("add", "/triggers_and_goals/-", entry, f"trigger noted at {at}", fact=True))
+        elif kind == "safety_note" and a.get("note"):
+            note = str(a["note"])
+            if note not in s.safety_notes:
+                s.safety_notes = f"{s.safety_notes}\n{note}".strip()
+                edits.append(_edit("replace", "/safety_notes", s.safety_notes, f"safety note at {at}", fact=True))
+        elif kind == "forget_part" and str(a.get("part_id")) in s.parts:
+            pid = str(a["part_id"])
+            del s.parts[pid]
+            edits.append(_edit("remove", f"/parts/{pid}", None, f"the user asked to forget this part at {at}"))
+            for idx, t in enumerate(s.triggers):
+                if pid in t["related_parts"]:
+                    t["related_parts"] = [x for x in t["related_parts"] if x != pid]
+                    edits.append(
+                        _edit(
+                            "replace", f"/triggers_and_goals/{idx}/related_parts", t["related_parts"], "part forgotten"
+                        )
+                    )
+    if decay:
+        for pid, p in s.parts.items():
+            if pid not in touched:
+                p["recency_score"] = round(p["recency_score"] * 0.9, 2)
+    for pid in dict.fromkeys(touched):
+        if pid not in s.parts:
+            continue
+        if s.parts[pid]["recency_score"] != 1.0:
+            s.parts[pid]["recency_score"] = 1.0
+            edits.append(_edit("replace", f"/parts/{pid}/recency_score", 1.0, "active today"))
+        if pid in goal_touched:
+            s.parts[pid]["influence_score"] = round(min(1.0, s.parts[pid]["influence_score"] + 0.1), 2)
+            edits.append(_edit("replace", f"/parts/{pid}/influence_score", s.parts[pid]["influence_score"], "new goal"))
+    s.summary = summary_text(s, activity)
+    edits.append(_edit("replace", "/summary", s.summary, "today's activity"))
+    return s, edits
+
+
+def summary_text(s: State, activity: list[dict[str, Any]]) -> str:
+    """A short, factual, agent-readable summary, as the system prompt asks."""
+    counts = Counter(str(a.get("kind")) for a in activity)
+    day = str(activity[-1].get("at", ""))[:10] if activity else "no activity"
+    sessions = counts.get("session", 0)
+    messages = counts.get("message", 0)
+    recent = sorted(s.parts, key=lambda k: -s.parts[k]["recency_score"])[:3]
+    names = ", ".join(s.parts[k]["name"] for k in recent)
+    text = f"Last active {day}: {sessions} sessions, {messages} messages. {len(s.parts)} parts known"
+    text += f", most present: {names}." if names else "."
+    goals = [g["goal"] for k in recent for g in s.parts[k]["goals"]][-2:]
+    if goals:
+        text += f" Working on: {'; '.join(goals)}."
+    if s.triggers:
+        text += f" {len(s.triggers)} triggers tracked, latest: {s.triggers[-1]['trigger']}."
+    if s.safety_notes:
+        text += " Safety notes on file: read them first."
+    return text
+
+
+# -- the prompt ------------------------------------------------------------------------------------
+
+_MEMORY = re.compile(r"^<memory>\n(.*?)\n</memory>$", re.S | re.M)
+_ACTIVITY = re.compile(r"^<activity>\n(.*?)\n?</activity>$", re.S | re.M)
+_OLD_MEMORY = re.compile(r"Current memory document:\n(.*?)\n\nNew activity", re.S)
+# "Your previous edits could not be used: ..." (and the older "Your previous answer was invalid: ...")
+_FEEDBACK = re.compile(r"^Your previous \w+ (could not be used|was invalid)", re.M)
+_OLD_ACTIVITY = re.compile(r"New activity \([^)]*\):\n(.*?)(?:\n\n|\n?$)", re.S)
+
+
+def read_prompt(body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
+    """(memory in the LLM shape, activity lines as dicts, whether the request carries feedback)."""
+    messages = body.get("messages") or []
+    user = next((m for m in messages if m.get("role") == "user" and "memory" in str(m.get("content"))), None)
+    if user is None:
+        raise ValueError("no user message with a memory document")
+    text = str(user["content"])
+    m = _MEMORY.search(text) or _OLD_MEMORY.search(text)
+    if m is None:
+        raise ValueError("no memory block in the prompt")
+    memory = json.loads(m.group(1).strip() or "{}")
+    m = _ACTIVITY.search(text) or _OLD_ACTIVITY.search(text)
+    lines = m.group(1).splitlines() if m else []
+    activity = []
+    for line in lines:
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a cut line: the model reads what it can
+        if isinstance(item, dict):
+            activity.append(item)
+    later = messages[messages.index(user) + 1 :]
+    feedback = any(m.get("role") in ("assistant", "user") for m in later) or bool(_FEEDBACK.search(text))
+    return memory, activity, feedback
+
+
+# -- the model -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Call:
+    """One call as the model saw it."""
+
+    mode: str
+    retry: bool
+    prompt_tokens: int
+    completion_tokens: int
+    misbehaved: list[str] = field(default_factory=list)
+    day: str = ""  # the date of the newest activity line
+    by_edit: Counter[str] = field(default_factory=Counter)  # edit mode: completion tokens per kind of edit
+
+
+class ScriptedModel:
+    """Computes the correct answer, then misbehaves as `rates` say. Thread-safe."""
+
+    def __init__(self, seed: int, rates: Rates, tokenizer: Tokenizer) -> None:
+        self.seed = seed
+        self.rates = rates
+        self.tokenizer = tokenizer
+        self.calls: list[Call] = []
+        self.errors: list[str] = []  # requests the model could not read (answered 400)
+        self._seen: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        fmt = (body.get("response_format") or {}).get("json_schema") or {}
+        mode = "edit" if fmt.get("name") == EDIT_SCHEMA_NAME else "document"
+        memory, activity, retry = read_prompt(body)
+        key = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).hexdigest()
+        with self._lock:
+            self._seen[key] += 1
+            rng = random.Random(f"{self.seed}:{mode}:{key}:{self._seen[key]}")
+        factor = self.rates.retry_factor if retry else 1.0
+        kinds = Rates.DOCUMENT if mode == "document" else Rates.EDIT
+        wanted = [k for k in kinds if rng.random() < getattr(self.rates, k) * factor]
+        before = State.parse(memory)
+        if mode == "document":
+            content, done = self._document(before, activity, wanted, rng)
+        else:
+            content, done = self._edits(before, activity, wanted, rng)
+        call = Call(mode, retry, self.tokenizer.chat_prompt(body), self.tokenizer.count(content), done)
+        call.day = str(activity[-1].get("at", ""))[:10] if activity else ""
+        if mode == "edit":
+            for e in json.loads(content)["edits"]:
+                call.by_edit[edit_kind(e)] += self.tokenizer.count(json.dumps(e, ensure_ascii=False))
+            call.by_edit["JSON framing"] = call.completion_tokens - sum(call.by_edit.values())
+        with self._lock:
+            self.calls.append(call)
+        return completion(content, call.prompt_tokens, call.completion_tokens, str(body.get("model") or MODEL))
+
+    @staticmethod
+    def _forgettable(activity: list[dict[str, Any]], before: State, rng: random.Random) -> int | None:
+        """An activity whose fact is new to the memory (the one a forgetful model leaves out)."""
+        new = []
+        for i, a in enumerate(activity):
+            k = a.get("kind")
+            p = before.parts.get(str(a.get("part_id")))
+            if (
+                (k == "part_named" and (p is None or p["name"] != a.get("name")))
+                or (k == "goal_set" and (p is None or {"goal": a.get("goal")} not in p["goals"]))
+                or (k == "trigger_noted" and not any(t["trigger"] == a.get("trigger") for t in before.triggers))
+                or (k == "safety_note" and str(a.get("note")) not in before.safety_notes)
+            ):
+                new.append(i)
+        return rng.choice(new) if new else None
+
+    def _document(
+        self, before: State, activity: list[dict[str, Any]], wanted: list[str], rng: random.Random
+    ) -> tuple[str, list[str]]:
+        done: list[str] = []
+        skip = self._forgettable(activity, before, rng) if "forget_fact" in wanted else None
+        if skip is not None:
+            done.append("forget_fact:" + json.dumps(activity_fact(activity[skip])))
+        after, _ = apply_activity(before, activity, decay=True, skip=skip)
+        mentioned = {str(a.get("part_id")) for a in activity if a.get("part_id")}
+        quiet = [pid for pid in after.parts if pid not in mentioned and pid in before.parts]
+        if "drop_part" in wanted and quiet:
+            pid = rng.choice(quiet)
+            quiet.remove(pid)
+            self._drop(after, pid)
+            done.append("drop_part")
+        if "rename_part" in wanted and quiet:
+            pid = rng.choice(quiet)
+            new_id = re.sub(r"[^a-z0-9]+", "_", after.parts[pid]["name"].lower()).strip("_")
+            if new_id == pid or new_id in after.parts:
+                new_id = f"{pid}_part"
+            quiet.remove(pid)
+            after.parts = {(new_id if k == pid else k): v for k, v in after.parts.items()}
+            for t in after.triggers:
+                t["related_parts"] = [new_id if x == pid else x for x in t["related_parts"]]
+            done.append("rename_part")
+        if "invent_deletion" in wanted:
+            goals = [(pid, i) for pid in quiet for i in range(len(after.parts[pid]["goals"]))]
+            if after.triggers and (not goals or rng.random() < 0.5):
+                after.triggers.pop(rng.randrange(len(after.triggers)))
+                done.append("invent_deletion")
+            elif goals:
+                pid, i = rng.choice(goals)
+                after.parts[pid]["goals"].pop(i)
+                done.append("invent_deletion")
+        out = after.llm_shape()
+        if "omit_section" in wanted:
+            options = ["missing_triggers_key"]
+            if after.triggers:
+                options.append("empty_triggers")
+            if after.safety_notes:
+                options.append("empty_safety_notes")
+            choice = rng.choice(options)
+            if choice == "missing_triggers_key":
+                del out["triggers_and_goals"]
+            elif choice == "empty_triggers":
+                out["triggers_and_goals"] = []
+            else:
+                out["safety_notes"] = ""
+            done.append(f"omit_section:{choice}")
+        return json.dumps(out, ensure_ascii=False), done
+
+    @staticmethod
+    def _drop(s: State, pid: str) -> None:
+        del s.parts[pid]
+        for t in s.triggers:
+            t["related_parts"] = [x for x in t["related_parts"] if x != pid]
+
+    def _edits(
+        self, before: State, activity: list[dict[str, Any]], wanted: list[str], rng: random.Random
+    ) -> tuple[str, list[str]]:
+        done: list[str] = []
+        skip = self._forgettable(activity, before, rng) if "forget_fact" in wanted else None
+        if skip is not None:
+            done.append("forget_fact:" + json.dumps(activity_fact(activity[skip])))
+        _, edits = apply_activity(before, activity, decay=False, skip=skip)
+        mentioned = {str(a.get("part_id")) for a in activity if a.get("part_id")}
+        quiet = [pid for pid in before.parts if pid not in mentioned]
+        if "remove_part" in wanted and quiet:
+            pid = rng.choice(quiet)
+            edits.append(_edit("remove", f"/parts/{pid}", None, "this part has not come up lately"))
+            done.append("remove_part")
+        if "clear_safety" in wanted and before.safety_notes:
+            edits.append(_edit("replace", "/safety_notes", "", "the notes look outdated"))
+            done.append("clear_safety")
+        if "bad_path" in wanted:
+            carrying = [e for e in edits if e.get("_fact")] or edits
+            e = rng.choice(carrying)
+            path = e["path"]
+            if path.startswith("/parts/") and path.count("/") == 2:  # a whole part: any new id would be valid
+                e["path"] = rng.choice(["/part" + path[6:], "/parts/-"])
+            elif path.startswith("/parts/"):
+                pid = path.split("/")[2]
+                e["path"] = rng.choice([path.replace(f"/parts/{pid}", f"/parts/{pid}s", 1), "/part" + path[6:]])
+            elif path.startswith("/triggers_and_goals"):
+                e["path"] = rng.choice(["/triggers/-", "/triggers_and_goals/99"])
+            elif path == "/safety_notes":
+                e["path"] = "/safety_note"
+            else:
+                e["path"] = path + "s"
+            done.append("bad_path")
+        for e in edits:
+            e.pop("_fact", None)
+        return json.dumps({"edits": edits}, ensure_ascii=False), done
+
+    def tally(self, mode: str) -> dict[str, Any]:
+        calls = [c for c in self.calls if c.mode == mode]
+        return {
+            "calls": len(calls),
+            "retries": sum(c.retry for c in calls),
+            "prompt_tokens": sum(c.prompt_tokens for c in calls),
+            "completion_tokens": sum(c.completion_tokens for c in calls),
+            "misbehaved": Counter(k.split(":")[0] for c in calls for k in c.misbehaved),
+            # (date, fact) of each activity the model left out: which unflagged losses it explains
+            "left_out": {
+                (c.day, tuple(json.loads(k.split(":", 1)[1])))
+                for c in calls
+                for k in c.misbehaved
+                if k.startswith("forget_fact:")
+            },
+            "completion_by_day": sum((Counter({c.day: c.completion_tokens}) for c in calls), Counter()),
+            "by_edit": sum((c.by_edit for c in calls), Counter()),
+        }
+
+
+def activity_fact(a: dict[str, Any]) -> list[str]:
+    """The fact an activity line carries, as generator.Fact (a list, for JSON)."""
+    kind = a.get("kind")
+    if kind == "part_named":
+        return ["part", str(a.get("part_id")), str(a.get("name"))]
+    if kind == "goal_set":
+        return ["goal", str(a.get("part_id")), str(a.get("goal"))]
+    if kind == "trigger_noted":
+        return ["trigger", str(a.get("trigger"))]
+    return ["safety", str(a.get("note"))]
+
+
+def edit_kind(edit: dict[str, Any]) -> str:
+    """What an edit is for, to say where edit mode's completion tokens go."""
+    path = str(edit.get("path", ""))
+    if path == "/summary":
+        return "summary"
+    if path.endswith(("/recency_score", "/influence_score")):
+        return "scores"
+    if edit.get("op") == "remove" or path.endswith("/related_parts"):
+        return "removals"
+    return "facts (parts, goals, triggers, notes)"
+
+
+def completion(content: str, prompt_tokens: int, completion_tokens: int, model: str = MODEL) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-sim",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content, "refusal": None}}
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+@contextmanager
+def serve(model: ScriptedModel) -> Iterator[str]:
+    """Serve `model` on 127.0.0.1 (a free port) for the duration; yields the base URL (…/v1)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: the client reuses its connection
+        disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            length = int(self.headers.get("content-length", 0))
+            raw = self.rfile.read(length)
+            status = 200
+            try:
+                if self.path.endswith("/chat/completions"):
+                    payload = model.answer(json.loads(raw or b"{}"))
+                else:
+                    status, payload = 404, {"error": {"message": f"no route {self.path}"}}
+            except Exception as err:  # noqa: BLE001 - a request the model cannot read is a 400, as OpenAI's are
+                model.errors.append(f"{type(err).__name__}: {err}")
+                status, payload = 400, {"error": {"message": f"{type(err).__name__}: {err}"}}
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,117 @@
+"""The simulation's table: both modes side by side, targets marked."""
+
+from __future__ import annotations
+
+from .run import ModeResult
+
+EDIT_TOKEN_TARGET = 0.20
+
+
+def _n(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
+
+
+def render(results: dict[str, ModeResult | str], *, command: str, seed: int, users: int, days: int) -> str:
+    """One table; a mode that could not run shows why in its column."""
+    modes = list(results)
+    ran = {m: r for m, r in results.items() if isinstance(r, ModeResult)}
+    first = next(iter(ran.values()), None)
+    lines = [
+        f"30-day simulation: {users} users x {days} days, seed {seed}",
+        f"command: {command}",
+        "pipeline: real worker handler (SQS-shaped events of 3), OpenAISummarizer + openai client -> scripted "
+        "model on 127.0.0.1, embedded PostgreSQL",
+    ]
+    if first is not None:
+        lines.append(f"tokens: {first.tokenizer}")
+    for m, r in ran.items():
+        lines.append(f"misbehaviour per call, {m} mode: {r.rates}")
+    lines.append("")
+
+    def cell(m: str, fn) -> str:  # type: ignore[no-untyped-def]
+        r = results[m]
+        return fn(r) if isinstance(r, ModeResult) else "-"
+
+    rows: list[tuple[str, list[str], str]] = []
+
+    def row(label: str, fn, note: str = "") -> None:  # type: ignore[no-untyped-def]
+        rows.append((label, [cell(m, fn) for m in modes], note))
+
+    row("user-days summarized (refresh messages)", lambda r: _n(r.user_days))
+    row("LLM calls (of which retries with feedback)", lambda r: f"{r.calls:,} ({r.retries:,})")
+    row("completion tokens per user-day", lambda r: _n(round(r.per_user_day(r.completion_tokens), 1)))
+    row("prompt tokens per user-day", lambda r: _n(round(r.per_user_day(r.prompt_tokens), 1)))
+    if "document" in ran and "edit" in ran and ran["document"].completion_tokens:
+        share = ran["edit"].completion_tokens / ran["document"].completion_tokens
+        ok = "met" if share <= EDIT_TOKEN_TARGET else "MISSED"
+        rows.append(
+            (
+                "edit completion tokens, % of document mode",
+                ["100%" if m == "document" else f"{share:.1%}" if m == "edit" else "-" for m in modes],
+                f"target <= {EDIT_TOKEN_TARGET:.0%}: {ok}",
+            )
+        )
+        days = sorted(set(ran["document"].completion_by_day) | set(ran["edit"].completion_by_day))
+        thirds = [days[i * len(days) // 3 : (i + 1) * len(days) // 3] for i in range(3)] if len(days) >= 3 else []
+        for part in thirds:
+            doc_t = sum(ran["document"].completion_by_day[d] for d in part)
+            edit_t = sum(ran["edit"].completion_by_day[d] for d in part)
+            label = f"  the same, days {days.index(part[0]) + 1}-{days.index(part[-1]) + 1}"
+            rows.append((label, ["" if m != "edit" else f"{edit_t / max(doc_t, 1):.1%}" for m in modes], ""))
+    row("memory on the last day, tokens per user (mean)", lambda r: _n(round(r.memory_tokens)))
+    row("facts introduced, not forgotten (expected)", lambda r: _n(r.expected))
+    row("  still in memory on the last day", lambda r: f"{r.present:,} ({r.present / max(r.expected, 1):.1%})")
+    row("  lost, with a flag", lambda r: _n(r.lost_flagged))
+    row(
+        "  lost, WITHOUT a flag",
+        lambda r: _n(r.lost_unflagged),
+        "target 0: " + ", ".join(f"{m} {'met' if r.lost_unflagged == 0 else 'MISSED'}" for m, r in ran.items()),
+    )
+    row("    never in memory", lambda r: _n(r.never_in_memory))
+    row("    in memory, dropped later", lambda r: _n(r.dropped_later))
+    row("    of all unflagged: the model left a mention out", lambda r: _n(r.lost_left_out))
+    row("facts forgotten on request (forget_part)", lambda r: _n(r.forgotten))
+    row("  forgotten parts still in memory", lambda r: _n(r.forgotten_still_present))
+    row("versions written", lambda r: _n(r.versions))
+    row(
+        "versions with refused edits (partially applied)",
+        lambda r: f"{r.versions_refused:,} ({r.refused_edits:,} edits)" if r.provenance else "n/a (no provenance)",
+    )
+    row(
+        "records failed (deliveries) / users failed (logged)", lambda r: f"{r.deliveries_failed:,} / {r.users_failed:,}"
+    )
+    row("in DLQ / activity left unsummarized", lambda r: f"{r.dlq:,} / {r.unsummarized:,}")
+    row("wall time", lambda r: f"{r.seconds:,.0f} s")
+
+    width = max(len(r[0]) for r in rows)
+    col = max(14, *(len(c) for r in rows for c in r[1]))
+    lines.append(f"{'':<{width}}  " + "  ".join(f"{m + ' mode':>{col}}" for m in modes))
+    for label, cells, note in rows:
+        lines.append(f"{label:<{width}}  " + "  ".join(f"{c:>{col}}" for c in cells) + (f"   {note}" if note else ""))
+    lines.append("")
+    for m, r in results.items():
+        if not isinstance(r, ModeResult):
+            lines.append(f"{m} mode: not run: {r}")
+            continue
+        injected = ", ".join(f"{k} {v}" for k, v in sorted(r.misbehaved.items())) or "none"
+        lines.append(f"{m} mode: misbehaviours injected: {injected}")
+        if r.model_errors:
+            lines.append(f"{m} mode: the scripted model could not read {r.model_errors} requests (answered HTTP 400)")
+        if r.by_edit:
+            total = sum(r.by_edit.values()) or 1
+            spent = ", ".join(f"{k} {v / total:.0%}" for k, v in r.by_edit.most_common())
+            lines.append(f"{m} mode: completion tokens by edit: {spent}")
+        if r.failure_reasons:
+            lines.append(f"{m} mode: failures by error: " + ", ".join(f"{k} {v}" for k, v in r.failure_reasons.items()))
+        if r.flagged_by:
+            lines.append(
+                f"{m} mode: flags covering lost facts: " + ", ".join(f"{k}: {v}" for k, v in r.flagged_by.items())
+            )
+        if r.lost_by_kind:
+            lines.append(
+                f"{m} mode: unflagged losses by fact: "
+                + ", ".join(f"{k} {v}" for k, v in sorted(r.lost_by_kind.items()))
+            )
+        for ex in r.lost_examples[:3]:
+            lines.append(f"{m} mode:   e.g. {ex}")
+    return "\n".join(lines) + "\n"
