@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -49,6 +50,9 @@ WWW_AUTHENTICATE = 'Bearer realm="user-memory"'
 REQUEST_TIMEOUT_SECONDS = 30
 # Hop-by-hop and framing headers are this server's to write, not the handler's.
 _OWN_HEADERS = {"content-length", "connection", "transfer-encoding", "keep-alive", "date", "server"}
+
+_DIGITS = re.compile(r"[0-9]{1,18}")
+_HEX_DIGITS = re.compile(rb"[0-9A-Fa-f]{1,15}")
 
 # One handler invocation at a time in this process (see the module's docstring).
 _HANDLER_LOCK = threading.Lock()
@@ -204,7 +208,7 @@ class _Handler(BaseHTTPRequestHandler):
         text = self.headers.get("Content-Length")
         if text is None:
             return 0
-        if not text.strip().isdigit():
+        if _DIGITS.fullmatch(text.strip()) is None:  # ASCII only: "²".isdigit(), and int("²") fails
             raise _Refused(BAD_REQUEST, "Content-Length must be a whole number of bytes", close=True)
         length = int(text)
         if length > limit:
@@ -226,10 +230,12 @@ class _Handler(BaseHTTPRequestHandler):
         total = 0
         while True:
             line = self.rfile.readline(1026)
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise _Refused(BAD_REQUEST, "malformed chunked body", close=True) from None
+            # Hex digits only: int(x, 16) also takes "-1", and read(-1) reads to the end of the
+            # connection, past the limit.
+            digits = line.split(b";", 1)[0].strip()
+            if _HEX_DIGITS.fullmatch(digits) is None:
+                raise _Refused(BAD_REQUEST, "malformed chunked body", close=True)
+            size = int(digits, 16)
             if size == 0:
                 while self.rfile.readline(8194) not in (b"\r\n", b"\n", b""):
                     pass  # trailers are ignored

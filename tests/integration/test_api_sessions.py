@@ -23,10 +23,11 @@ from psycopg_pool import ConnectionPool
 from user_memory.adapters.kv import PostgresKv
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool, transaction
 from user_memory.config import ApiSettings
+from user_memory.domain.document import validate_document
 from user_memory.domain.model import Activity, WriteStatus
 from user_memory.domain.patching import json_equal
 from user_memory.domain.repository import MemoryStore
-from user_memory.domain.service import Edit, MemoryService
+from user_memory.domain.service import Edit, IdempotencyKeyReused, MemoryService
 from user_memory.errors import AccessDenied, InvalidRequest, VersionConflict
 from user_memory.runtime import ApiServices, build_api
 
@@ -347,7 +348,9 @@ def test_export_of_a_user_with_nothing_is_empty(api):
 # -- a concurrent first write inside a session ------------------------------------------------------
 
 
-def race_first_write(database_url: str, api: ApiServices, user: uuid.UUID, work: Any) -> dict[str, Any]:
+def race_first_write(
+    database_url: str, api: ApiServices, user: uuid.UUID, work: Any, *, document: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Run `work(svc)` in user's session while another writer's version 1 is uncommitted.
 
     The other writer (its own connection) appends version 1 and holds its transaction open; the
@@ -360,7 +363,7 @@ def race_first_write(database_url: str, api: ApiServices, user: uuid.UUID, work:
     try:
         row = writer.execute(
             "SELECT status FROM user_memory_append(%s, 0, %s, true, %s, 'api: other writer', 'api:other')",
-            (user, Jsonb([]), Jsonb({"summary": "other writer", "version": 1})),
+            (user, Jsonb([]), Jsonb(document or {"summary": "other writer", "version": 1})),
         ).fetchone()
         assert row == ("written",)
 
@@ -434,19 +437,37 @@ def test_a_lost_first_write_race_without_if_match_is_rebased_onto_the_winner(dat
 
 def test_a_lost_first_write_race_with_the_same_idempotency_key_returns_the_winners_version(database_url, api, pool):
     a = new_user()
+    # The winner is the same request (its key and its document), committed first
+    winner = {**validate_document({"summary": "retry"}, "user_state"), "last_updated_by": "api"}
     # When a's first write carries the key the winner wrote with (a retried request)
     result = race_first_write(
         database_url,
         api,
         a,
         lambda svc: svc.apply_merge_patch({"summary": "retry"}, Edit(idempotency_key="api:other")),
+        document=winner,
     )
     # Then the session answers with the winner's version and writes nothing
     assert "error" not in result, result.get("error")
     assert (result["value"].status, result["value"].version) == (WriteStatus.IDEMPOTENT, 1)
-    assert result["value"].document["summary"] == "other writer"
+    assert result["value"].document["summary"] == "retry"
     store = MemoryStore(PostgresRecorder(pool))
     assert store.head(a).version == 1 and len(store.history(a)) == 1
+
+
+def test_a_lost_first_write_race_with_a_reused_idempotency_key_is_refused(database_url, api, pool):
+    a = new_user()
+    # When a's first write carries the key another request wrote with, and loses the race to it
+    result = race_first_write(
+        database_url,
+        api,
+        a,
+        lambda svc: svc.apply_merge_patch({"summary": "mine"}, Edit(idempotency_key="api:other")),
+    )
+    # Then it is refused (not answered as a replay of a request it is not), and writes nothing
+    assert isinstance(result.get("error"), IdempotencyKeyReused), result
+    store = MemoryStore(PostgresRecorder(pool))
+    assert store.head(a).version == 1 and store.head(a).document["summary"] == "other writer"
 
 
 # -- the agent's tool call in a session ------------------------------------------------------------

@@ -18,7 +18,14 @@ from user_memory.domain.model import Activity, WriteStatus
 from user_memory.domain.patching import apply_patch, json_equal
 from user_memory.domain.ports import InsertOutcome, NewVersion
 from user_memory.domain.repository import MemoryStore
-from user_memory.domain.service import MAX_IDEMPOTENCY_KEY_CHARS, MAX_REBASES, Edit, MemoryService, idempotency_key
+from user_memory.domain.service import (
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_REBASES,
+    Edit,
+    IdempotencyKeyReused,
+    MemoryService,
+    idempotency_key,
+)
 from user_memory.errors import (
     AccessDenied,
     DocumentTooLarge,
@@ -365,13 +372,23 @@ def test_a_repeated_idempotency_key_returns_the_first_version_and_writes_nothing
     first = world.svc.apply_merge_patch({"summary": "first"}, Edit(idempotency_key="api:req-1"))
     world.svc.apply_merge_patch({"safety_notes": "later"}, Edit())
     inserts = world.recorder.inserts
-    # When the same request is retried (even with another body, even with an If-Match of its time)
-    again = world.svc.apply_merge_patch({"summary": "second"}, Edit(idempotency_key="api:req-1"))
-    stale = world.svc.replace({"summary": "third"}, Edit(idempotency_key="api:req-1", if_match=1))
+    # When the same request is retried (even with an If-Match of its time)
+    again = world.svc.apply_merge_patch({"summary": "first"}, Edit(idempotency_key="api:req-1"))
+    stale = world.svc.apply_merge_patch({"summary": "first"}, Edit(idempotency_key="api:req-1", if_match=1))
     # Then the version the key wrote is returned, and nothing is written
     for repeat in (again, stale):
         assert (repeat.status, repeat.version) == (WriteStatus.IDEMPOTENT, first.version)
         assert json_equal(repeat.document, first.document)
+    # And another request under that key (another body, another kind of edit) is refused
+    for other in (
+        lambda e: world.svc.apply_merge_patch({"summary": "second"}, e),
+        lambda e: world.svc.replace({"summary": "first"}, e),
+        lambda e: world.svc.apply_json_patch([{"op": "replace", "path": "/summary", "value": "third"}], e),
+        lambda e: world.svc.revert(0, e),
+        lambda e: world.svc.prune("summary", e),
+    ):
+        with pytest.raises(IdempotencyKeyReused, match="version 2"):
+            other(Edit(idempotency_key="api:req-1"))
     assert world.recorder.inserts == inserts and world.versions() == [1, 2, 3]
     assert world.store.head(world.user).document["summary"] == "first"
 

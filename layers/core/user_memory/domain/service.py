@@ -28,6 +28,7 @@ from user_memory.domain.model import (
     HistoryEntry,
     MemoryVersion,
     Patch,
+    WriteStatus,
     parse_user_id,
 )
 from user_memory.domain.patching import apply_patch, json_equal, make_patch
@@ -38,6 +39,7 @@ from user_memory.errors import (
     InvalidRequest,
     PreconditionRequired,
     UnknownVersion,
+    UserMemoryError,
     VersionConflict,
 )
 
@@ -46,6 +48,10 @@ from user_memory.errors import (
 MAX_REBASES = 5
 MAX_IDEMPOTENCY_KEY_CHARS = 200
 SOURCE_API = "api"
+
+
+class IdempotencyKeyReused(InvalidRequest):
+    """The Idempotency-Key already wrote a version, for another request (another body or route)."""
 
 
 class AccountData(Protocol):
@@ -222,6 +228,7 @@ class MemoryService:
             if key is not None:
                 head, recorded = self.store.head_for_run(self.user_id, key)
                 if recorded is not None:  # a repeat: the store answers with what the key wrote
+                    self._check_repeat(change, edit, recorded, stamps=stamps)
                     return self.store.append(
                         self.user_id,
                         head.document,
@@ -233,11 +240,9 @@ class MemoryService:
                 head = self.store.head(self.user_id)
             if edit.if_match is not None and head.version != edit.if_match:
                 raise VersionConflict(self.user_id, edit.if_match, head.version)
-            document = validate_document(change(head.document), self.schema, max_bytes=self.max_document_bytes)
-            if stamps and not json_equal(document, head.document):
-                document["last_updated_by"] = edit.source
+            document = self._next_document(change, head.document, edit, stamps=stamps)
             try:
-                return self.store.append(
+                result = self.store.append(
                     self.user_id,
                     document,
                     expected_version=head.version,
@@ -248,7 +253,36 @@ class MemoryService:
             except VersionConflict:
                 if edit.if_match is not None or attempt == MAX_REBASES:
                     raise
+            else:
+                if result.status is WriteStatus.IDEMPOTENT:  # the key's write landed meanwhile (a race)
+                    self._check_repeat(change, edit, result.version, stamps=stamps)
+                return result
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _next_document(
+        self, change: Callable[[Document], Document], base: Document, edit: Edit, *, stamps: bool
+    ) -> Document:
+        document = validate_document(change(base), self.schema, max_bytes=self.max_document_bytes)
+        if stamps and not json_equal(document, base):
+            document["last_updated_by"] = edit.source
+        return document
+
+    def _check_repeat(self, change: Callable[[Document], Document], edit: Edit, recorded: int, *, stamps: bool) -> None:
+        """A key's repeat must be the same request: applied to the version the key's write was made
+        on (the one before it), it must give the version the key wrote. Another request under a used
+        key is a client's bug; answering it as a replay would silently drop its edit."""
+        written = self.store.at(self.user_id, recorded).document
+        try:
+            same = json_equal(
+                self._next_document(change, self.store.at(self.user_id, recorded - 1).document, edit, stamps=stamps),
+                written,
+            )
+        except UserMemoryError:  # the request does not even apply where the key's write did
+            same = False
+        if not same:
+            raise IdempotencyKeyReused(
+                f"this Idempotency-Key already wrote version {recorded} for another request; use a new key per edit"
+            )
 
     # -- activity, export, erasure -----------------------------------------------------------------
 

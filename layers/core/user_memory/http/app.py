@@ -7,10 +7,13 @@ row-level security (operators: with the service's rights, and logged with who ac
 Errors are RFC 9457 problem details (`problems.py`).
 """
 
+import base64
+import binascii
 import json
+import math
 import re
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
@@ -23,7 +26,9 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 
 from user_memory.config import ApiSettings
+from user_memory.domain.agent import render_memory
 from user_memory.domain.kv import MAX_PAGE_SIZE, KvEntry
+from user_memory.domain.messages import MAX_MESSAGE_BYTES
 from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
 from user_memory.domain.service import Edit, MemoryService, Sessions, idempotency_key
 from user_memory.errors import Forbidden, NotFound, describe_failure
@@ -54,6 +59,7 @@ API_TITLE = "user-memory"
 API_VERSION = "1.0.0"
 MAX_RENDER_BUDGET = 32_000
 MAX_VERSION = 2**31 - 1  # versions are PostgreSQL integers
+MAX_PAGE_RESPONSE_BYTES = 4 * 1024 * 1024  # well within a Lambda response (6 MB)
 
 _PROBLEM_RESPONSES: dict[int, Any] = {
     status: {
@@ -63,35 +69,93 @@ _PROBLEM_RESPONSES: dict[int, Any] = {
     for status in sorted({k.status for k in ALL_KINDS})
 }
 _ETAG = {"ETag": {"description": 'The version, quoted: "7".', "schema": {"type": "string"}}}
+_REPLAYED = {
+    "Idempotent-Replayed": {
+        "description": "true when this answers a repeat of an Idempotency-Key (nothing was written).",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
 _USER_PATH = re.compile(r"^/users/(?P<user>[^/]+)(?P<rest>/.*)?$")
-# A JSON \u0000 escape (after an even number of backslashes): U+0000 in a string, which
-# PostgreSQL's text and jsonb cannot store.
-_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+_IF_MATCH = re.compile(r'^(?:W/)?"?([0-9]{1,9})"?$')
+# Deeper JSON than this is refused before any route parses it: the service's diff, merge and
+# validation recurse once per level (a few hundred levels answered 500), and no document, patch,
+# key-value entry or activity of this API nests anywhere near it.
+MAX_JSON_DEPTH = 100
+_JSON_BODIES = {
+    "POST": ("", "application/json"),
+    "PUT": ("", "application/json"),
+    "PATCH": (models.JSON_PATCH, models.MERGE_PATCH),
+}
 
 
 def _responses(model: type, *, etag: bool = False) -> dict[int, Any]:
     ok: dict[str, Any] = {"description": "OK", "content": {"application/json": {"model": model}}}
     if etag:
-        ok["headers"] = _ETAG
+        ok["headers"] = {**_ETAG, **_REPLAYED} if model is models.Written else _ETAG
     return {200: ok, **_PROBLEM_RESPONSES}
 
 
-def _body_problem(event: dict[str, Any]) -> HttpProblem | None:
+def _body_problem(event: dict[str, Any], max_bytes: int) -> HttpProblem | None:
     """What is wrong with a request's body before any route parses it, or None.
 
     POST and PUT bodies are JSON only (Powertools would parse forms and multipart bodies too,
-    and fail on a malformed one); PATCH checks its two media types itself. U+0000 in a string
-    cannot be stored by PostgreSQL's text and jsonb.
+    and fail on a malformed one); PATCH checks its two media types itself. A JSON body is parsed
+    here once, strictly, so that what Powertools' parser or the service would fail on (deep
+    nesting, integers over Python's digit limit, NaN, base64 that is not UTF-8) is a 4xx, and
+    what PostgreSQL's text and jsonb cannot store (U+0000, lone surrogates, numbers over 1e308)
+    is refused before any transaction starts.
     """
     body = event.get("body")
     if not body:
         return None
     method = str(((event.get("requestContext") or {}).get("http") or {}).get("method", "")).upper()
     content_type = str((event.get("headers") or {}).get("content-type", "")).split(";")[0].strip().lower()
-    if method in ("POST", "PUT") and content_type not in ("", "application/json"):
+    if method in ("POST", "PUT") and content_type not in _JSON_BODIES["POST"]:
         return HttpProblem(UNSUPPORTED_MEDIA, f"{method} takes application/json")
-    if not event.get("isBase64Encoded") and _JSON_NUL.search(body):
-        return HttpProblem(INVALID_INPUT, "strings in the body may not contain U+0000 (\\u0000)")
+    if content_type not in _JSON_BODIES.get(method, ()):
+        return None  # PATCH answers 415 itself; other methods' bodies are never read
+    size = len(body) * 3 // 4 if event.get("isBase64Encoded") else len(body.encode(errors="replace"))
+    if size > max_bytes:
+        return HttpProblem(TOO_LARGE, f"the body is over {max_bytes:,} bytes")
+    try:
+        text = base64.b64decode(body).decode() if event.get("isBase64Encoded") else body
+        parsed = json.loads(text, parse_constant=_refuse_constant)
+    except (binascii.Error, UnicodeDecodeError):
+        return HttpProblem(INVALID_JSON, "the body is not UTF-8 text")
+    except (ValueError, RecursionError) as err:
+        return HttpProblem(INVALID_JSON, f"the body is not valid JSON ({type(err).__name__})")
+    reason = _unstorable(parsed)
+    return HttpProblem(INVALID_INPUT, reason) if reason else None
+
+
+def _unstorable(value: Any) -> str | None:
+    """Why a parsed JSON body cannot be taken (too deep, or holding what jsonb cannot store), or None."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                return f"the body is nested more than {MAX_JSON_DEPTH} levels deep"
+            if isinstance(node, dict):
+                for key in node:
+                    if reason := _unstorable_text(key):
+                        return reason
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+        elif isinstance(node, str):
+            if reason := _unstorable_text(node):
+                return reason
+        elif isinstance(node, float) and not math.isfinite(node):
+            return "numbers in the body must be finite (at most about 1.8e308)"
+    return None
+
+
+def _unstorable_text(text: str) -> str | None:
+    if "\x00" in text:
+        return "strings in the body may not contain U+0000 (\\u0000)"
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return "strings in the body must be Unicode text (a lone surrogate such as \\ud800 is not)"
     return None
 
 
@@ -103,13 +167,11 @@ def parse_if_match(value: str | None) -> int | None:
     """The version an If-Match header names ("7", W/"7", 7), or None for no header or `*`."""
     if value is None or value.strip() == "*":
         return None
-    text = value.strip()
-    if text.startswith("W/"):
-        text = text[2:]
-    text = text.strip('"')
-    if not text.isdigit() or len(text) > 9:
+    # ASCII digits only: str.isdigit() also takes "²" (which int() refuses: a 500) and other scripts' digits.
+    match = _IF_MATCH.match(value.strip())
+    if match is None:
         raise HttpProblem(BAD_REQUEST, 'If-Match must be the version as an ETag, for example "7"')
-    return int(text)
+    return int(match.group(1))
 
 
 def _memory(user_id: object, v: MemoryVersion) -> models.Memory:
@@ -189,7 +251,7 @@ class MemoryApi:
                 return self._problem_event(err, event)
             event = {**event, "rawPath": "/me" + (match.group("rest") or "")}
             event["routeKey"] = "$default"
-        problem = _body_problem(event)
+        problem = _body_problem(event, max(2 * self.settings.max_document_bytes, MAX_MESSAGE_BYTES))
         if problem is not None:
             try:
                 self._caller_from(event)  # no credentials: 401 first, as for any route
@@ -381,8 +443,8 @@ class MemoryApi:
         def get_prompt(budget_tokens: Budget = 800) -> Response[models.Prompt]:
             """The head rendered as a compact block for a system prompt, cut to a token budget."""
             with self._me() as service:
-                head = service.store.head(service.user_id)
-                text = service.render(budget_tokens)
+                head = service.read()  # one read: the text is the version the ETag names
+                text = render_memory(head.document, budget_tokens, schema=service.schema)
                 body = models.Prompt(user_id=str(service.user_id), version=head.version, text=text)
             return Response(200, "application/json", body, headers={"ETag": _etag(head.version)})
 
@@ -476,35 +538,34 @@ class MemoryApi:
             """Live entries of a namespace in key order, in pages."""
             with self._me() as service:
                 page = service.kv_list(namespace, limit=limit, after=after)
-            return models.KvPage(
-                namespace=namespace, items=[_kv(e) for e in page.entries], next_after=page.next_after_key
-            )
+            entries, next_after = _within_response_budget(page.entries, page.next_after_key)
+            return models.KvPage(namespace=namespace, items=[_kv(e) for e in entries], next_after=next_after)
 
         @app.get("/me/kv/<namespace>/<key>", responses=_responses(models.KvEntry), tags=["kv"])
         def get_kv(namespace: Namespace, key: Key) -> models.KvEntry:
             """One live entry."""
-            key = urllib.parse.unquote(key)
+            key = _path_key(key)
             with self._me() as service:
                 entry = service.kv_get(namespace, key)
             if entry is None:
-                raise NotFound(f"no live entry {key!r} in namespace {namespace!r}")
+                raise NotFound(f"no live entry with this key in namespace {namespace!r}")  # keys stay out of logs
             return _kv(entry)
 
         @app.put("/me/kv/<namespace>/<key>", responses=_responses(models.KvEntry), tags=["kv"])
         def put_kv(namespace: Namespace, key: Key, put: Annotated[models.KvPut, Body()]) -> models.KvEntry:
             """Insert or replace an entry (value at most 10 KB as compact JSON; optional TTL)."""
-            key = urllib.parse.unquote(key)
+            key = _path_key(key)
             with self._me() as service:
                 return _kv(service.kv_put(namespace, key, put.value, put.ttl_seconds))
 
         @app.delete("/me/kv/<namespace>/<key>", responses=_responses(models.KvDeleted), tags=["kv"])
         def delete_kv(namespace: Namespace, key: Key) -> models.KvDeleted:
             """Delete an entry; 404 when there was no live entry."""
-            key = urllib.parse.unquote(key)
+            key = _path_key(key)
             with self._me() as service:
                 deleted = service.kv_delete(namespace, key)
             if not deleted:
-                raise NotFound(f"no live entry {key!r} in namespace {namespace!r}")
+                raise NotFound(f"no live entry with this key in namespace {namespace!r}")  # keys stay out of logs
             return models.KvDeleted(namespace=namespace, key=key, deleted=True)
 
         # -- operators ---------------------------------------------------------------------------------
@@ -579,6 +640,29 @@ class MemoryApi:
             user_id=str(service.user_id), since=changes.since, version=changes.version, patch=changes.patch
         )
         return Response(200, "application/json", body, headers={"ETag": _etag(changes.version)})
+
+
+def _within_response_budget(entries: Sequence[KvEntry], next_after: str | None) -> tuple[Sequence[KvEntry], str | None]:
+    """A page cut short where its JSON would pass MAX_PAGE_RESPONSE_BYTES, with the cursor to go on from.
+
+    1,000 values of 10 KB are 10 MB, and up to three times that with the response's \\u escapes:
+    over what a Lambda function may return (6 MB), so the whole request would fail.
+    """
+    total = 0
+    for n, entry in enumerate(entries):
+        total += len(json.dumps(entry.value)) + len(json.dumps(entry.key)) + 200  # the other members
+        if total > MAX_PAGE_RESPONSE_BYTES and n > 0:
+            return entries[:n], entries[n - 1].key
+    return entries, next_after
+
+
+def _path_key(encoded: str) -> str:
+    """A key-value key from its percent-encoded path segment; bytes that are not UTF-8 are a 422
+    (decoded leniently, %ff and %fe would both be U+FFFD: one key silently overwriting another)."""
+    try:
+        return urllib.parse.unquote(encoded, errors="strict")
+    except UnicodeDecodeError:
+        raise HttpProblem(INVALID_INPUT, "the key is not percent-encoded UTF-8") from None
 
 
 def _export(service: MemoryService) -> models.Export:
@@ -657,6 +741,25 @@ _PATCH_BODY = {
 }
 
 
+# What API Gateway answers itself, before or instead of the function, as {"message": "..."}
+# (HTTP APIs cannot reshape these): a refused token, no route, a body over 10 MB, throttling, and a
+# function that failed, timed out or was throttled.
+_GATEWAY_ERROR = {
+    "type": "object",
+    "description": 'An answer of API Gateway itself, for example {"message": "Unauthorized"}.',
+    "properties": {"message": {"type": "string"}},
+    "required": ["message"],
+}
+_GATEWAY_ANSWERS = {
+    "401": "API Gateway: the token is missing or invalid",
+    "404": "API Gateway: no such route",
+    "413": "API Gateway: the body is over 10 MB",
+    "429": "API Gateway: throttled (ApiThrottlingBurstLimit, ApiThrottlingRateLimit); retry later",
+    "500": "API Gateway: the function failed",
+    "503": "API Gateway: the function is unavailable",
+}
+
+
 def openapi_document(api: MemoryApi) -> dict[str, Any]:
     """The OpenAPI document generated from the routes and models, plus what Powertools cannot say:
     PATCH's two media types and the bearer token every route but this document needs."""
@@ -676,6 +779,13 @@ def openapi_document(api: MemoryApi) -> dict[str, Any]:
     document["paths"]["/me/memory"]["patch"]["requestBody"] = _PATCH_BODY
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     schemas["PatchOperation"] = models.PatchOperation.model_json_schema(by_alias=True)
+    schemas["GatewayError"] = _GATEWAY_ERROR
+    gateway = {"schema": {"$ref": "#/components/schemas/GatewayError"}}
+    for item in document["paths"].values():
+        for operation in item.values():
+            for status, description in _GATEWAY_ANSWERS.items():
+                response = operation["responses"].setdefault(status, {"description": description})
+                response.setdefault("content", {})["application/json"] = gateway
     return document
 
 

@@ -38,12 +38,14 @@ def _words(value: Any) -> set[str]:
     if text.startswith("[") and text.endswith("]"):
         try:
             parsed = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             # HTTP APIs pass array claims as "[a b]" (not JSON).
-            return {w.strip(",\"'") for w in text[1:-1].replace(",", " ").split() if w.strip(",\"'")}
+            return {w.strip(",\"'") for w in text[1:-1].split() if w.strip(",\"'")}
         if isinstance(parsed, list):
             return {str(v) for v in parsed}
-    return {w for w in text.replace(",", " ").split() if w}
+    # OAuth scopes are space-separated (RFC 6749 3.3), and a scope token may itself hold a comma:
+    # "openid,user-memory/operator" is one token, not the operator scope.
+    return set(text.split())
 
 
 def caller_from_claims(claims: Mapping[str, Any] | None, *, operator_scope: str) -> Caller:

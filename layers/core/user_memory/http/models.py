@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from user_memory.domain.kv import MAX_KEY_CHARS, MAX_TTL_SECONDS
-from user_memory.domain.messages import MAX_ACTIVITIES_PER_MESSAGE
+from user_memory.domain.messages import MAX_ACTIVITIES_PER_MESSAGE, MAX_ACTIVITY_PAYLOAD_BYTES
 
 PROBLEM_JSON = "application/problem+json"
 JSON_PATCH = "application/json-patch+json"
@@ -108,9 +109,20 @@ class ActivityItem(_In):
 
     occurred_at: datetime
     kind: str = Field(min_length=1, max_length=100)
-    payload: dict[str, JsonValue] = Field(default_factory=dict)
+    payload: dict[str, JsonValue] = Field(
+        default_factory=dict,
+        description=f"At most {MAX_ACTIVITY_PAYLOAD_BYTES:,} bytes as compact JSON (as on the queue).",
+    )
     source: str = Field(default="api", min_length=1, max_length=100)
     external_id: str = Field(min_length=1, max_length=200, description="Unique per source: repeats are ignored.")
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_size(cls, payload: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+        if size > MAX_ACTIVITY_PAYLOAD_BYTES:
+            raise ValueError(f"payload is {size:,} bytes, over the limit of {MAX_ACTIVITY_PAYLOAD_BYTES:,}")
+        return payload
 
 
 class ActivityBatch(_In):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from user_memory.domain.service import IdempotencyKeyReused
 from user_memory.errors import (
     AccessDenied,
     DocumentTooLarge,
@@ -111,7 +112,7 @@ def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
         return PATCH_CONFLICT
     if isinstance(err, InvalidDocument | UnknownSection | InvalidUpdate | InvalidToolCall):
         return INVALID_DOCUMENT
-    if isinstance(err, InvalidKvEntry | InvalidUserId):
+    if isinstance(err, InvalidKvEntry | InvalidUserId | IdempotencyKeyReused):
         return INVALID_INPUT
     if isinstance(err, InvalidRequest):
         return BAD_REQUEST
