@@ -903,3 +903,26 @@ def test_unknown_routes_and_methods_are_404_problems(alice):
 def test_the_openapi_document_is_public(api):
     reply = ApiClient(api, None).get("/openapi.json")
     assert reply.status == 200 and reply.json["openapi"].startswith("3.")
+
+
+def test_history_shows_what_produced_a_daily_summary_version(alice, store):
+    # Given a version the daily summary wrote with its provenance (an edit's reason, a refused edit)
+    provenance = {
+        "mode": "edit",
+        "edits": [{"op": "add", "path": "/personal_info/language", "reason": "said they study in French"}],
+        "refused": [{"op": "remove", "path": "/areas_to_improve/0", "reason": "resolved", "why": "not asked"}],
+    }
+    store.append(
+        alice.user_id,
+        {"personal_info": {"language": "fr"}},
+        expected_version=0,
+        source="daily summary",
+        provenance=provenance,
+    )
+    ok(merge(alice, {"personal_info": {"name": "Ann"}}))
+    # When the user reads the history
+    items = ok(alice.get("/me/memory/history"))["items"]
+    # Then the summary's version carries its provenance, and the API's own edit none
+    assert [i["version"] for i in items] == [2, 1]
+    assert items[1]["provenance"] == provenance
+    assert items[0]["provenance"] is None

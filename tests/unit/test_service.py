@@ -675,10 +675,11 @@ def test_key_value_calls_are_the_users():
     ("client_key", "stored"),
     [
         (None, None),
-        ("req-1", "api:req-1"),
-        ("daily:2026-11-21", "api:daily:2026-11-21"),  # a run key of the service stays the client's
-        ("x" * MAX_IDEMPOTENCY_KEY_CHARS, "api:" + "x" * MAX_IDEMPOTENCY_KEY_CHARS),
-        ("ключ é", "api:ключ é"),
+        ("req-1", "api:key:req-1"),
+        ("daily:2026-11-21", "api:key:daily:2026-11-21"),  # a run key of the service stays the client's
+        ("tool:call-1", "api:key:tool:call-1"),  # never an agent tool call's key (api:tool:...)
+        ("x" * MAX_IDEMPOTENCY_KEY_CHARS, "api:key:" + "x" * MAX_IDEMPOTENCY_KEY_CHARS),
+        ("ключ é", "api:key:ключ é"),
     ],
 )
 def test_a_client_key_is_stored_in_the_end_users_namespace(client_key, stored):

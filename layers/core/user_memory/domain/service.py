@@ -98,12 +98,13 @@ class Changes:
 
 
 def idempotency_key(client_key: str | None) -> str | None:
-    """The stored key for a client's Idempotency-Key header: the end users' `api:` namespace."""
+    """The stored key for a client's Idempotency-Key header: `api:key:<key>`, inside the end users'
+    `api:` namespace and apart from the agent's tool calls (`api:tool:<call id>`)."""
     if client_key is None:
         return None
     if not (1 <= len(client_key) <= MAX_IDEMPOTENCY_KEY_CHARS) or not client_key.isprintable():
         raise InvalidRequest(f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} printable characters")
-    return f"api:{client_key}"
+    return f"api:key:{client_key}"
 
 
 class MemoryService:

@@ -191,6 +191,7 @@ def _history_item(e: HistoryEntry) -> models.HistoryItem:
         operations=len(e.patch),
         change_bytes=len(json.dumps(e.patch, separators=(",", ":"), ensure_ascii=False).encode()),
         checkpoint=e.is_checkpoint,
+        provenance=e.provenance,
     )
 
 

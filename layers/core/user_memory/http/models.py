@@ -52,6 +52,11 @@ class HistoryItem(_Out):
     operations: int = Field(description="Operations in the RFC 6902 patch that made this version.")
     change_bytes: int = Field(description="Size of that patch as compact JSON.")
     checkpoint: bool
+    provenance: dict[str, JsonValue] | None = Field(
+        default=None,
+        description="What produced the version, when its writer recorded it: for a daily summary the mode, the "
+        "model, each edit's reason, refused edits and why, restored or filled facts, tokens.",
+    )
 
 
 class History(_Out):
