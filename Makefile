@@ -29,6 +29,7 @@ bench: $(STAMP)  ## every benchmark (about 25 minutes); figures go into the READ
 	$(BIN)/python bench/bench_store.py --compare-eventsourcing
 	$(BIN)/python bench/bench_worker.py --users 10000 --profile
 	$(BIN)/python bench/bench_pipeline.py
+	$(BIN)/python bench/bench_conversations.py
 
 migrate: $(STAMP)
 	$(BIN)/user-memory migrate

@@ -1,5 +1,10 @@
 """Seeded synthetic activity for N users over D days, and the facts each user should have.
 
+Every user starts on day 0 with an existing memory of about 10 KB (compact JSON; about 2,400
+o200k tokens in the model's shape), as a long-time user of the product has: 13-16 parts with 3-6
+goals each, 30-36 triggers, 2-3 safety notes and a summary that names every part
+(`initial_memory`, written as version 1 before day 0). Its facts are expected facts too.
+
 Per user and day the generator emits the activity kinds the product uses: part_named (a new
 part, or an existing one named again), goal_set, trigger_noted, safety_note, forget_part, and
 chatter that carries no fact (session, message, insight_interaction). Alongside it keeps each
@@ -11,7 +16,7 @@ user's expected facts:
     ("safety", note)          the note is in the safety notes
 
 A forget_part removes the part's facts legitimately (the part and its goals); nothing else ever
-removes an expected fact. The same seed gives the same users, activity and facts.
+removes an expected fact. The same seed gives the same users, activity, memories and facts.
 """
 
 from __future__ import annotations
@@ -43,6 +48,22 @@ PARTS = [
     ("child", "Inner child"),
     ("manager", "Manager"),
     ("loner", "Loner"),
+    ("perfectionist", "Perfectionist"),
+    ("avoider", "Avoider"),
+    ("controller", "Controller"),
+    ("comedian", "Comedian"),
+    ("observer", "Observer"),
+    ("nurturer", "Nurturer"),
+    ("guardian", "Guardian"),
+    ("taskmaster", "Taskmaster"),
+    ("peacemaker", "Peacemaker"),
+    ("explorer", "Explorer"),
+    ("historian", "Historian"),
+    ("scorekeeper", "Scorekeeper"),
+    ("saboteur", "Saboteur"),
+    ("cheerleader", "Cheerleader"),
+    ("hermit", "Hermit"),
+    ("negotiator", "Negotiator"),
 ]
 ADJECTIVES = ["Harsh", "Anxious", "Quiet", "Loyal", "Tired", "Young", "Stubborn", "Hopeful", "Busy", "Careful", "Loud"]
 GOALS = [
@@ -62,6 +83,53 @@ GOALS = [
     "share a worry instead of hiding it",
     "sleep eight hours on weeknights",
     "celebrate small progress",
+    "name the feeling before acting on it",
+    "keep one evening a week free of plans",
+    "send the draft when it is good enough",
+    "ask what the deadline really is",
+    "leave the phone in another room at night",
+    "check in with the body twice a day",
+    "thank the part for trying to help",
+    "book the dentist appointment this month",
+    "say one kind sentence to myself after a mistake",
+    "plan the hardest task for the morning",
+    "take the stairs when anxious",
+    "write a worry list and close it",
+    "answer messages in two batches a day",
+    "go to bed before midnight on weekdays",
+    "cook a real dinner twice a week",
+    "notice when the critic borrows a parent's voice",
+    "pause for three breaths before saying yes",
+    "keep the desk clear at the end of the day",
+    "spend ten minutes outside every morning",
+    "let a small mistake stay unfixed",
+    "practise asking for feedback in one-on-ones",
+    "stop comparing salaries with friends",
+    "read fiction for twenty minutes before sleep",
+    "limit news to once a day",
+    "write the first sentence before checking email",
+    "call the sister once a week",
+    "keep a list of what went well at work",
+    "split big tasks into steps of an hour",
+    "say no to weekend work unless it is urgent",
+    "go for a run on Tuesdays and Fridays",
+    "share the plan with the partner on Sundays",
+    "notice the urge to please before agreeing",
+    "take a real lunch break away from the screen",
+    "put the budget review in the calendar",
+    "ask one question in every team meeting",
+    "forgive the late reply instead of chasing it",
+    "end work calls on time",
+    "keep promises to myself as seriously as to others",
+    "write down the trigger when it happens",
+    "rest without earning it first",
+    "check the facts before the worst case",
+    "let the inner child choose one weekend activity",
+    "meditate for five minutes after waking",
+    "unfollow accounts that feed comparison",
+    "visit the grandparents once a month",
+    "tidy for fifteen minutes, not the whole flat",
+    "turn off notifications during focus time",
 ]
 TRIGGERS = [
     "vague deadlines",
@@ -78,8 +146,29 @@ TRIGGERS = [
     "performance reviews",
     "phone calls from the bank",
     "group chats going quiet",
+    "a friend cancelling plans",
+    "emails marked urgent",
+    "visits to the parents",
+    "feedback on a draft",
+    "waiting for test results",
+    "a cluttered inbox",
+    "noisy neighbours",
+    "being interrupted",
+    "social media posts of old classmates",
+    "a long to-do list",
 ]
-CONTEXTS = ["at work", "at home", "with the manager", "on weekends", "in the evening", "before trips"]
+CONTEXTS = [
+    "at work",
+    "at home",
+    "with the manager",
+    "on weekends",
+    "in the evening",
+    "before trips",
+    "on Sunday nights",
+    "after a bad night's sleep",
+    "with the partner",
+    "in the morning",
+]
 OUTCOMES = [
     "ask for a concrete date",
     "pause and breathe for a minute",
@@ -88,6 +177,14 @@ OUTCOMES = [
     "step outside for five minutes",
     "reply the next morning",
     "make a short list",
+    "ask for help instead of pushing through",
+    "write down what is actually known",
+    "text a friend before spiralling",
+    "take a ten-minute walk before deciding",
+    "remind the critic that good enough is fine",
+    "choose one task and close the rest",
+    "let the feeling pass without answering it",
+    "put it in the calendar for tomorrow",
 ]
 SAFETY = [
     "mentions panic attacks at night; suggest grounding, never breath holding",
@@ -97,6 +194,20 @@ SAFETY = [
     "recently bereaved; avoid pushing on family topics",
     "takes medication that causes drowsiness; no advice on dosage",
     "asked to be reminded of the crisis line when distressed",
+    "works night shifts; do not suggest early-morning routines",
+    "lives with chronic pain; avoid suggesting exercise without asking",
+    "has an eating disorder history; never mention calories",
+    "is in a custody dispute; do not give legal advice",
+    "discloses alcohol use when stressed; suggest the counselling service, do not moralise",
+]
+STATUSES = ["active", "active", "dormant", "integrating", "protective", "quiet"]
+BACKGROUND = [
+    "Has used the app for about eight months, mostly in short evening sessions.",
+    "Came to the app after a burnout last winter and checks in most weekdays.",
+    "Uses the app on the commute; prefers short, concrete suggestions over long reflections.",
+    "Started during a job change; likes to review the week on Sunday evenings.",
+    "Writes long messages when stressed and short ones on good days.",
+    "Responds well to gentle humour; dislikes being told what to feel.",
 ]
 INSIGHTS = ["avoidance-loop", "all-or-nothing", "self-compassion", "values-check", "energy-map"]
 
@@ -115,7 +226,8 @@ class GenConfig:
     trigger: float = 0.22
     safety: float = 0.04
     forget: float = 0.025
-    max_parts: int = 9
+    max_parts: int = 20
+    initial_memory: bool = True  # users start with an existing ~10 KB memory (version 1)
 
 
 @dataclass
@@ -132,6 +244,7 @@ class UserState:
     # fact -> the (day, external_id) of every activity that carried it
     mentions: dict[Fact, list[tuple[int, str]]] = field(default_factory=dict)
     forgotten_facts: int = 0
+    initial: dict[str, Any] | None = None  # the memory the user starts with (stored form), if any
 
     def facts(self) -> set[Fact]:
         out: set[Fact] = {("part", pid, name) for pid, name in self.parts.items()}
@@ -155,6 +268,9 @@ class Generator:
         self.start = start
         self.users = [UserState(user_id=u, index=i) for i, u in enumerate(user_ids(seed, users))]
         self._next_day = 0
+        if self.cfg.initial_memory:
+            for user in self.users:
+                initial_memory(user, random.Random(f"memory:{seed}:{user.index}"))
 
     def date_of(self, day: int) -> date:
         return self.start + timedelta(days=day)
@@ -190,7 +306,7 @@ class Generator:
             free = [p for p in PARTS if p[0] not in user.parts and p[0] not in user.forgotten]
             if free:
                 pid, base = rng.choice(free)
-                name = f"{rng.choice(ADJECTIVES)} {base.lower()}" if rng.random() < 0.6 else base
+                name = part_name(rng, base)
                 user.parts[pid] = name
                 user.goals[pid] = []
                 steps.append(("part_named", {"part_id": pid, "name": name}, ("part", pid, name)))
@@ -252,6 +368,55 @@ class Generator:
                 )
             )
         return out
+
+
+def part_name(rng: random.Random, base: str) -> str:
+    return f"{rng.choice(ADJECTIVES)} {base.lower()}" if rng.random() < 0.6 else base
+
+
+def initial_memory(user: UserState, rng: random.Random) -> dict[str, Any]:
+    """Give `user` the memory a long-time user has (see the module's docstring): its facts become
+    expected facts (mentioned on day -1, by no activity), and `user.initial` the stored document."""
+    chosen = rng.sample(PARTS, rng.randint(13, 16))
+    parts: dict[str, Any] = {}
+    for pid, base in chosen:
+        name = part_name(rng, base)
+        goals = rng.sample(GOALS, rng.randint(3, 6))
+        user.parts[pid], user.goals[pid] = name, list(goals)
+        parts[pid] = {
+            "name": name,
+            "status": rng.choice(STATUSES),
+            "recency_score": round(rng.uniform(0.05, 1.0), 3),
+            "influence_score": round(rng.uniform(0.1, 0.9), 2),
+            "goals": [{"goal": g} for g in goals],
+        }
+    triggers = []
+    for _ in range(rng.randint(30, 36)):
+        text = f"{rng.choice(TRIGGERS)} {rng.choice(CONTEXTS)}"
+        if text in user.triggers:
+            continue
+        user.triggers.append(text)
+        related = rng.sample(sorted(parts), rng.choice([0, 1, 1, 2]))
+        triggers.append({"trigger": text, "desired_outcome": rng.choice(OUTCOMES), "related_parts": related})
+    user.notes = rng.sample(SAFETY, rng.randint(2, 3))
+    for fact in user.facts():
+        user.mentions[fact] = [(-1, "seed")]
+    names = [parts[pid]["name"] for pid in sorted(parts, key=lambda k: -parts[k]["recency_score"])]
+    summary = (
+        f"{' '.join(rng.sample(BACKGROUND, 2))} Works with {len(parts)} parts: {', '.join(names)}. "
+        f"Most present lately: {', '.join(names[:3])}. "
+        f"{len(triggers)} triggers tracked, the most frequent {triggers[0]['trigger']} and {triggers[1]['trigger']}. "
+        "Safety notes on file: read them first."
+    )
+    user.initial = {
+        "version": 1,
+        "last_updated_by": "import",
+        "summary": summary,
+        "parts": parts,
+        "triggers_and_goals": triggers,
+        "safety_notes": "\n".join(user.notes),
+    }
+    return user.initial
 
 
 def present(fact: Fact, document: dict[str, Any]) -> bool:

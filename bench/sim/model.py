@@ -3,7 +3,14 @@
 For each chat completion request it reads the current memory and the new activity from the user
 message (between `<memory>`/`</memory>` and `<activity>`/`</activity>` lines; the older prompt,
 "Current memory document:" / "New activity (...):", is read too), computes the correct update,
-then misbehaves with seeded probabilities per call:
+then misbehaves with seeded probabilities per call.
+
+The correct update follows the system prompts' rules, as a model that behaves would: every
+structured activity written; recency_score never edited (the service keeps it), influence_score
+raised by 0.1 for a part that got a goal; the summary kept unless the day makes it wrong (it names
+a part that is gone) or incomplete (a part, or safety notes, it does not mention), and then
+rewritten keeping its background sentences. A retry (a call carrying feedback) recomputes the
+correct update. The misbehaviours:
 
 document mode (the whole document back)
     omit_section     empties the triggers or the safety notes, or leaves the triggers key out
@@ -14,7 +21,7 @@ document mode (the whole document back)
 edit mode (`response_format.json_schema.name == "memory_edits"`: edits back)
     remove_part      proposes removing a part nobody asked to forget
     clear_safety     proposes clearing the safety notes
-    bad_path         sends one of today's edits to a path that does not exist
+    bad_path         sends one of today's edits to a path that does not exist (an empty answer has none)
     forget_fact      does not add one fact of today's activity
 
 A call that carries feedback on a previous answer (a retry) misbehaves at `retry_factor` times
@@ -128,12 +135,13 @@ def _edit(op: str, path: str, value: Any, reason: str, fact: bool = False) -> di
 
 
 def apply_activity(
-    before: State, activity: list[dict[str, Any]], *, decay: bool, skip: int | None = None
+    before: State, activity: list[dict[str, Any]], *, skip: int | None = None
 ) -> tuple[State, list[dict[str, Any]]]:
-    """The correct update (minus the activity at index `skip`): the next state and the edits that make it."""
+    """The correct update (minus the activity at index `skip`): the next state and the edits that make it.
+
+    Recency is left as it is (the service sets it); a new part is written with recency 1.0."""
     s = before.copy()
     edits: list[dict[str, Any]] = []
-    touched: list[str] = []
     goal_touched: list[str] = []
     for i, a in enumerate(activity):
         if i == skip:
@@ -154,7 +162,6 @@ def apply_activity(
             elif s.parts[pid]["name"] != name:
                 s.parts[pid]["name"] = name
                 edits.append(_edit("replace", f"/parts/{pid}/name", name, f"part renamed at {at}", fact=True))
-            touched.append(pid)
         elif kind == "goal_set" and a.get("part_id") and a.get("goal"):
             pid, goal = str(a["part_id"]), str(a["goal"])
             if pid not in s.parts:  # a goal for a part the memory lacks: the part comes back, named by its id
@@ -170,7 +177,6 @@ def apply_activity(
             if {"goal": goal} not in s.parts[pid]["goals"]:
                 s.parts[pid]["goals"].append({"goal": goal})
                 edits.append(_edit("add", f"/parts/{pid}/goals/-", {"goal": goal}, f"goal set at {at}", fact=True))
-            touched.append(pid)
             goal_touched.append(pid)
         elif kind == "trigger_noted" and a.get("trigger"):
             text = str(a["trigger"])
@@ -199,39 +205,40 @@ def apply_activity(
                             "replace", f"/triggers_and_goals/{idx}/related_parts", t["related_parts"], "part forgotten"
                         )
                     )
-    if decay:
-        for pid, p in s.parts.items():
-            if pid not in touched:
-                p["recency_score"] = round(p["recency_score"] * 0.9, 2)
-    for pid in dict.fromkeys(touched):
-        if pid not in s.parts:
-            continue
-        if s.parts[pid]["recency_score"] != 1.0:
-            s.parts[pid]["recency_score"] = 1.0
-            edits.append(_edit("replace", f"/parts/{pid}/recency_score", 1.0, "active today"))
-        if pid in goal_touched:
+    for pid in dict.fromkeys(goal_touched):
+        if pid in s.parts:
             s.parts[pid]["influence_score"] = round(min(1.0, s.parts[pid]["influence_score"] + 0.1), 2)
             edits.append(_edit("replace", f"/parts/{pid}/influence_score", s.parts[pid]["influence_score"], "new goal"))
-    s.summary = summary_text(s, activity)
-    edits.append(_edit("replace", "/summary", s.summary, "today's activity"))
+    if not summary_ok(s, before):
+        s.summary = summary_text(s)
+        edits.append(_edit("replace", "/summary", s.summary, "the summary no longer matches the parts"))
     return s, edits
 
 
-def summary_text(s: State, activity: list[dict[str, Any]]) -> str:
-    """A short, factual, agent-readable summary, as the system prompt asks."""
-    counts = Counter(str(a.get("kind")) for a in activity)
-    day = str(activity[-1].get("at", ""))[:10] if activity else "no activity"
-    sessions = counts.get("session", 0)
-    messages = counts.get("message", 0)
+def summary_ok(s: State, before: State) -> bool:
+    """Whether the summary is still right: it names every part, names no part that is gone, and
+    mentions the safety notes when there are any (the prompts' "wrong or incomplete")."""
+    text = s.summary
+    if any(p["name"] not in text for p in s.parts.values()):
+        return False
+    gone = {p["name"] for p in before.parts.values()} - {p["name"] for p in s.parts.values()}
+    if any(name in text for name in gone):
+        return False
+    return not s.safety_notes or "Safety notes on file" in text
+
+
+def summary_text(s: State) -> str:
+    """A short, factual, agent-readable summary: the background sentences of the current one kept,
+    then the parts, the most present, two triggers and the safety notes."""
+    background = s.summary.split("Works with ")[0].strip() if "Works with " in s.summary else ""
+    names = [s.parts[k]["name"] for k in s.parts]
     recent = sorted(s.parts, key=lambda k: -s.parts[k]["recency_score"])[:3]
-    names = ", ".join(s.parts[k]["name"] for k in recent)
-    text = f"Last active {day}: {sessions} sessions, {messages} messages. {len(s.parts)} parts known"
-    text += f", most present: {names}." if names else "."
-    goals = [g["goal"] for k in recent for g in s.parts[k]["goals"]][-2:]
-    if goals:
-        text += f" Working on: {'; '.join(goals)}."
-    if s.triggers:
-        text += f" {len(s.triggers)} triggers tracked, latest: {s.triggers[-1]['trigger']}."
+    text = f"{background} " if background else ""
+    text += f"Works with {len(names)} parts: {', '.join(names)}." if names else "No parts known yet."
+    if recent:
+        text += f" Most present lately: {', '.join(s.parts[k]['name'] for k in recent)}."
+    if len(s.triggers) >= 2:
+        text += f" Often triggered by {s.triggers[0]['trigger']} and {s.triggers[1]['trigger']}."
     if s.safety_notes:
         text += " Safety notes on file: read them first."
     return text
@@ -244,11 +251,14 @@ _ACTIVITY = re.compile(r"^<activity>\n(.*?)\n?</activity>$", re.S | re.M)
 _OLD_MEMORY = re.compile(r"Current memory document:\n(.*?)\n\nNew activity", re.S)
 # "Your previous edits could not be used: ..." (and the older "Your previous answer was invalid: ...")
 _FEEDBACK = re.compile(r"^Your previous \w+ (could not be used|was invalid)", re.M)
+# The pipeline's feedback when an answer left structured activity out (facts.unreflected_feedback)
+_MISSING_FACTS = "does not hold what"
 _OLD_ACTIVITY = re.compile(r"New activity \([^)]*\):\n(.*?)(?:\n\n|\n?$)", re.S)
 
 
-def read_prompt(body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
-    """(memory in the LLM shape, activity lines as dicts, whether the request carries feedback)."""
+def read_prompt(body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """(memory in the LLM shape, activity lines as dicts, the feedback the request carries: "" for
+    none, "facts" for activity the previous answer left out, "invalid" for any other)."""
     messages = body.get("messages") or []
     user = next((m for m in messages if m.get("role") == "user" and "memory" in str(m.get("content"))), None)
     if user is None:
@@ -269,8 +279,9 @@ def read_prompt(body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
         if isinstance(item, dict):
             activity.append(item)
     later = messages[messages.index(user) + 1 :]
-    feedback = any(m.get("role") in ("assistant", "user") for m in later) or bool(_FEEDBACK.search(text))
-    return memory, activity, feedback
+    if not (any(m.get("role") in ("assistant", "user") for m in later) or _FEEDBACK.search(text)):
+        return memory, activity, ""
+    return memory, activity, "facts" if _MISSING_FACTS in text else "invalid"
 
 
 # -- the model -------------------------------------------------------------------------------------
@@ -287,6 +298,7 @@ class Call:
     misbehaved: list[str] = field(default_factory=list)
     day: str = ""  # the date of the newest activity line
     by_edit: Counter[str] = field(default_factory=Counter)  # edit mode: completion tokens per kind of edit
+    feedback: str = ""  # a retry's: "facts" (activity left out) or "invalid"
 
 
 class ScriptedModel:
@@ -304,7 +316,8 @@ class ScriptedModel:
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         fmt = (body.get("response_format") or {}).get("json_schema") or {}
         mode = "edit" if fmt.get("name") == EDIT_SCHEMA_NAME else "document"
-        memory, activity, retry = read_prompt(body)
+        memory, activity, feedback = read_prompt(body)
+        retry = bool(feedback)
         key = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).hexdigest()
         with self._lock:
             self._seen[key] += 1
@@ -319,6 +332,7 @@ class ScriptedModel:
             content, done = self._edits(before, activity, wanted, rng)
         call = Call(mode, retry, self.tokenizer.chat_prompt(body), self.tokenizer.count(content), done)
         call.day = str(activity[-1].get("at", ""))[:10] if activity else ""
+        call.feedback = feedback
         if mode == "edit":
             for e in json.loads(content)["edits"]:
                 call.by_edit[edit_kind(e)] += self.tokenizer.count(json.dumps(e, ensure_ascii=False))
@@ -350,7 +364,7 @@ class ScriptedModel:
         skip = self._forgettable(activity, before, rng) if "forget_fact" in wanted else None
         if skip is not None:
             done.append("forget_fact:" + json.dumps(activity_fact(activity[skip])))
-        after, _ = apply_activity(before, activity, decay=True, skip=skip)
+        after, _ = apply_activity(before, activity, skip=skip)
         mentioned = {str(a.get("part_id")) for a in activity if a.get("part_id")}
         quiet = [pid for pid in after.parts if pid not in mentioned and pid in before.parts]
         if "drop_part" in wanted and quiet:
@@ -407,7 +421,7 @@ class ScriptedModel:
         skip = self._forgettable(activity, before, rng) if "forget_fact" in wanted else None
         if skip is not None:
             done.append("forget_fact:" + json.dumps(activity_fact(activity[skip])))
-        _, edits = apply_activity(before, activity, decay=False, skip=skip)
+        _, edits = apply_activity(before, activity, skip=skip)
         mentioned = {str(a.get("part_id")) for a in activity if a.get("part_id")}
         quiet = [pid for pid in before.parts if pid not in mentioned]
         if "remove_part" in wanted and quiet:
@@ -417,7 +431,7 @@ class ScriptedModel:
         if "clear_safety" in wanted and before.safety_notes:
             edits.append(_edit("replace", "/safety_notes", "", "the notes look outdated"))
             done.append("clear_safety")
-        if "bad_path" in wanted:
+        if "bad_path" in wanted and edits:  # an empty answer (nothing to change) has no path to get wrong
             carrying = [e for e in edits if e.get("_fact")] or edits
             e = rng.choice(carrying)
             path = e["path"]
@@ -442,6 +456,7 @@ class ScriptedModel:
         return {
             "calls": len(calls),
             "retries": sum(c.retry for c in calls),
+            "fact_retries": sum(c.feedback == "facts" for c in calls),
             "prompt_tokens": sum(c.prompt_tokens for c in calls),
             "completion_tokens": sum(c.completion_tokens for c in calls),
             "misbehaved": Counter(k.split(":")[0] for c in calls for k in c.misbehaved),

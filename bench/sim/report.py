@@ -26,6 +26,9 @@ def render(results: dict[str, ModeResult | str], *, command: str, seed: int, use
         lines.append(f"tokens: {first.tokenizer}")
     for m, r in ran.items():
         lines.append(f"misbehaviour per call, {m} mode: {r.rates}")
+    for m, r in ran.items():
+        if not r.floor:
+            lines.append(f"{m} mode: the fact floor is OFF (PipelineConfig.fact_floor, a test-only switch)")
     lines.append("")
 
     def cell(m: str, fn) -> str:  # type: ignore[no-untyped-def]
@@ -37,8 +40,17 @@ def render(results: dict[str, ModeResult | str], *, command: str, seed: int, use
     def row(label: str, fn, note: str = "") -> None:  # type: ignore[no-untyped-def]
         rows.append((label, [cell(m, fn) for m in modes], note))
 
+    row(
+        "existing memory on day 0, per user (mean)",
+        lambda r: (
+            f"{r.memory_bytes_start:,.0f} B, {r.memory_tokens_start:,.0f} tok" if r.memory_bytes_start else "none"
+        ),
+    )
     row("user-days summarized (refresh messages)", lambda r: _n(r.user_days))
-    row("LLM calls (of which retries with feedback)", lambda r: f"{r.calls:,} ({r.retries:,})")
+    row(
+        "LLM calls (retries: bad answer / missing facts)",
+        lambda r: f"{r.calls:,} ({r.retries - r.fact_retries:,} / {r.fact_retries:,})",
+    )
     row("completion tokens per user-day", lambda r: _n(round(r.per_user_day(r.completion_tokens), 1)))
     row("prompt tokens per user-day", lambda r: _n(round(r.per_user_day(r.prompt_tokens), 1)))
     if "document" in ran and "edit" in ran and ran["document"].completion_tokens:
@@ -59,8 +71,10 @@ def render(results: dict[str, ModeResult | str], *, command: str, seed: int, use
             label = f"  the same, days {days.index(part[0]) + 1}-{days.index(part[-1]) + 1}"
             rows.append((label, ["" if m != "edit" else f"{edit_t / max(doc_t, 1):.1%}" for m in modes], ""))
     row("memory on the last day, tokens per user (mean)", lambda r: _n(round(r.memory_tokens)))
-    row("facts introduced, not forgotten (expected)", lambda r: _n(r.expected))
+    row("facts expected (existing memory + activity, not forgotten)", lambda r: _n(r.expected))
     row("  still in memory on the last day", lambda r: f"{r.present:,} ({r.present / max(r.expected, 1):.1%})")
+    row("    of which restored by the fact floor (flagged, not lost)", lambda r: _n(r.present_restored))
+    row("    of which filled from the activity (flagged, not lost)", lambda r: _n(r.present_filled))
     row("  lost, with a flag", lambda r: _n(r.lost_flagged))
     row(
         "  lost, WITHOUT a flag",
@@ -73,6 +87,14 @@ def render(results: dict[str, ModeResult | str], *, command: str, seed: int, use
     row("facts forgotten on request (forget_part)", lambda r: _n(r.forgotten))
     row("  forgotten parts still in memory", lambda r: _n(r.forgotten_still_present))
     row("versions written", lambda r: _n(r.versions))
+    row(
+        "fact floor: restorations recorded (in versions)",
+        lambda r: f"{r.restorations:,} ({r.versions_restored:,})" if r.floor else "off",
+    )
+    row(
+        "fact floor: activity filled / left unreflected",
+        lambda r: f"{r.fills:,} / {r.unreflected:,}" if r.floor else "off",
+    )
     row(
         "versions with refused edits (partially applied)",
         lambda r: f"{r.versions_refused:,} ({r.refused_edits:,} edits)" if r.provenance else "n/a (no provenance)",

@@ -8,14 +8,18 @@ as the fan-out writes them; moto is left out: it would measure moto), and the me
 WorkerBatchSize). A record the handler reports failed is delivered again, with its receive
 count, until MaxReceiveCount (5), then counted in the DLQ, as the event source mapping does.
 After each day every user's head is read, so the accounting knows when a fact first reached
-memory and whether it was later dropped.
+memory and whether it was later dropped. Before day 0 every user's existing memory (generator.py:
+`initial_memory`, ~10 KB) is written as version 1, as the service's store writes any version.
 
 The accounting (`Accounting`) on the last day, per expected fact (see generator.py):
-    present            in the head document
+    present            in the head document; of which, apart, the facts the service's fact floor
+                       put back at some point (a version's provenance "restored": the fact at
+                       that path in that version's document) or folded in from the activity
+                       (provenance "filled": the activity's external id): flagged, not lost
     lost, flagged      absent, and a flag covers it: an activity carrying it is still
                        unsummarized (its run failed, which the worker logged and counted), or a
                        refused edit in the versions' provenance names it (its part, its text,
-                       the safety notes)
+                       the safety notes), or provenance records its activity as unreflected
     lost, no flag      absent, and nothing anywhere says so: the target is zero
                        (split into "never in memory" and "dropped later")
 """
@@ -28,16 +32,17 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 from user_memory.adapters.openai_summarizer import to_llm_shape
-from user_memory.adapters.postgres import open_pool
+from user_memory.adapters.postgres import PostgresRecorder, open_pool
 from user_memory.config import WorkerSettings
 from user_memory.domain.fanout import FanoutPlan, refresh_bodies
 from user_memory.domain.model import Activity, Window
+from user_memory.domain.repository import MemoryStore
 from user_memory.observability import logger, metrics
 from user_memory.runtime import build_worker
 from user_memory_functions.worker.app import handler
@@ -96,8 +101,10 @@ class ModeResult:
     tokenizer: str
     rates: str
     user_days: int = 0  # refresh_user messages: users with activity to summarize, per day
+    floor: bool = True  # the service's fact floor (off only in the checker's own test)
     calls: int = 0
     retries: int = 0
+    fact_retries: int = 0  # of the retries: feedback naming activity the answer left out
     prompt_tokens: int = 0
     completion_tokens: int = 0
     misbehaved: Counter[str] = field(default_factory=Counter)
@@ -105,6 +112,8 @@ class ModeResult:
     completion_by_day: Counter[str] = field(default_factory=Counter)
     by_edit: Counter[str] = field(default_factory=Counter)
     memory_tokens: float = 0.0  # mean size of the last day's memory in the model's shape, in tokens
+    memory_tokens_start: float = 0.0  # the same, of the memory users start with (version 1)
+    memory_bytes_start: float = 0.0  # its compact JSON, in bytes
     versions: int = 0
     versions_refused: int = 0
     refused_edits: int = 0
@@ -122,6 +131,12 @@ class ModeResult:
     never_in_memory: int = 0
     lost_left_out: int = 0  # of the unflagged: a mention the model left out (forget_fact)
     dropped_later: int = 0
+    present_restored: int = 0  # present, and put back by the fact floor at some point (provenance)
+    present_filled: int = 0  # present, and folded in from the activity by the service (provenance)
+    restorations: int = 0  # provenance "restored" entries, every version
+    versions_restored: int = 0
+    fills: int = 0  # provenance "filled" entries
+    unreflected: int = 0  # provenance "unreflected" entries (a name the answer chose itself, kept)
     flagged_by: Counter[str] = field(default_factory=Counter)
     lost_by_kind: Counter[str] = field(default_factory=Counter)
     forgotten: int = 0
@@ -163,10 +178,15 @@ class Accounting:
             result.forgotten_still_present += sum(1 for pid in u.forgotten if pid in (doc.get("parts") or {}))
             for fact, mentions in u.mentions.items():
                 result.expected += 1
+                user_flags = flags.get(u.user_id, Flags())
                 if present(fact, doc):
                     result.present += 1
+                    if fact in user_flags.restored_facts:
+                        result.present_restored += 1
+                    if any(ext in user_flags.filled for _, ext in mentions):
+                        result.present_filled += 1
                     continue
-                flag = flags.get(u.user_id, Flags()).covering(fact, [ext for _, ext in mentions])
+                flag = user_flags.covering(fact, [ext for _, ext in mentions])
                 if flag:
                     result.lost_flagged += 1
                     result.flagged_by[flag] += 1
@@ -191,6 +211,9 @@ class Flags:
     pending: set[str] = field(default_factory=set)  # external ids still unsummarized (a failed run left them)
     cut: set[str] = field(default_factory=set)  # summarized by a version whose prompt left activity out
     refused: list[dict[str, Any]] = field(default_factory=list)  # provenance's refused edits
+    restored_facts: set[Fact] = field(default_factory=set)  # facts the fact floor put back (provenance)
+    filled: set[str] = field(default_factory=set)  # external ids whose fact the service folded in
+    unreflected: set[str] = field(default_factory=set)  # external ids provenance records as unreflected
 
     def covering(self, fact: Fact, external_ids: list[str]) -> str:
         """The flag that covers `fact` ("" when none does)."""
@@ -198,6 +221,8 @@ class Flags:
             return "its activity is unsummarized (the run failed, logged)"
         if any(ext in self.cut for ext in external_ids):
             return "its activity was left out of the prompt (provenance counts it)"
+        if any(ext in self.unreflected for ext in external_ids):
+            return "its activity is recorded as unreflected (provenance)"
         # A refusal blocks a removal (or clearing the notes), which keeps facts: it covers a missing
         # fact only when the refused edit could have written it (not a remove) where the fact lives.
         for edit in self.refused:
@@ -211,6 +236,10 @@ class Flags:
             if fact[0] == "safety" and path == "/safety_notes":
                 return "a refused edit wrote where it lives (provenance)"
         return ""
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _heads(conn: psycopg.Connection, ids: list[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
@@ -287,8 +316,38 @@ class Deliverer:
         return str(uuid.UUID(int=self._n, version=4))
 
 
-def _flags(conn: psycopg.Connection, ids: list[uuid.UUID], result: ModeResult) -> tuple[dict[uuid.UUID, Flags], int]:
-    """Per user: unsummarized activity, activity a prompt left out, refused edits; and the count unsummarized."""
+def _restored_facts(document: dict[str, Any], entry: dict[str, Any]) -> set[Fact]:
+    """The expected-fact shapes a provenance "restored" entry stands for, read from the version's document."""
+    tokens = [t.replace("~1", "/").replace("~0", "~") for t in str(entry.get("path", "")).split("/")[1:]]
+    parts = document.get("parts") or {}
+    triggers = document.get("triggers_and_goals") or []
+    if tokens[:1] == ["parts"] and len(tokens) >= 2 and tokens[1] in parts:
+        part = parts[tokens[1]]
+        goals = [str(g.get("goal")) for g in part.get("goals") or []]
+        if len(tokens) == 2:  # the whole part
+            return {("part", tokens[1], part.get("name")), *(("goal", tokens[1], g) for g in goals)}
+        if tokens[2] == "name":
+            return {("part", tokens[1], part.get("name"))}
+        if tokens[2] == "goals" and len(tokens) == 4 and tokens[3].isdigit() and int(tokens[3]) < len(goals):
+            return {("goal", tokens[1], goals[int(tokens[3])])}
+    if (
+        tokens[:1] == ["triggers_and_goals"]
+        and len(tokens) >= 2
+        and tokens[1].isdigit()
+        and int(tokens[1]) < len(triggers)
+    ):
+        return {("trigger", str(triggers[int(tokens[1])].get("trigger")))}
+    if tokens == ["safety_notes"]:
+        lines = str(document.get("safety_notes") or "").splitlines()
+        return {("safety", lines[i]) for i in entry.get("lines") or [] if i < len(lines)}
+    return set()
+
+
+def _flags(
+    conn: psycopg.Connection, ids: list[uuid.UUID], result: ModeResult, store: MemoryStore
+) -> tuple[dict[uuid.UUID, Flags], int]:
+    """Per user: unsummarized activity, activity a prompt left out, refused edits, what the fact
+    floor restored and filled; and the count unsummarized."""
     flags: dict[uuid.UUID, Flags] = {u: Flags() for u in ids}
     has = conn.execute(
         "SELECT 1 FROM information_schema.columns"
@@ -296,6 +355,8 @@ def _flags(conn: psycopg.Connection, ids: list[uuid.UUID], result: ModeResult) -
     ).fetchone()
     result.provenance = has is not None
     cut_versions: set[tuple[uuid.UUID, int]] = set()
+    filled_ids: dict[uuid.UUID, set[int]] = {u: set() for u in ids}
+    unreflected_ids: dict[uuid.UUID, set[int]] = {u: set() for u in ids}
     if has:
         rows = conn.execute(
             "SELECT user_id, version, provenance FROM user_memory_snapshots"
@@ -312,10 +373,27 @@ def _flags(conn: psycopg.Connection, ids: list[uuid.UUID], result: ModeResult) -
                 result.versions_refused += 1
                 result.refused_edits += len(refused)
                 flags[user_id].refused.extend(refused)
+            restored = [i for i in prov.get("restored") or [] if isinstance(i, dict)]
+            if restored:
+                result.versions_restored += 1
+                result.restorations += len(restored)
+                document = store.at(user_id, version).document
+                for entry in restored:
+                    flags[user_id].restored_facts |= _restored_facts(document, entry)
+            for entry in prov.get("filled") or []:
+                result.fills += 1
+                filled_ids[user_id].add(int(entry["activity_id"]))
+            for entry in prov.get("unreflected") or []:
+                result.unreflected += 1
+                unreflected_ids[user_id].add(int(entry["activity_id"]))
     unsummarized = 0
-    for user_id, ext, version in conn.execute(
-        "SELECT user_id, external_id, summarized_version FROM user_activity WHERE user_id = ANY(%s)", (ids,)
+    for user_id, activity_id, ext, version in conn.execute(
+        "SELECT user_id, id, external_id, summarized_version FROM user_activity WHERE user_id = ANY(%s)", (ids,)
     ).fetchall():
+        if activity_id in filled_ids[user_id]:
+            flags[user_id].filled.add(ext)
+        if activity_id in unreflected_ids[user_id]:
+            flags[user_id].unreflected.add(ext)
         if version is None:
             flags[user_id].pending.add(ext)
             unsummarized += 1
@@ -334,16 +412,22 @@ def run_mode(
     rates: Rates,
     tokenizer: Tokenizer,
     gen: GenConfig | None = None,
+    floor: bool = True,
     progress: Callable[[str], None] = lambda _: None,
 ) -> ModeResult:
-    """Simulate `days` days for `users` users in one mode on the (migrated, empty) database `dsn`."""
+    """Simulate `days` days for `users` users in one mode on the (migrated, empty) database `dsn`.
+
+    `floor=False` switches the pipeline's fact floor off (PipelineConfig.fact_floor, a test-only
+    switch): what the checker sees of a summarizer on its own."""
     if mode == "edit" and not edit_mode_available():
         raise RuntimeError("this checkout's summarizer has no edit mode (WorkerSettings.summary_mode)")
     started = time.perf_counter()
     generator = Generator(seed, users, gen)
     ids = [u.user_id for u in generator.users]
     model = ScriptedModel(seed, rates, tokenizer)
-    result = ModeResult(mode=mode, users=users, days=days, tokenizer=tokenizer.name, rates=rates.describe(mode))
+    result = ModeResult(
+        mode=mode, users=users, days=days, tokenizer=tokenizer.name, rates=rates.describe(mode), floor=floor
+    )
     accounting = Accounting(generator.users)
     tap = LogTap()
     service_log = logging.getLogger(logger.name)
@@ -363,6 +447,17 @@ def run_mode(
                 **overrides,
             )
             services = build_worker(settings, pool=pool)
+            if not floor:
+                services.pipeline = replace(services.pipeline, fact_floor=False)
+            store = MemoryStore(PostgresRecorder(pool))
+            starting = [u for u in generator.users if u.initial is not None]
+            for u in starting:
+                store.append(u.user_id, u.initial, expected_version=0, source="import: existing memory")
+            if starting:
+                shown = [_compact(to_llm_shape(u.initial or {})) for u in starting]
+                result.memory_tokens_start = sum(tokenizer.count(t) for t in shown) / len(starting)
+                result.memory_bytes_start = sum(len(_compact(u.initial).encode()) for u in starting) / len(starting)
+            accounting.observe(_heads(conn, ids))
             deliverer = Deliverer(services)
             for day in range(days):
                 activities = generator.day(day)
@@ -377,12 +472,16 @@ def run_mode(
                 if (day + 1) % 5 == 0 or day + 1 == days:
                     progress(f"{mode}: day {day + 1}/{days}, {time.perf_counter() - started:.0f} s")
             heads = _heads(conn, ids)
-            flags, result.unsummarized = _flags(conn, ids, result)
-            row = conn.execute("SELECT count(*) FROM user_memory_snapshots WHERE user_id = ANY(%s)", (ids,)).fetchone()
+            flags, result.unsummarized = _flags(conn, ids, result, store)
+            row = conn.execute(  # the daily summaries' versions (not the existing memories written before day 0)
+                "SELECT count(*) FROM user_memory_snapshots"
+                " WHERE user_id = ANY(%s) AND idempotency_key LIKE 'daily:%%'",
+                (ids,),
+            ).fetchone()
             result.versions = int(row[0]) if row else 0
         tally = model.tally(mode)
         accounting.close(result, heads, flags, tally["left_out"], generator.date_of)
-        result.calls, result.retries = tally["calls"], tally["retries"]
+        result.calls, result.retries, result.fact_retries = tally["calls"], tally["retries"], tally["fact_retries"]
         result.prompt_tokens, result.completion_tokens = tally["prompt_tokens"], tally["completion_tokens"]
         result.misbehaved = tally["misbehaved"]
         result.completion_by_day, result.by_edit = tally["completion_by_day"], tally["by_edit"]

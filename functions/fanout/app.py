@@ -1,4 +1,5 @@
-"""Fan-out Lambda: a scheduled (or manual) event -> refresh_user messages on the worker queue."""
+"""Fan-out Lambda: a scheduled (or manual) event -> refresh_user messages; the conversation schedule's
+event ({"task_type": "TRIGGER_MEMORY_GENERATION"}) -> GENERATE_MEMORY_BATCH messages for quiet conversations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Worker Lambda: an SQS batch -> one run per user (or activity recorded); partial batch response."""
+"""Worker Lambda: an SQS batch -> one run per user, activity recorded, or a batch of conversation memories;
+partial batch response."""
 
 from __future__ import annotations
 

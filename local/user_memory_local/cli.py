@@ -292,6 +292,31 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return chat.main(args.user, budget=args.budget, database_url=lambda: database_url(args))
 
 
+def cmd_trigger_conversations(args: argparse.Namespace) -> int:
+    from user_memory.config import ConversationTriggerSettings
+
+    from user_memory_local import conversations
+
+    # Configuration first (INACTIVITY_THRESHOLD_MINUTES, CONVERSATIONS_PER_MESSAGE): nothing runs on a bad one.
+    settings = ConversationTriggerSettings.from_env(inactivity_threshold_minutes=args.threshold_minutes)
+    if args.queue_url:
+        if args.seed:
+            return _fail("--seed is for the local run only (without --queue-url)", EXIT_USAGE)
+        _print_json(conversations.trigger_on_queue(database_url(args), args.queue_url, settings))
+        return 0
+    report = conversations.trigger_locally(
+        database_url(args),
+        threshold_minutes=settings.inactivity_threshold_minutes,
+        summarizer=args.summarizer,
+        seed=args.seed,
+    )
+    _print_json(report)
+    if report["in_dlq"]:
+        print(f"error: {report['in_dlq']} message(s) ended in the DLQ; the worker's warnings say why", file=sys.stderr)
+        return EXIT_ERROR
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from user_memory_local import serve
 
@@ -370,6 +395,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget", type=_int_at_least(1, "the budget"), default=800, metavar="N", help="memory tokens (default 800)"
     )
     chat.set_defaults(func=cmd_chat)
+
+    trigger = sub.add_parser(
+        "trigger-conversations",
+        parents=[common],
+        help="queue memory generation for quiet conversations (a queue URL, or locally: moto + the worker)",
+    )
+    trigger.add_argument(
+        "--threshold-minutes",
+        type=_int_at_least(1, "the threshold"),
+        default=None,
+        metavar="N",
+        help="minutes a conversation must have been quiet (default: $INACTIVITY_THRESHOLD_MINUTES, else 120)",
+    )
+    trigger.add_argument("--queue-url", metavar="URL", help="send to this SQS queue (default: moto, then drained)")
+    trigger.add_argument("--summarizer", choices=["rules", "openai"], default=None, help="local run: default auto")
+    trigger.add_argument(
+        "--seed",
+        type=_int_at_least(0, "the seed count"),
+        default=0,
+        metavar="N",
+        help="local run: N demo conversations",
+    )
+    trigger.set_defaults(func=cmd_trigger_conversations)
 
     serve = sub.add_parser("serve", parents=[common], help="the HTTP API on this machine (development tokens)")
     serve.add_argument("--host", default="127.0.0.1", metavar="H", help="address to listen on (default 127.0.0.1)")

@@ -280,14 +280,17 @@ def local_stack(
             fanout_settings = FanoutSettings.model_validate(
                 {**fanout_settings.model_dump(), "queue_url": queue_url, "database_url": dsn}
             )
-            worker_settings = WorkerSettings.model_validate({**worker_settings.model_dump(), "database_url": dsn})
+            # The worker re-sends conversations that failed to its own queue (moto's, here).
+            worker_settings = WorkerSettings.model_validate(
+                {**worker_settings.model_dump(), "database_url": dsn, "queue_url": queue_url}
+            )
             yield LocalStack(
                 pool=pool,
                 sqs=sqs,
                 queue_url=queue_url,
                 dlq_url=dlq_url,
                 fanout_services=build_fanout(fanout_settings, sqs_client=sqs, pool=pool),
-                worker_services=build_worker(worker_settings, summarizer=summarizer, pool=pool),
+                worker_services=build_worker(worker_settings, summarizer=summarizer, pool=pool, sqs_client=sqs),
                 max_receive_count=max_receive_count,
             )
     finally:
@@ -301,10 +304,10 @@ class _ProgressSender(SqsSender):
         super().__init__(inner.queue_url, inner.client, sleep=inner.sleep)
         self._on_sent = on_sent
 
-    def send(self, bodies: list[str]) -> int:
+    def send(self, bodies: list[str], *, delay_seconds: int = 0) -> int:
         sent = 0
         for i in range(0, len(bodies), SQS_BATCH):
-            n = super().send(bodies[i : i + SQS_BATCH])
+            n = super().send(bodies[i : i + SQS_BATCH], delay_seconds=delay_seconds)
             sent += n
             self._on_sent(n)
         return sent

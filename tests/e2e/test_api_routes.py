@@ -84,9 +84,13 @@ def json_patch(client: ApiClient, ops: Any, **headers: str) -> Reply:
     return client.patch("/me/memory", body=json.dumps(ops), headers={**JSON_PATCH, **headers})
 
 
-def removed(*, heads: int, snapshots: int, activity: int, kv: int) -> dict[str, int]:
+def removed(
+    *, heads: int, snapshots: int, activity: int, kv: int, memories: int = 0, messages: int = 0, conversations: int = 0
+) -> dict[str, int]:
     tables = ("user_memory_heads", "user_memory_snapshots", "user_activity", "user_memory_kv")
-    return dict(zip(tables, (heads, snapshots, activity, kv), strict=True))
+    tables += ("conversation_memories", "conversation_messages", "conversations")
+    counts = (heads, snapshots, activity, kv, memories, messages, conversations)
+    return dict(zip(tables, counts, strict=True))
 
 
 def head_version(client: ApiClient) -> int:

@@ -288,21 +288,39 @@ def test_one_users_failure_does_not_block_the_others_and_only_it_is_retried(stac
     assert versions_for(conn, "daily:2030-08-01") == 3
 
 
-def test_guardrail_refusal_fails_the_message_and_writes_nothing(stack, pool, logs):
+def test_a_summary_that_drops_every_part_is_written_with_the_parts_restored_and_counted(stack, pool, conn, logs):
+    # Given a user with 5 parts and safety notes, a day that names the planner and sets its goal,
+    # and a summarizer whose every answer drops all the parts and clears the notes
     day = datetime(2030, 6, 1, tzinfo=UTC)
     [user] = seed_users(pool, 1, day, f"guard-{uuid.uuid4()}")
     parts = {f"p{i}": {"name": f"P{i}", "status": "active", "goals": []} for i in range(5)}
     stack.store.append(user, {"parts": parts, "safety_notes": "careful"}, expected_version=0, source="seed")
+    calls = []
 
     class Forgetful(RuleBasedSummarizer):
         def summarize(self, document, activities, **k):
+            calls.append(k.get("feedback"))
             result = super().summarize(document, activities, **k)
-            return type(result)(document={**result.document, "parts": {}}, model=result.model)
+            return type(result)(document={**result.document, "parts": {}, "safety_notes": ""}, model=result.model)
 
     stack.worker_services.summarizer = Forgetful()
-    assert stack.worker(sqs_event(refresh_body([user], day, "daily:2030-06-01")))["batchItemFailures"]
-    assert stack.store.head(user).version == 1
-    assert logs.named("record failed")[0]["error"] == "GuardrailRefused"
+    # When the worker runs the day's message
+    assert stack.worker(sqs_event(refresh_body([user], day, "daily:2030-06-01"))) == {"batchItemFailures": []}
+    # Then the version is written, not refused: the parts and notes restored, the day's part and goal
+    # (which the summarizer was asked for once more, then left out again) filled in
+    head = stack.store.head(user)
+    assert head.version == 2 and sorted(head.document["parts"]) == ["p0", "p1", "p2", "p3", "p4", "planner"]
+    assert head.document["safety_notes"] == "careful"
+    assert head.document["parts"]["planner"]["goals"] == [{"goal": "plan"}]
+    assert len(calls) == 2 and calls[0] is None and "part_named" in calls[1] and "goal_set" in calls[1]
+    # And the version's provenance in PostgreSQL says so, and the batch line counts it
+    provenance = conn.execute(
+        "SELECT provenance FROM user_memory_snapshots WHERE user_id = %s AND version = 2", (user,)
+    ).fetchone()[0]
+    assert [r["path"] for r in provenance["restored"]] == [f"/parts/p{i}" for i in range(5)] + ["/safety_notes"]
+    assert [f["kind"] for f in provenance["filled"]] == ["part_named", "goal_set"]
+    [done] = logs.named("batch done")
+    assert (done["facts_restored"], done["facts_filled"]) == (6, 2) and not logs.named("record failed")
 
 
 def test_worker_stops_taking_records_near_the_deadline(stack, pool, conn, logs):

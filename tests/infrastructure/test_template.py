@@ -23,7 +23,14 @@ GLOBAL_ENV = {
     "POWERTOOLS_LOG_LEVEL",
 }
 FUNCTION_ENV = {
-    "FanoutFunction": {"QUEUE_URL", "USERS_PER_MESSAGE", "FANOUT_PAGE_SIZE", "WINDOW_HOURS"},
+    "FanoutFunction": {
+        "QUEUE_URL",
+        "USERS_PER_MESSAGE",
+        "FANOUT_PAGE_SIZE",
+        "WINDOW_HOURS",
+        "INACTIVITY_THRESHOLD_MINUTES",
+        "CONVERSATIONS_PER_MESSAGE",
+    },
     "WorkerFunction": {
         "CHECKPOINT_INTERVAL",
         "LAMBDA_TIMEOUT_SECONDS",
@@ -37,6 +44,7 @@ FUNCTION_ENV = {
         "MAX_ACTIVITIES_PER_RUN",
         "DOCUMENT_SCHEMA",
         "MAX_DOCUMENT_BYTES",
+        "QUEUE_URL",
     },
     "ApiFunction": {
         "OPERATOR_SCOPE",
@@ -44,6 +52,9 @@ FUNCTION_ENV = {
         "DOCUMENT_SCHEMA",
         "CHECKPOINT_INTERVAL",
         "MAX_DOCUMENT_BYTES",
+        "QUEUE_URL",
+        "INACTIVITY_THRESHOLD_MINUTES",
+        "CONVERSATIONS_PER_MESSAGE",
     },
     "RetentionFunction": {"KV_MAX_AGE_DAYS"},
 }
@@ -58,7 +69,13 @@ FUNCTION_SETTINGS: dict[str, type[DatabaseSettings]] = {
 LAMBDA_FUNCTION_NAME_LIMIT = 64
 # The API's routes: the only public one, and the ones behind the JWT authorizer.
 PUBLIC_ROUTES = {("GET", "/openapi.json")}
-AUTHORIZED_ROUTES = {("ANY", "/me"), ("ANY", "/me/{proxy+}"), ("ANY", "/users/{proxy+}"), ("ANY", "/admin/{proxy+}")}
+AUTHORIZED_ROUTES = {
+    ("ANY", "/me"),
+    ("ANY", "/me/{proxy+}"),
+    ("ANY", "/users/{proxy+}"),
+    ("ANY", "/admin/{proxy+}"),
+    ("POST", "/tasks/trigger-memory-generation"),
+}
 # The worker refuses to start unless its worst summarizer run plus this margin fits its timeout.
 DEADLINE_MARGIN_SECONDS = 15
 VALID_LOG_RETENTION_DAYS = {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557}
@@ -93,8 +110,12 @@ def test_cfn_lint_passes_offline():
 def test_the_daily_schedule_is_an_eventbridge_rule_with_retries_and_a_dead_letter_queue(template, function, expression):
     # Given the function's events
     events = template["Resources"][function]["Properties"]["Events"]
-    # When the daily event is read
-    ((event_name, daily),) = [(n, e) for n, e in events.items() if e["Type"] in ("Schedule", "ScheduleV2")]
+    # When the daily event is read (the one driven by the daily expression)
+    ((event_name, daily),) = [
+        (n, e)
+        for n, e in events.items()
+        if e["Type"] in ("Schedule", "ScheduleV2") and e["Properties"]["Schedule"] == {"Ref": expression}
+    ]
     props = daily["Properties"]
     # Then it is an EventBridge rule (Schedule, not the Scheduler's ScheduleV2) driven by the parameters
     assert daily["Type"] == "Schedule"
@@ -516,3 +537,56 @@ def test_the_summary_mode_parameter_offers_exactly_the_settings_modes_with_the_s
     # Then the parameter allows exactly the setting's values, and defaults to the setting's default
     assert set(parameter["AllowedValues"]) == set(get_args(field.annotation))
     assert parameter["Default"] == field.default == "edit"
+
+
+def test_the_conversation_memory_schedule_is_optional_and_runs_the_trigger_on_the_fanout(template):
+    # Given the fan-out's schedules
+    events = template["Resources"]["FanoutFunction"]["Properties"]["Events"]
+    schedules = {n: e for n, e in events.items() if e["Type"] in ("Schedule", "ScheduleV2")}
+    # Then besides the daily run there is exactly one more: the conversation-memory trigger
+    assert set(schedules) == {"Daily", "ConversationMemories"}
+    props = schedules["ConversationMemories"]["Properties"]
+    params = template["Parameters"]
+    # And it is off unless the stack enables it, on its own expression
+    assert props["State"] == {"Ref": "ConversationScheduleState"}
+    assert params["ConversationScheduleState"]["Default"] == "DISABLED"
+    assert set(params["ConversationScheduleState"]["AllowedValues"]) == {"ENABLED", "DISABLED"}
+    assert props["Schedule"] == {"Ref": "ConversationScheduleExpression"}
+    # And it sends the event the fan-out runs the trigger on
+    import json
+
+    from user_memory.conversation_tasks import is_trigger_event
+
+    assert is_trigger_event(json.loads(props["Input"]))
+    # And it retries briefly, then dead-letters like the daily run, from a rule the queue policy allows
+    assert props["RetryPolicy"]["MaximumRetryAttempts"] >= 1
+    assert props["DeadLetterConfig"] == {"Arn": {"GetAtt": "ScheduleDeadLetterQueue.Arn"}}
+    (policy,) = resources_of_type(template, "AWS::SQS::QueuePolicy").values()
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert {"GetAtt": "FanoutFunctionConversationMemories.Arn"} in statement["Condition"]["ArnEquals"]["aws:SourceArn"]
+
+
+def test_the_trigger_settings_have_parameters_with_the_settings_defaults_and_bounds(template):
+    from user_memory.config import ConversationTriggerSettings
+
+    params = template["Parameters"]
+    for parameter, name in (
+        ("InactivityThresholdMinutes", "inactivity_threshold_minutes"),
+        ("ConversationsPerMessage", "conversations_per_message"),
+    ):
+        field = ConversationTriggerSettings.model_fields[name]
+        bounds = {type(m).__name__: m for m in field.metadata}
+        assert _default(template, parameter) == field.default, parameter
+        assert params[parameter]["MinValue"] == bounds["Ge"].ge, parameter
+        assert params[parameter]["MaxValue"] == bounds["Le"].le, parameter
+    assert _default(template, "InactivityThresholdMinutes") == 120
+
+
+def test_the_api_and_the_worker_may_send_to_the_worker_queue_and_nothing_else(template):
+    # Given the functions that send: the fan-out, the worker (re-sends) and the API (the trigger route)
+    for name in ("FanoutFunction", "WorkerFunction", "ApiFunction"):
+        props = template["Resources"][name]["Properties"]
+        # Then each is told the worker queue and may send to it only
+        assert props["Environment"]["Variables"]["QUEUE_URL"] == {"Ref": "WorkerQueue"}, name
+        sends = [p for p in props["Policies"] if isinstance(p, dict) and "SQSSendMessagePolicy" in p]
+        assert sends == [{"SQSSendMessagePolicy": {"QueueName": {"GetAtt": "WorkerQueue.QueueName"}}}], name

@@ -9,11 +9,21 @@ pytestmark = pytest.mark.integration
 
 
 def plan(conn, query: str, params: dict | tuple) -> str:
-    conn.execute("SET enable_seqscan = off")  # a tiny test table would otherwise always be scanned
-    try:
+    """The plan over a table shaped like production's: most history summarized, a day unsummarized.
+
+    The session's database holds whatever earlier tests left, often mostly unsummarized rows
+    (there the partial index is rightly not chosen), so the shape is made here, in a transaction
+    that is rolled back: 20,000 summarized rows, fresh statistics, then EXPLAIN.
+    """
+    with conn.transaction(force_rollback=True):
+        conn.execute(
+            """INSERT INTO user_activity (user_id, occurred_at, kind, source, external_id, summarized_version)
+               SELECT gen_random_uuid(), now() - make_interval(days => g % 365), 'session', 'plan-shape', g::text, 1
+                 FROM generate_series(1, 20000) g"""
+        )
+        conn.execute("ANALYZE user_activity")
+        conn.execute("SET LOCAL enable_seqscan = off")  # a small test table would otherwise always be scanned
         rows = conn.execute("EXPLAIN " + query, params).fetchall()
-    finally:
-        conn.execute("RESET enable_seqscan")
     return "\n".join(r[0] for r in rows)
 
 

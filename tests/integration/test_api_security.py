@@ -45,13 +45,16 @@ def counts_of(conn: psycopg.Connection, user: str) -> dict[str, int]:
         """SELECT (SELECT count(*) FROM user_memory_heads WHERE user_id = %(u)s),
                   (SELECT count(*) FROM user_memory_snapshots WHERE user_id = %(u)s),
                   (SELECT count(*) FROM user_activity WHERE user_id = %(u)s),
-                  (SELECT count(*) FROM user_memory_kv WHERE user_id = %(u)s)""",
+                  (SELECT count(*) FROM user_memory_kv WHERE user_id = %(u)s),
+                  (SELECT count(*) FROM conversation_memories WHERE user_id = %(u)s),
+                  (SELECT count(*) FROM conversation_messages WHERE user_id = %(u)s),
+                  (SELECT count(*) FROM conversations WHERE user_id = %(u)s)""",
         {"u": user},
     ).fetchone()
     assert row is not None
-    return dict(
-        zip(("user_memory_heads", "user_memory_snapshots", "user_activity", "user_memory_kv"), row, strict=True)
-    )
+    relations = ("user_memory_heads", "user_memory_snapshots", "user_activity", "user_memory_kv")
+    relations += ("conversation_memories", "conversation_messages", "conversations")
+    return dict(zip(relations, row, strict=True))
 
 
 @pytest.fixture
@@ -252,7 +255,15 @@ def test_erase_me_erases_the_caller_and_only_the_caller(conn, two_users):
         as_role(conn, "authenticated", a)
         counts = dict(conn.execute(ERASE_ME).fetchall())
     # Then it reports what it deleted of a, per relation
-    assert counts == {"user_memory_heads": 1, "user_memory_snapshots": 2, "user_activity": 3, "user_memory_kv": 2}
+    assert counts == {
+        "user_memory_heads": 1,
+        "user_memory_snapshots": 2,
+        "user_activity": 3,
+        "user_memory_kv": 2,
+        "conversation_memories": 0,
+        "conversation_messages": 0,
+        "conversations": 0,
+    }
     # And nothing of a is left but the identity row
     assert counts_of(conn, a) == dict.fromkeys(counts, 0)
     assert conn.execute("SELECT count(*) FROM users WHERE id = %s", (a,)).fetchone()[0] == 1
@@ -265,6 +276,9 @@ def test_erase_me_erases_the_caller_and_only_the_caller(conn, two_users):
             "user_memory_snapshots": 2,
             "user_activity": 3,
             "user_memory_kv": 2,
+            "conversation_memories": 0,
+            "conversation_messages": 0,
+            "conversations": 0,
         }
     )
     # And history is append-only again afterwards
@@ -281,7 +295,15 @@ def test_erase_me_of_a_user_with_nothing_reports_zeros(conn):
     with conn.transaction():
         as_role(conn, "authenticated", new_user())
         counts = dict(conn.execute(ERASE_ME).fetchall())
-    assert counts == {"user_memory_heads": 0, "user_memory_snapshots": 0, "user_activity": 0, "user_memory_kv": 0}
+    assert counts == {
+        "user_memory_heads": 0,
+        "user_memory_snapshots": 0,
+        "user_activity": 0,
+        "user_memory_kv": 0,
+        "conversation_memories": 0,
+        "conversation_messages": 0,
+        "conversations": 0,
+    }
 
 
 def test_erase_me_runs_in_the_callers_transaction(conn, two_users):
@@ -298,6 +320,9 @@ def test_erase_me_runs_in_the_callers_transaction(conn, two_users):
         "user_memory_snapshots": 2,
         "user_activity": 3,
         "user_memory_kv": 2,
+        "conversation_memories": 0,
+        "conversation_messages": 0,
+        "conversations": 0,
     }
 
 

@@ -43,10 +43,15 @@ def session_connection(svc: MemoryService) -> psycopg.Connection:
     return svc.store.recorder.pool.conn  # type: ignore[attr-defined]
 
 
+AFTER_ALL = datetime(2100, 1, 1, tzinfo=UTC)  # after every activity these tests record
+
+
 def activity(user: uuid.UUID, external_id: str, kind: str = "message") -> Activity:
     return Activity(
         user_id=user,
-        occurred_at=datetime(2025, 5, 1, 9, 30, tzinfo=UTC),
+        # Far after every window the end-to-end tests summarize: these users' documents are not
+        # schema documents, and the session's database is shared with the daily job's tests.
+        occurred_at=datetime(2099, 5, 1, 9, 30, tzinfo=UTC),
         kind=kind,
         payload={"text": external_id},
         source="app",
@@ -98,7 +103,7 @@ def test_a_user_session_reads_and_writes_its_own_memory(api, pool):
         "api",
     )
     assert PostgresKv(pool).get(a, "prefs", "drink").value == "tea"
-    assert [x.external_id for x in PostgresActivity(pool).unsummarized(a, before=datetime.now(UTC), limit=10)] == ["m1"]
+    assert [x.external_id for x in PostgresActivity(pool).unsummarized(a, before=AFTER_ALL, limit=10)] == ["m1"]
 
 
 def test_a_user_session_sees_nothing_of_another_user(api, pool):
@@ -113,7 +118,7 @@ def test_a_user_session_sees_nothing_of_another_user(api, pool):
         assert store.head(b).version == 0
         assert store.history(b) == []
         assert PostgresKv(tx).get(b, "default", "seed") is None
-        assert PostgresActivity(tx).unsummarized(b, before=datetime.now(UTC), limit=10) == []
+        assert PostgresActivity(tx).unsummarized(b, before=AFTER_ALL, limit=10) == []
         assert svc.kv_get("default", "seed") is None
 
 
@@ -146,7 +151,7 @@ def test_key_value_and_activity_writes_for_another_user_are_refused_by_the_datab
             PostgresActivity(tx).record([activity(b, "planted")])
     # Then nothing was written for b, and a's own write went with the failed request
     assert PostgresKv(pool).get(b, "default", "planted") is None
-    assert PostgresActivity(pool).unsummarized(b, before=datetime.now(UTC), limit=10) == []
+    assert PostgresActivity(pool).unsummarized(b, before=AFTER_ALL, limit=10) == []
     assert PostgresKv(pool).get(a, "default", "mine") is None
 
 
@@ -168,14 +173,22 @@ def test_a_user_session_erases_through_erase_me_and_takes_key_values_too(api, po
     with api.session(a) as svc:
         counts = svc.erase()
     # Then every row of a is gone, and reported per relation
-    assert counts == {"user_memory_heads": 1, "user_memory_snapshots": 2, "user_activity": 1, "user_memory_kv": 2}
+    assert counts == {
+        "user_memory_heads": 1,
+        "user_memory_snapshots": 2,
+        "user_activity": 1,
+        "user_memory_kv": 2,
+        "conversation_memories": 0,
+        "conversation_messages": 0,
+        "conversations": 0,
+    }
     store = MemoryStore(PostgresRecorder(pool))
     assert store.head(a).version == 0 and store.history(a) == []
     assert PostgresKv(pool).get(a, "default", "seed") is None and PostgresKv(pool).get(a, "other", "k") is None
     # And b is untouched
     assert store.head(b).document == {"summary": "seeded"}
     assert PostgresKv(pool).get(b, "default", "seed") is not None
-    assert len(PostgresActivity(pool).unsummarized(b, before=datetime.now(UTC), limit=10)) == 1
+    assert len(PostgresActivity(pool).unsummarized(b, before=AFTER_ALL, limit=10)) == 1
 
 
 def test_an_erase_inside_a_session_that_fails_afterwards_erases_nothing(api, pool):
@@ -207,7 +220,15 @@ def test_an_operator_session_reads_writes_and_erases_any_user(api, pool):
     with api.session(b, operator="ops@example.com") as svc:
         counts = svc.erase()
     # Then b is gone and a is untouched
-    assert counts == {"user_memory_heads": 1, "user_memory_snapshots": 2, "user_activity": 1, "user_memory_kv": 1}
+    assert counts == {
+        "user_memory_heads": 1,
+        "user_memory_snapshots": 2,
+        "user_activity": 1,
+        "user_memory_kv": 1,
+        "conversation_memories": 0,
+        "conversation_messages": 0,
+        "conversations": 0,
+    }
     store = MemoryStore(PostgresRecorder(pool))
     assert store.head(b).version == 0
     assert store.head(a).document == {"summary": str(a)}
@@ -228,7 +249,7 @@ def test_a_session_whose_block_raises_leaves_nothing_written(api, pool):
     # Then none of it was committed
     assert PostgresKv(pool).get(a, "default", "draft") is None
     assert MemoryStore(PostgresRecorder(pool)).head(a).version == 0
-    assert PostgresActivity(pool).unsummarized(a, before=datetime.now(UTC), limit=10) == []
+    assert PostgresActivity(pool).unsummarized(a, before=AFTER_ALL, limit=10) == []
 
 
 def test_a_transaction_helper_error_is_translated_and_rolls_back(pool):

@@ -410,7 +410,11 @@ def test_erase_removes_the_users_entries_and_reports_them(conn, two_users):
         counts = dict(conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (a,)).fetchall())
     # Then it reports a's four entries beside the memory relations, and none are left
     assert counts["user_memory_kv"] == 4
-    assert set(counts) == {"user_memory_heads", "user_memory_snapshots", "user_activity", "user_memory_kv"}
+    assert set(counts) == {"user_memory_heads", "user_memory_snapshots", "user_activity", "user_memory_kv"} | {
+        "conversation_memories",
+        "conversation_messages",
+        "conversations",
+    }
     assert keys_of(conn, a) == []
     # And b's entries are untouched
     assert keys_of(conn, b) == ["k1", "k2"]
@@ -423,7 +427,15 @@ def test_erase_of_a_user_with_only_entries_and_of_nobody(conn):
         as_role(conn, "service_role")
         counts = dict(conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (a,)).fetchall())
         nothing = dict(conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (new_user(),)).fetchall())
-    assert counts == {"user_memory_heads": 0, "user_memory_snapshots": 0, "user_activity": 0, "user_memory_kv": 1}
+    assert counts == {
+        "user_memory_heads": 0,
+        "user_memory_snapshots": 0,
+        "user_activity": 0,
+        "user_memory_kv": 1,
+        "conversation_memories": 0,
+        "conversation_messages": 0,
+        "conversations": 0,
+    }
     assert nothing == dict.fromkeys(counts, 0)
 
 
@@ -438,7 +450,15 @@ def test_erase_still_empties_memory_and_activity_and_keeps_its_grants(conn):
     with conn.transaction():
         as_role(conn, "service_role")
         counts = dict(conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (a,)).fetchall())
-    assert counts == {"user_memory_heads": 1, "user_memory_snapshots": 1, "user_activity": 1, "user_memory_kv": 1}
+    assert counts == {
+        "user_memory_heads": 1,
+        "user_memory_snapshots": 1,
+        "user_activity": 1,
+        "user_memory_kv": 1,
+        "conversation_memories": 0,
+        "conversation_messages": 0,
+        "conversations": 0,
+    }
     for role in ("anon", "authenticated"):
         with pytest.raises(pgerrors.InsufficientPrivilege, match="permission denied for function"), conn.transaction():
             as_role(conn, role, a)

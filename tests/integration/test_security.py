@@ -116,8 +116,16 @@ def test_authenticated_reads_only_its_own_rows_in_every_table(conn, two_users):
 
 
 def test_anon_has_no_privilege_on_any_table(conn, two_users):
-    # Given the four tables
-    for table in ("user_memory_snapshots", "user_memory_heads", "user_activity", "users"):
+    # Given the tables
+    for table in (
+        "user_memory_snapshots",
+        "user_memory_heads",
+        "user_activity",
+        "users",
+        "conversations",
+        "conversation_messages",
+        "conversation_memories",
+    ):
         # Then anon holds no privilege on them at all
         granted = conn.execute(
             """SELECT count(*) FROM information_schema.role_table_grants
@@ -478,6 +486,7 @@ def test_the_limit_measures_jsonb_text_and_a_caller_cannot_raise_it(conn, two_us
         "SELECT * FROM user_memory_append(gen_random_uuid(), 0, '[]', false, '{}', 's', NULL)",
         "SELECT user_memory_mark_summarized(gen_random_uuid(), 1, ARRAY[1]::bigint[])",
         "SELECT * FROM user_memory_erase(gen_random_uuid())",
+        "SELECT * FROM user_memory_record_messages('[]')",
         "SELECT auth.uid()",
     ],
 )
@@ -512,6 +521,7 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
         "public.user_memory_erase",
         "public.user_memory_erase_me",
         "public.user_memory_snapshots_append_only",
+        "public.user_memory_record_messages",
     } <= names
 
     def executable_by(role: str) -> set[str]:
@@ -526,7 +536,10 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
     assert executable_by("anon") == set()
     # And authenticated and service_role exactly what they need
     uid = {"auth.uid"} if "auth.uid" in names else set()
-    assert executable_by("authenticated") == {"public.user_memory_append", "public.user_memory_erase_me"} | uid
+    assert (
+        executable_by("authenticated")
+        == {"public.user_memory_append", "public.user_memory_erase_me", "public.user_memory_record_messages"} | uid
+    )
     assert (
         executable_by("service_role")
         == {
@@ -534,6 +547,7 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
             "public.user_memory_mark_summarized",
             "public.user_memory_erase",
             "public.user_memory_kv_purge",
+            "public.user_memory_record_messages",
         }
         | uid
     )
@@ -583,18 +597,21 @@ def test_the_migrations_revoke_what_default_privileges_grant(supabase_like_datab
                 if c.execute("SELECT has_function_privilege(%s, %s::oid, 'EXECUTE')", (role, oid)).fetchone()[0]
             ] == [], role
         # And authenticated reads only, and may not run the service's functions
+        tables = (
+            "'user_memory_snapshots', 'user_memory_heads', 'user_activity', 'users', "
+            "'conversations', 'conversation_messages', 'conversation_memories'"
+        )
         privileges = c.execute(
-            """SELECT DISTINCT privilege_type FROM information_schema.role_table_grants
-                WHERE grantee = 'authenticated' AND table_schema = 'public'
-                  AND table_name IN ('user_memory_snapshots', 'user_memory_heads', 'user_activity', 'users')"""
+            f"""SELECT DISTINCT privilege_type FROM information_schema.role_table_grants
+                WHERE grantee = 'authenticated' AND table_schema = 'public' AND table_name IN ({tables})"""
         ).fetchall()
         assert privileges == [("SELECT",)]
         # Beyond SELECT, authenticated holds only INSERT of an activity record's own columns
         columns = c.execute(
-            """SELECT table_name, privilege_type, array_agg(column_name::text ORDER BY column_name)
+            f"""SELECT table_name, privilege_type, array_agg(column_name::text ORDER BY column_name)
                  FROM information_schema.column_privileges
                 WHERE grantee = 'authenticated' AND table_schema = 'public' AND privilege_type <> 'SELECT'
-                  AND table_name IN ('user_memory_snapshots', 'user_memory_heads', 'user_activity', 'users')
+                  AND table_name IN ({tables})
                 GROUP BY 1, 2"""
         ).fetchall()
         assert columns == [
@@ -617,6 +634,14 @@ def test_the_migrations_revoke_what_default_privileges_grant(supabase_like_datab
         # And the service cannot run the end user's erase, whatever the default privileges granted
         erase_me = "SELECT has_function_privilege('service_role', 'user_memory_erase_me()', 'EXECUTE')"
         assert c.execute(erase_me).fetchone()[0] is False
+        # And the service writes conversations but removes them only through the erase
+        for table in ("conversations", "conversation_messages", "conversation_memories"):
+            held = {
+                privilege
+                for privilege in ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "TRIGGER", "REFERENCES")
+                if c.execute("SELECT has_table_privilege('service_role', %s, %s)", (table, privilege)).fetchone()[0]
+            }
+            assert held == {"SELECT", "INSERT", "UPDATE"}, table
         # And service_role cannot change or remove version rows
         for privilege in ("UPDATE", "DELETE", "TRUNCATE", "TRIGGER", "REFERENCES"):
             assert (
@@ -631,9 +656,10 @@ def test_the_write_functions_run_as_their_owner_with_a_fixed_search_path(conn):
     rows = conn.execute(
         """SELECT p.proname, p.prosecdef, p.proconfig FROM pg_proc p
             WHERE p.pronamespace = 'public'::regnamespace
-              AND p.proname IN ('user_memory_append', 'user_memory_mark_summarized', 'user_memory_erase')"""
+              AND p.proname IN ('user_memory_append', 'user_memory_mark_summarized', 'user_memory_erase',
+                                'user_memory_record_messages')"""
     ).fetchall()
-    assert len(rows) == 3
+    assert len(rows) == 4
     for name, definer, config in rows:
         assert definer, name
         assert config[0] == "search_path=pg_catalog, public, pg_temp", name
@@ -690,7 +716,15 @@ def test_service_role_erases_a_user_and_only_that_user(conn, two_users):
         as_role(conn, "service_role")
         counts = dict(conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (a,)).fetchall())
     # Then it reports what it deleted, per relation
-    assert counts == {"user_memory_heads": 1, "user_memory_snapshots": 2, "user_activity": 2, "user_memory_kv": 0}
+    assert counts == {
+        "user_memory_heads": 1,
+        "user_memory_snapshots": 2,
+        "user_activity": 2,
+        "user_memory_kv": 0,
+        "conversation_memories": 0,
+        "conversation_messages": 0,
+        "conversations": 0,
+    }
     # And nothing of a is left but the identity row
     left = conn.execute(
         """SELECT (SELECT count(*) FROM user_memory_snapshots WHERE user_id = %(a)s),
@@ -720,7 +754,15 @@ def test_erasing_a_user_with_nothing_reports_zeros(conn):
     with conn.transaction():
         as_role(conn, "service_role")
         counts = dict(conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (new_user(),)).fetchall())
-    assert counts == {"user_memory_heads": 0, "user_memory_snapshots": 0, "user_activity": 0, "user_memory_kv": 0}
+    assert counts == {
+        "user_memory_heads": 0,
+        "user_memory_snapshots": 0,
+        "user_activity": 0,
+        "user_memory_kv": 0,
+        "conversation_memories": 0,
+        "conversation_messages": 0,
+        "conversations": 0,
+    }
 
 
 def test_an_erase_waits_for_an_append_in_flight_and_removes_its_version_too(conn, database_url, two_users):
@@ -867,7 +909,8 @@ def test_activity_indexes_for_the_worker_and_the_fan_out(conn):
 def test_policies_allow_only_reads_and_own_inserts(conn):
     policies = conn.execute(
         """SELECT tablename, cmd, count(*) FROM pg_policies
-            WHERE tablename IN ('user_memory_snapshots', 'user_memory_heads', 'user_activity', 'users')
+            WHERE tablename IN ('user_memory_snapshots', 'user_memory_heads', 'user_activity', 'users',
+                                'conversations', 'conversation_messages', 'conversation_memories')
             GROUP BY 1, 2"""
     ).fetchall()
     assert {(t, c): n for t, c, n in policies} == {
@@ -878,6 +921,11 @@ def test_policies_allow_only_reads_and_own_inserts(conn):
         ("user_activity", "SELECT"): 1,
         ("user_activity", "INSERT"): 1,  # an end user's own activity (migration 009)
         ("users", "SELECT"): 1,
+        # Conversations (migration 011): end users read their own; messages go in through
+        # user_memory_record_messages, memories are the service's
+        ("conversations", "SELECT"): 1,
+        ("conversation_messages", "SELECT"): 1,
+        ("conversation_memories", "SELECT"): 1,
     }
     assert conn.execute("SELECT relrowsecurity FROM pg_class WHERE oid = 'users'::regclass").fetchone()[0] is True
 

@@ -1,4 +1,4 @@
-"""Queue messages, fan-out plans, the rule-based summarizer, the guardrail, the SQS sender."""
+"""Queue messages, fan-out plans, the rule-based summarizer, the fact floor, the SQS sender."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from user_memory.adapters.sqs import SqsSender
 from user_memory.config import FanoutSettings, WorkerSettings
 from user_memory.domain.document import validate_document
+from user_memory.domain.facts import restore_facts
 from user_memory.domain.fanout import plan_from_event as _plan
 from user_memory.domain.fanout import refresh_bodies
 from user_memory.domain.messages import (
@@ -20,9 +21,8 @@ from user_memory.domain.messages import (
     parse_message,
 )
 from user_memory.domain.model import Activity
-from user_memory.domain.pipeline import check_guardrail
 from user_memory.domain.rules import RuleBasedSummarizer
-from user_memory.errors import ConfigError, GuardrailRefused, InvalidEvent, InvalidMessage, MessageTooLarge, SendFailed
+from user_memory.errors import ConfigError, InvalidEvent, InvalidMessage, MessageTooLarge, SendFailed
 
 from tests.conftest import EVENTS
 
@@ -233,15 +233,22 @@ def test_rule_based_summarizer_folds_structured_activity_deterministically():
     assert "1 session" in doc["summary"]
 
 
-def test_guardrail_refuses_large_removals_unless_asked():
-    cfg = WorkerSettings().pipeline()
-    old = {"parts": {f"p{i}": {} for i in range(6)}, "safety_notes": "careful"}
-    with pytest.raises(GuardrailRefused, match="remove 4 of 6 parts"):
-        check_guardrail(old, {"parts": {"p0": {}, "p1": {}}, "safety_notes": "careful"}, [], cfg)
-    with pytest.raises(GuardrailRefused, match="safety notes"):
-        check_guardrail(old, {**old, "safety_notes": ""}, [], cfg)
-    check_guardrail(old, {"parts": {}, "safety_notes": ""}, [_act("memory_reset")], cfg)
-    check_guardrail(old, {**old, "parts": {f"p{i}": {} for i in range(4)}}, [], cfg)
+def test_large_removals_are_restored_by_the_fact_floor_unless_asked():
+    # Given memory with 6 parts and safety notes
+    parts = {f"p{i}": {"name": f"P{i}", "status": "active", "goals": []} for i in range(6)}
+    old = {"parts": parts, "safety_notes": "careful"}
+    # When an update keeps 2 of the parts and clears the notes, and no activity asks for it
+    floored = restore_facts(old, {"parts": {"p0": parts["p0"], "p1": parts["p1"]}, "safety_notes": ""}, [])
+    # Then every part and the notes are back (not refused whole, as the share guardrail did), each recorded
+    assert floored.document == old
+    assert [r.path for r in floored.restored] == ["/parts/p2", "/parts/p3", "/parts/p4", "/parts/p5", "/safety_notes"]
+    assert floored.restored[-1].why == "cleared without a forget request"
+    # And with a memory reset in the activity, the update stands as it is
+    wiped = {"parts": {}, "safety_notes": ""}
+    assert restore_facts(old, wiped, [_act("memory_reset")]).document is wiped
+    # And one forgotten part is allowed to go, the others still come back
+    asked = restore_facts(old, {"parts": {}, "safety_notes": "careful"}, [_act("forget_part", part_id="p3")])
+    assert sorted(asked.document["parts"]) == ["p0", "p1", "p2", "p4", "p5"]
 
 
 def test_settings_pick_the_summarizer_and_refuse_an_unusable_openai_choice():
@@ -256,11 +263,11 @@ def test_settings_pick_the_summarizer_and_refuse_an_unusable_openai_choice():
 
 
 def test_settings_are_per_function():
-    # The fan-out needs a queue; the worker does not.
+    # The fan-out needs a queue; the worker does not (it re-sends failed conversations to one if given).
     with pytest.raises(ConfigError, match="QUEUE_URL: Field required"):
         FanoutSettings.from_env({})
     assert FanoutSettings.from_env({"QUEUE_URL": "q", "USERS_PER_MESSAGE": "7"}).users_per_message == 7
-    assert not hasattr(WorkerSettings.from_env({}), "queue_url")
+    assert WorkerSettings.from_env({}).queue_url is None  # optional: only conversation re-sends use it
     with pytest.raises(ConfigError, match="USERS_PER_MESSAGE"):
         FanoutSettings.from_env({"QUEUE_URL": "q", "USERS_PER_MESSAGE": "101"})
 

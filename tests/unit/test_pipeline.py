@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import itertools
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,7 +26,7 @@ from user_memory.domain.pipeline import (
 from user_memory.domain.ports import SummaryResult
 from user_memory.domain.repository import MemoryStore
 from user_memory.domain.rules import RuleBasedSummarizer
-from user_memory.errors import DeadlineReached, GuardrailRefused, InvalidDocument, SummarizerError, VersionConflict
+from user_memory.errors import DeadlineReached, InvalidDocument, SummarizerError, VersionConflict
 
 DAY = Window.day(datetime(2026, 11, 21, tzinfo=UTC).date())
 RUN = "daily:2026-11-21"
@@ -227,13 +230,23 @@ def _parts(n: int) -> dict[str, Any]:
     return {f"p{i}": {"name": f"P{i}", "status": "active"} for i in range(n)}
 
 
-def test_the_guardrail_refuses_a_summary_that_drops_most_parts():
+def test_a_summary_that_drops_most_parts_is_written_with_the_parts_restored():
+    # Given memory with 6 parts and safety notes
     w = World()
     w.store.append(w.user, {"parts": _parts(6), "safety_notes": "care"}, expected_version=0, source="seed")
     w.add("session")
-    with pytest.raises(GuardrailRefused, match="remove 5 of 6 parts"):
-        w.run(Scripted({"parts": _parts(1), "safety_notes": "care"}))
-    assert w.store.head(w.user).version == 1 and w.activity.summarized_version(1) is None
+    # When the summarizer's document keeps one part and clears the notes, and nothing asked for it
+    out = w.run(Scripted({"summary": "new", "parts": _parts(1), "safety_notes": ""}))
+    # Then the version is written, not refused whole: the 5 parts and the notes are back, the rest applies
+    head = w.store.head(w.user).document
+    assert (out.status, out.version, out.facts_restored) == (RunStatus.WRITTEN, 2, 6)
+    assert sorted(head["parts"]) == sorted(_parts(6)) and head["safety_notes"] == "care" and head["summary"] == "new"
+    assert w.activity.summarized_version(1) == 2
+    # And the version says what was restored and why
+    provenance = w.store.history(w.user, limit=1)[0].provenance
+    assert provenance is not None
+    assert [r["path"] for r in provenance["restored"]] == [f"/parts/p{i}" for i in range(1, 6)] + ["/safety_notes"]
+    assert provenance["restored"][0]["why"] == "removed without a forget request"
 
 
 def test_a_forget_request_lets_the_summary_remove_parts():
@@ -626,3 +639,210 @@ def test_a_cut_line_counts_its_duplicates_as_cut_too():
     acts = [old, old, _act("message", 2, text="z")]
     chosen = prompt_activity(acts, max_tokens=20)
     assert chosen.lines == [activity_line(acts[2])] and (chosen.cut, chosen.duplicates) == (2, 0)
+
+
+# -- the fact floor, in both modes ---------------------------------------------------------------------
+
+
+def _rich(**settings: Any) -> World:
+    """A user whose memory has parts with goals, triggers and safety notes."""
+    w = World(**settings)
+    seed = {
+        "summary": "Plans a lot.",
+        "parts": {
+            "planner": {"name": "Planner", "status": "active", "recency_score": 0.5, "goals": [{"goal": "plan"}]},
+            "critic": {"name": "Critic", "status": "loud", "recency_score": 1.0, "goals": [{"goal": "soften"}]},
+            "rebel": {"name": "Rebel", "status": "quiet", "recency_score": 0.2},
+        },
+        "triggers_and_goals": [
+            {"trigger": "deadlines", "desired_outcome": "breathe", "related_parts": ["critic"]},
+            {"trigger": "crowds", "desired_outcome": "leave early", "related_parts": []},
+        ],
+        "safety_notes": "No medical advice.",
+    }
+    w.store.append(w.user, validate_document(seed), expected_version=0, source="seed")
+    return w
+
+
+def _provenance(w: World) -> dict[str, Any]:
+    provenance = w.store.history(w.user, limit=1)[0].provenance
+    assert provenance is not None
+    return provenance
+
+
+def test_document_mode_restores_every_fact_the_answer_lost_and_keeps_the_rest():
+    # Given memory, and a day whose only activity is a session
+    w = _rich(summary_mode="document")
+    w.add("session")
+    before = w.store.head(w.user).document
+    # When the model's whole document drops a part, moves another to a new id, deletes a goal and a
+    # trigger, rewrites a desired outcome and clears the safety notes, and changes the summary
+    answer = copy.deepcopy(before)
+    answer["summary"] = "Calmer lately."
+    del answer["parts"]["rebel"]
+    answer["parts"]["the_critic"] = answer["parts"].pop("critic")
+    answer["parts"]["planner"]["goals"] = []
+    answer["triggers_and_goals"] = [{"trigger": "crowds", "desired_outcome": "stay home", "related_parts": []}]
+    answer["safety_notes"] = ""
+    out = w.run(Scripted(answer))
+    # Then the version is written with every protected fact back and the summary as the model wrote it
+    head = w.store.head(w.user).document
+    assert out.status is RunStatus.WRITTEN and head["summary"] == "Calmer lately."
+    assert sorted(head["parts"]) == ["critic", "planner", "rebel"]
+    assert head["parts"]["planner"]["goals"] == [{"goal": "plan"}] and head["parts"]["critic"]["name"] == "Critic"
+    assert [(t["trigger"], t["desired_outcome"]) for t in head["triggers_and_goals"]] == [
+        ("crowds", "leave early"),
+        ("deadlines", "breathe"),
+    ]
+    assert head["triggers_and_goals"][1]["related_parts"] == ["critic"] and head["safety_notes"] == "No medical advice."
+    # And each restoration is recorded with the version and counted
+    restored = _provenance(w)["restored"]
+    assert [r["path"] for r in restored] == [
+        "/parts/critic",
+        "/parts/rebel",
+        "/parts/planner/goals/0",
+        "/triggers_and_goals/1",
+        "/triggers_and_goals/0/desired_outcome",
+        "/safety_notes",
+    ]
+    assert restored[0]["why"] == "its id was changed to 'the_critic' without a request"
+    assert out.facts_restored == 6 and out.facts_filled == 0
+
+
+def test_edit_mode_restores_what_edits_the_per_edit_guardrail_lets_through_lost():
+    # Given memory, and a day with a session
+    w = _rich()
+    w.add("session")
+    # When the edits empty a part's goals, replace a trigger, and (refused alone) remove a part
+    edits = [
+        _edit("replace", "/parts/critic/goals", []),
+        _edit("replace", "/triggers_and_goals/0", {"trigger": "noise", "desired_outcome": "earplugs"}),
+        _edit("remove", "/parts/rebel"),
+    ]
+    out = w.run(Scripted(edits))
+    # Then the refusal is as before, and the floor puts back the goal and the trigger
+    head = w.store.head(w.user).document
+    assert (out.edits_applied, out.edits_refused, out.facts_restored) == (2, 1, 2)
+    assert head["parts"]["critic"]["goals"] == [{"goal": "soften"}] and "rebel" in head["parts"]
+    assert [t["trigger"] for t in head["triggers_and_goals"]] == ["noise", "crowds", "deadlines"]
+    provenance = _provenance(w)
+    assert [r["path"] for r in provenance["restored"]] == ["/parts/critic/goals/0", "/triggers_and_goals/2"]
+    assert [r["path"] for r in provenance["refused"]] == ["/parts/rebel"]
+
+
+def test_a_forget_request_and_a_renaming_are_not_undone():
+    w = _rich()
+    w.add("forget_part", part_id="rebel")
+    w.add("part_named", part_id="critic", name="Inner critic")
+    out = w.run(Scripted([_edit("remove", "/parts/rebel"), _edit("replace", "/parts/critic/name", "Inner critic")]))
+    head = w.store.head(w.user).document
+    assert "rebel" not in head["parts"] and head["parts"]["critic"]["name"] == "Inner critic"
+    assert out.facts_restored == 0 and _provenance(w)["restored"] == []
+
+
+def test_activity_the_answer_left_out_goes_back_once_and_the_corrected_answer_is_written():
+    # Given a day that sets a goal and notes a trigger
+    w = _rich()
+    w.add("goal_set", part_id="planner", goal="rest on Sunday")
+    w.add("trigger_noted", trigger="bills", desired_outcome="open them")
+    goal = _edit("add", "/parts/planner/goals/-", {"goal": "rest on Sunday"})
+    trigger = _edit("add", "/triggers_and_goals/-", {"trigger": "bills", "desired_outcome": "open them"})
+    # When the first answer leaves the trigger out, and the second has both
+    s = Scripted([goal], [goal, trigger])
+    out = w.run(s)
+    # Then the second call named the trigger's activity line in its feedback, and its answer was written
+    assert len(s.calls) == 2 and s.calls[0]["feedback"] is None
+    feedback = s.calls[1]["feedback"]
+    assert '"kind": "trigger_noted"' in feedback and '"trigger": "bills"' in feedback and "goal_set" not in feedback
+    head = w.store.head(w.user).document
+    assert [t["trigger"] for t in head["triggers_and_goals"]] == ["deadlines", "crowds", "bills"]
+    assert out.facts_filled == 0 and _provenance(w)["filled"] == [] and _provenance(w)["calls"] == 2
+    # And both answers' tokens count
+    assert out.tokens == 30
+
+
+@pytest.mark.parametrize("mode", ["edit", "document"])
+def test_activity_still_missing_after_the_retry_is_filled_and_flagged(mode):
+    # Given a day that names a new part, sets a goal, and notes a safety concern
+    w = _rich(summary_mode=mode)
+    w.add("part_named", part_id="dreamer", name="Dreamer")
+    w.add("goal_set", part_id="critic", goal="pause first")
+    w.add("safety_note", note="Asthma: no breathing exercises.")
+    # When both answers write only the new part (and a summary of their own)
+    if mode == "edit":
+        answer: Any = [
+            _edit("add", "/parts/dreamer", {"name": "Dreamer", "status": "active"}),
+            _edit("replace", "/summary", "Dreams more."),
+        ]
+    else:
+        answer = copy.deepcopy(w.store.head(w.user).document)
+        answer["parts"]["dreamer"] = {"name": "Dreamer", "status": "active"}
+        answer["summary"] = "Dreams more."
+    s = Scripted(answer, copy.deepcopy(answer))
+    out = w.run(s)
+    # Then the retry asked for both missing lines, and what the second answer still missed was folded in
+    assert len(s.calls) == 2 and "pause first" in s.calls[1]["feedback"] and "Asthma" in s.calls[1]["feedback"]
+    head = w.store.head(w.user).document
+    assert head["parts"]["critic"]["goals"] == [{"goal": "soften"}, {"goal": "pause first"}]
+    assert head["safety_notes"] == "No medical advice.\nAsthma: no breathing exercises."
+    # And nothing the answer wrote was overridden
+    assert head["summary"] == "Dreams more." and head["parts"]["critic"]["influence_score"] == 0.0
+    # And the version records the fills with their activity, and the outcome counts them
+    assert [(f["activity_id"], f["kind"]) for f in _provenance(w)["filled"]] == [(2, "goal_set"), (3, "safety_note")]
+    assert out.facts_filled == 2
+
+
+def test_a_retry_for_missing_facts_never_costs_the_valid_answer():
+    # Given a first answer that leaves a goal out, and a retry whose edits do not apply
+    w = _rich()
+    w.add("goal_set", part_id="planner", goal="rest")
+    s = Scripted([_edit("replace", "/summary", "first")], [_edit("replace", "/parts/ghost/name", "x")])
+    out = w.run(s)
+    # Then the first answer is written, with the goal filled in
+    head = w.store.head(w.user).document
+    assert out.status is RunStatus.WRITTEN and head["summary"] == "first"
+    assert head["parts"]["planner"]["goals"] == [{"goal": "plan"}, {"goal": "rest"}] and out.facts_filled == 1
+
+
+def test_without_a_second_attempt_or_time_for_it_the_missing_facts_are_filled_directly():
+    # One attempt in all: no retry
+    w = _rich(summarizer_attempts=1)
+    w.add("goal_set", part_id="planner", goal="rest")
+    s = Scripted([])
+    assert w.run(s).facts_filled == 1 and len(s.calls) == 1
+    # Two attempts, but after the first call there is no time for another
+    w = _rich(openai_timeout_seconds=10, openai_max_retries=0)
+    w.add("goal_set", part_id="planner", goal="rest")
+    left = itertools.chain([60_000], itertools.repeat(3_000))
+    s = Scripted([])
+    out = w.run(s, deadline=Deadline(lambda: next(left), margin_s=0))
+    assert out.status is RunStatus.WRITTEN and out.facts_filled == 1 and len(s.calls) == 1
+
+
+def test_recency_is_set_by_the_service_once_per_run():
+    # Given memory, and a run in two chunks whose activity names the planner
+    w = _rich(max_activities_per_run=1)
+    w.add("goal_set", part_id="planner", goal="rest")
+    w.add("session")
+    # When the answers raise the quiet critic's recency and write nothing for the planner's
+    bump = _edit("replace", "/parts/critic/influence_score", 0.4)
+    s = Scripted([_edit("add", "/parts/planner/goals/-", {"goal": "rest"}), bump], [bump])
+    w.run(s)
+    # Then the planner is at 1.0, the others decayed once from what they were (x 0.9, 3 decimals)
+    parts = w.store.head(w.user).document["parts"]
+    assert [parts[p]["recency_score"] for p in ("planner", "critic", "rebel")] == [1.0, 0.9, 0.18]
+    assert parts["critic"]["influence_score"] == 0.4  # the model's edit of influence applies
+    assert _provenance(w)["recency_set"] == 3
+
+
+def test_with_the_floor_switched_off_a_drop_goes_through():
+    # The test-only switch: what a summarizer alone would lose (the simulation's checker relies on it)
+    w = _rich(summary_mode="document")
+    w.cfg = dataclasses.replace(w.cfg, fact_floor=False)
+    w.add("goal_set", part_id="planner", goal="rest")
+    answer = copy.deepcopy(w.store.head(w.user).document)
+    del answer["parts"]["rebel"]
+    out = w.run(Scripted(answer))
+    head = w.store.head(w.user).document
+    assert "rebel" not in head["parts"] and head["parts"]["planner"]["goals"] == [{"goal": "plan"}]
+    assert (out.facts_restored, out.facts_filled) == (0, 0)

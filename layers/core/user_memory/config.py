@@ -12,6 +12,11 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from user_memory.domain.conversations import (
+    DEFAULT_INACTIVITY_THRESHOLD_MINUTES,
+    MAX_CONVERSATIONS_PER_MESSAGE,
+    MemoryConfig,
+)
 from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT
 from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
 from user_memory.domain.model import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_MAX_DOCUMENT_BYTES
@@ -56,8 +61,23 @@ class MemorySettings(DatabaseSettings):
     document_schema: str = "user_state"
 
 
-class FanoutSettings(DatabaseSettings):
-    """The fan-out function: which users, in what window, to which queue."""
+class ConversationTriggerSettings(DatabaseSettings):
+    """The conversation-memory trigger (the fan-out's schedule, the operators' API route, the CLI):
+    which conversations are quiet, and how many go in one GENERATE_MEMORY_BATCH message."""
+
+    # A conversation whose last message is older than this is quiet: its memory is (re)generated.
+    inactivity_threshold_minutes: int = Field(default=DEFAULT_INACTIVITY_THRESHOLD_MINUTES, ge=1, le=60 * 24 * 31)
+    # Conversations per message: each is one or more LLM calls of a few seconds, and the worker
+    # takes WorkerBatchSize messages an invocation within its 105 s budget (what it cannot start
+    # in time it re-sends), so the default keeps a typical message inside one invocation. A
+    # message also stays within SQS's 256 KiB whatever the ids (measured when the batch is built).
+    conversations_per_message: int = Field(default=10, ge=1, le=MAX_CONVERSATIONS_PER_MESSAGE)
+    conversation_page_size: int = Field(default=1000, ge=1, le=10_000)
+
+
+class FanoutSettings(ConversationTriggerSettings):
+    """The fan-out function: which users, in what window, to which queue (and, on its
+    conversation-memory schedule, the trigger's settings)."""
 
     queue_url: str = Field(min_length=1)
     users_per_message: int = Field(default=1, ge=1, le=MAX_USERS_PER_MESSAGE)
@@ -89,8 +109,15 @@ class WorkerSettings(MemorySettings):
     # version's provenance counts them. The default matches a full chunk (MAX_PROMPT_ACTIVITY_CHARS / 4).
     max_prompt_activity_tokens: int = Field(default=DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS, ge=100)
 
-    guardrail_max_removed_parts_share: float = Field(default=0.5, ge=0.0, le=1.0)
-    guardrail_min_parts: int = Field(default=4, ge=1)
+    # Conversation memories (GENERATE_MEMORY_BATCH): the worker's own queue, where conversations
+    # that failed are re-sent (without it, a message with failed conversations fails and SQS
+    # retries it whole); how often a conversation is re-sent before its message fails instead
+    # (then SQS's retries and the DLQ); how long a re-sent message waits; the prompt's size.
+    queue_url: str | None = None
+    conversation_max_attempts: int = Field(default=5, ge=1, le=50)
+    conversation_retry_delay_seconds: int = Field(default=60, ge=0, le=900)
+    max_conversation_prompt_chars: int = Field(default=24_000, ge=1_000)
+
     deadline_margin_ms: int = Field(default=15_000, ge=0)
     lambda_timeout_seconds: float = Field(default=120.0, gt=0)
 
@@ -123,6 +150,16 @@ class WorkerSettings(MemorySettings):
             return self.summarizer
         return "openai" if self._has_key or self.openai_base_url else "rules"
 
+    def memory_config(self) -> MemoryConfig:
+        """How conversation memories are generated, from these settings."""
+        return MemoryConfig(
+            attempts=self.summarizer_attempts,
+            max_messages=self.max_activities_per_run,
+            max_prompt_chars=self.max_conversation_prompt_chars,
+            call_timeout=self.openai_timeout_seconds,
+            call_tries=self.openai_max_retries + 1,
+        )
+
     def pipeline(self) -> PipelineConfig:
         """The run's rules from these settings."""
         return PipelineConfig(
@@ -131,16 +168,15 @@ class WorkerSettings(MemorySettings):
             attempts=self.summarizer_attempts,
             max_activities=self.max_activities_per_run,
             max_prompt_activity_chars=self.max_prompt_activity_chars,
-            max_removed_parts_share=self.guardrail_max_removed_parts_share,
-            guardrail_min_parts=self.guardrail_min_parts,
             call_timeout=self.openai_timeout_seconds,
             call_tries=self.openai_max_retries + 1,
             summary_mode=self.summary_mode,
         )
 
 
-class ApiSettings(MemorySettings):
-    """The HTTP API function: who is an operator, and how strict writes are."""
+class ApiSettings(MemorySettings, ConversationTriggerSettings):
+    """The HTTP API function: who is an operator, how strict writes are, and the worker queue
+    operators trigger conversation memories on (POST /tasks/trigger-memory-generation)."""
 
     # A token whose `scope` claim holds this scope, or whose groups claim (`cognito:groups`,
     # `groups`) holds it, may use /admin/users/{user_id}/... for any user.
@@ -148,6 +184,9 @@ class ApiSettings(MemorySettings):
     # true: PATCH, PUT, revert and prune without If-Match answer 428 instead of rebasing.
     require_if_match: bool = False
     database_pool_size: int = Field(default=1, ge=1, le=64)
+    # The worker queue (the trigger route sends GENERATE_MEMORY_BATCH messages to it); without
+    # it the route answers 503.
+    queue_url: str | None = None
 
 
 class RetentionSettings(DatabaseSettings):

@@ -101,10 +101,6 @@ class MigrationError(UserMemoryError):
     """A migration failed, or an applied migration file was changed afterwards."""
 
 
-class GuardrailRefused(UserMemoryError):
-    """An update would remove a large part of the memory and the activity did not ask for it."""
-
-
 class SummarizerError(UserMemoryError):
     """The summarizer could not produce a valid next document.
 
@@ -131,6 +127,16 @@ class UsersFailed(UserMemoryError):
     def __init__(self, failures: dict[str, str]) -> None:
         first = next(iter(failures.items()))
         super().__init__(f"{len(failures)} user(s) failed, first {first[0]}: {first[1]}")
+        self.failures = failures
+
+
+class ConversationsFailed(UserMemoryError):
+    """Conversations of a GENERATE_MEMORY_BATCH failed and could not be handed on (re-sent) for a
+    retry, or have used their attempts: the message fails, and SQS retries it (then its DLQ)."""
+
+    def __init__(self, failures: dict[str, str], *, why: str) -> None:
+        first = next(iter(failures.items()))
+        super().__init__(f"{len(failures)} conversation(s) failed ({why}), first {first[0]}: {first[1]}")
         self.failures = failures
 
 

@@ -1,4 +1,8 @@
-"""The fan-out's job: plan from the event, queue the refresh messages, log and count the outcome."""
+"""The fan-out's job: plan from the event, queue the refresh messages, log and count the outcome.
+
+Its conversation-memory schedule sends `{"task_type": "TRIGGER_MEMORY_GENERATION"}` (optionally
+with `"threshold_minutes": N`): then it runs the conversation-memory trigger instead.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,32 @@ from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from user_memory.conversation_tasks import TRIGGER_EVENT_TASK, is_trigger_event, trigger_memory_generation
 from user_memory.domain.fanout import plan_from_event, run_fanout
-from user_memory.errors import describe_failure
+from user_memory.errors import InvalidEvent, describe_failure, describe_validation_error
 from user_memory.observability import logger, metrics
 from user_memory.runtime import FanoutServices
+
+
+class TriggerEvent(BaseModel):
+    """The conversation-memory schedule's event (template.yaml: the fan-out's ConversationMemories)."""
+
+    model_config = ConfigDict(extra="forbid")
+    task_type: str = Field(pattern=f"^{TRIGGER_EVENT_TASK}$")
+    threshold_minutes: int | None = Field(default=None, ge=1, le=60 * 24 * 31)
+
+
+def _trigger(event: dict[str, Any], services: FanoutServices) -> dict[str, Any]:
+    try:
+        request = TriggerEvent.model_validate(event)
+    except ValidationError as err:
+        raise InvalidEvent(f"invalid trigger event: {describe_validation_error(err)}") from err
+    report = trigger_memory_generation(
+        services.conversations, services.sender, services.settings, threshold_minutes=request.threshold_minutes
+    )
+    return {"task_type": TRIGGER_EVENT_TASK, **report.as_dict()}
 
 
 def fan_out(event: object, services: FanoutServices | Callable[[], FanoutServices]) -> dict[str, Any]:
@@ -21,6 +46,8 @@ def fan_out(event: object, services: FanoutServices | Callable[[], FanoutService
         if callable(services):
             services = services()
         settings = services.settings
+        if is_trigger_event(event):
+            return _trigger(event, services)  # type: ignore[arg-type]  # a dict: is_trigger_event checked
         plan = plan_from_event(event, window_hours=settings.window_hours)
         report = run_fanout(
             plan,

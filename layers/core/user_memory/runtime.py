@@ -14,10 +14,18 @@ from typing import Any
 from psycopg_pool import ConnectionPool
 
 from user_memory.adapters.account import PostgresAccount
+from user_memory.adapters.conversations import PostgresConversations
 from user_memory.adapters.kv import PostgresKv
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool, transaction
 from user_memory.adapters.sqs import SqsSender
-from user_memory.config import ApiSettings, DatabaseSettings, FanoutSettings, RetentionSettings, WorkerSettings
+from user_memory.config import (
+    ApiSettings,
+    DatabaseSettings,
+    FanoutSettings,
+    RetentionSettings,
+    WorkerSettings,
+)
+from user_memory.domain.conversations import ConversationSummarizer, RuleBasedConversationSummarizer, TriggerReport
 from user_memory.domain.model import parse_user_id
 from user_memory.domain.pipeline import PipelineConfig
 from user_memory.domain.ports import Summarizer
@@ -57,6 +65,25 @@ def build_summarizer(settings: WorkerSettings) -> Summarizer:
     return RuleBasedSummarizer()
 
 
+def build_conversation_summarizer(settings: WorkerSettings) -> ConversationSummarizer:
+    """Conversation memories from OpenAI (or a compatible endpoint) when configured, else the
+    rule-based conversation summarizer."""
+    if settings.summarizer_kind == "openai":
+        from user_memory.adapters.openai_conversations import OpenAIConversationSummarizer
+
+        key = _secret(settings.openai_api_key_secret_name, settings.openai_api_key_parameter)
+        return OpenAIConversationSummarizer.from_settings(settings, api_key=key)
+    return RuleBasedConversationSummarizer()
+
+
+def _sqs_client(client: Any) -> Any:
+    if client is None:
+        import boto3
+
+        client = boto3.client("sqs")
+    return client
+
+
 @dataclass(kw_only=True)
 class WorkerServices:
     """What the worker needs."""
@@ -66,6 +93,10 @@ class WorkerServices:
     activity: PostgresActivity
     summarizer: Summarizer
     pipeline: PipelineConfig
+    conversations: PostgresConversations
+    conversation_summarizer: ConversationSummarizer
+    # The worker's own queue, for re-sending conversations that failed (None: not configured).
+    sender: SqsSender | None = None
     pool: ConnectionPool | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -75,10 +106,18 @@ class WorkerServices:
 
 
 def build_worker(
-    settings: WorkerSettings, *, summarizer: Summarizer | None = None, pool: ConnectionPool | None = None
+    settings: WorkerSettings,
+    *,
+    summarizer: Summarizer | None = None,
+    pool: ConnectionPool | None = None,
+    conversation_summarizer: ConversationSummarizer | None = None,
+    sqs_client: Any = None,
 ) -> WorkerServices:
-    """Compose the worker's services; a given pool stays the caller's to close."""
+    """Compose the worker's services; a given pool stays the caller's to close. The SQS client
+    (for re-sending failed conversations to QUEUE_URL) is built here once unless given."""
     summarizer = summarizer or build_summarizer(settings)  # before the pool: a bad key fails first
+    conversation_summarizer = conversation_summarizer or build_conversation_summarizer(settings)
+    sender = SqsSender(settings.queue_url, _sqs_client(sqs_client)) if settings.queue_url else None
     owned = pool is None
     pool = pool or open_pool(database_url(settings))
     return WorkerServices(
@@ -91,6 +130,9 @@ def build_worker(
         activity=PostgresActivity(pool),
         summarizer=summarizer,
         pipeline=settings.pipeline(),
+        conversations=PostgresConversations(pool),
+        conversation_summarizer=conversation_summarizer,
+        sender=sender,
         pool=pool if owned else None,
     )
 
@@ -102,6 +144,7 @@ class FanoutServices:
     settings: FanoutSettings
     activity: PostgresActivity
     sender: SqsSender
+    conversations: PostgresConversations
     pool: ConnectionPool | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -113,16 +156,14 @@ def build_fanout(
     settings: FanoutSettings, *, sqs_client: Any = None, pool: ConnectionPool | None = None
 ) -> FanoutServices:
     """Compose the fan-out's services; the SQS client is built here once unless given."""
-    if sqs_client is None:
-        import boto3
-
-        sqs_client = boto3.client("sqs")
+    sqs_client = _sqs_client(sqs_client)
     owned = pool is None
     pool = pool or open_pool(database_url(settings))
     return FanoutServices(
         settings=settings,
         activity=PostgresActivity(pool),
         sender=SqsSender(settings.queue_url, sqs_client),
+        conversations=PostgresConversations(pool),
         pool=pool if owned else None,
     )
 
@@ -134,6 +175,7 @@ class ApiServices:
     settings: ApiSettings
     pool: ConnectionPool = field(repr=False)
     owned: bool = False
+    sqs_client: Any = field(default=None, repr=False)
 
     @contextmanager
     def session(self, user_id: object, *, operator: str | None = None) -> Iterator[MemoryService]:
@@ -152,21 +194,39 @@ class ApiServices:
                 kv=PostgresKv(tx),
                 activity=PostgresActivity(tx),
                 account=PostgresAccount(tx, end_user=operator is None),
+                conversations=PostgresConversations(tx),
                 schema=settings.document_schema,
                 max_document_bytes=settings.max_document_bytes,
                 require_if_match=settings.require_if_match,
             )
+
+    def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport:
+        """The conversation-memory trigger with the service's rights (operators only: the route checks)."""
+        from user_memory.conversation_tasks import trigger_memory_generation
+        from user_memory.errors import SendFailed
+
+        if not self.settings.queue_url:
+            raise SendFailed("no worker queue is configured (QUEUE_URL): nothing can be triggered")
+        if self.sqs_client is None:
+            self.sqs_client = _sqs_client(None)
+        return trigger_memory_generation(
+            PostgresConversations(self.pool),
+            SqsSender(self.settings.queue_url, self.sqs_client),
+            self.settings,
+            threshold_minutes=threshold_minutes,
+        )
 
     def close(self) -> None:
         if self.owned:
             self.pool.close()
 
 
-def build_api(settings: ApiSettings, *, pool: ConnectionPool | None = None) -> ApiServices:
-    """Compose the API's services; a given pool stays the caller's to close."""
+def build_api(settings: ApiSettings, *, pool: ConnectionPool | None = None, sqs_client: Any = None) -> ApiServices:
+    """Compose the API's services; a given pool stays the caller's to close. The SQS client (for
+    the operators' trigger route) is built on first use unless given."""
     owned = pool is None
     pool = pool or open_pool(database_url(settings), size=settings.database_pool_size)
-    return ApiServices(settings=settings, pool=pool, owned=owned)
+    return ApiServices(settings=settings, pool=pool, owned=owned, sqs_client=sqs_client)
 
 
 @dataclass(kw_only=True)

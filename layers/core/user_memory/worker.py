@@ -4,6 +4,15 @@ Every failed record is logged once with its messageId, the error type and a shor
 (never document or activity content) and counted in the `RecordsFailed` metric, whatever the
 exception. A record is not started when the invocation is too close to its deadline; it fails
 as DeadlineReached and comes back after the visibility timeout.
+
+A GENERATE_MEMORY_BATCH record is one batch of conversation ids; inside it each conversation is
+isolated. Every conversation that fails is logged (`conversation memory failed`: message id,
+conversation id, error type, short reason) and counted (`ConversationsFailed`); the failed ones,
+and the ones the invocation had no time to start, are re-sent to the queue as a new message
+with only their ids (`attempt` + 1 for failures), and the record succeeds. The record fails,
+so that SQS retries it and finally moves it to the DLQ, only when re-sending fails or is not
+configured, or when its conversations have used CONVERSATION_MAX_ATTEMPTS: a conversation id is
+never dropped.
 """
 
 from __future__ import annotations
@@ -17,9 +26,16 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
 from pydantic import BeforeValidator, Json
 
+from user_memory.domain.conversations import (
+    MAX_CONVERSATIONS_PER_MESSAGE,
+    BatchRun,
+    GenerateMemoryBatch,
+    batch_bodies,
+    run_batch,
+)
 from user_memory.domain.messages import Message, RecordActivity, RefreshUser, check_body_size
 from user_memory.domain.pipeline import Deadline, RunOutcome, refresh_user
-from user_memory.errors import DeadlineReached, UsersFailed, describe_failure
+from user_memory.errors import ConversationsFailed, DeadlineReached, UsersFailed, describe_failure
 from user_memory.observability import logger, metrics
 from user_memory.runtime import WorkerServices
 
@@ -67,6 +83,11 @@ class _Tally:
         self.edits_applied = 0
         self.edits_refused = 0
         self.activity_cut = 0
+        self.facts_restored = 0
+        self.facts_filled = 0
+        self.messages_recorded = 0
+        self.conversations: Counter[str] = Counter()
+        self.conversation_tokens = 0
 
     def add(self, outcome: RunOutcome) -> None:
         self.statuses[outcome.status.value] += 1
@@ -78,6 +99,8 @@ class _Tally:
         self.edits_applied += outcome.edits_applied
         self.edits_refused += outcome.edits_refused
         self.activity_cut += outcome.activity_cut
+        self.facts_restored += outcome.facts_restored
+        self.facts_filled += outcome.facts_filled
 
 
 def refresh_users(
@@ -136,6 +159,8 @@ def refresh_users(
             edits_applied=outcome.edits_applied,
             edits_refused=outcome.edits_refused,
             activity_cut=outcome.activity_cut,
+            facts_restored=outcome.facts_restored,
+            facts_filled=outcome.facts_filled,
             rebased=outcome.rebased,
             seconds=round(outcome.seconds, 4),
         )
@@ -145,14 +170,114 @@ def refresh_users(
         raise UsersFailed(failures)
 
 
+def record_activity(message: RecordActivity, services: WorkerServices, tally: _Tally) -> None:
+    """Activity to user_activity; conversation messages (kind `message` with a conversation_id)
+    to their conversations. Both are idempotent, so a retried record records nothing twice."""
+    messages = [a.to_message() for a in message.activities if a.is_message]  # checked before anything is written
+    activities = [a.to_activity() for a in message.activities if not a.is_message]
+    if activities:
+        tally.recorded += services.activity.record(activities)
+    if messages:
+        tally.messages_recorded += services.conversations.record(messages)
+
+
+def generate_memories(
+    message: GenerateMemoryBatch, message_id: str, services: WorkerServices, deadline: Deadline, tally: _Tally
+) -> None:
+    """One batch of conversations, each isolated; the failed and the not-started ones are re-sent."""
+    ids = message.unique_ids()
+    run = run_batch(
+        ids,
+        store=services.conversations,
+        summarizer=services.conversation_summarizer,
+        cfg=services.settings.memory_config(),
+        deadline=deadline,
+    )
+    _tally_conversations(run, message_id, message.attempt, tally)
+    if not run.failures and not run.deferred:
+        return
+    failures = {f.conversation_id: "{}: {}".format(*describe_failure(f.error)) for f in run.failures}
+    settings = services.settings
+    if run.failures and message.attempt + 1 >= settings.conversation_max_attempts:
+        # Used their attempts: the message fails, SQS retries it, then moves it to the DLQ.
+        raise ConversationsFailed(
+            failures, why=f"attempt {message.attempt + 1} of {settings.conversation_max_attempts}"
+        )
+    if services.sender is None:
+        if run.failures:
+            raise ConversationsFailed(failures, why="no QUEUE_URL to re-send them to; the message is retried")
+        raise DeadlineReached(f"{len(run.deferred)} conversation(s) not started before the deadline; retried later")
+    # Failed ids again after the retry delay, with one more attempt; ids not started at once, as they were.
+    groups = []
+    if run.failures:
+        groups.append((run.failed_ids, message.attempt + 1, settings.conversation_retry_delay_seconds))
+    if run.deferred:
+        groups.append((run.deferred, message.attempt, 0))
+    sent = 0
+    try:
+        for ids, attempt, delay in groups:
+            bodies = batch_bodies(ids, per_message=MAX_CONVERSATIONS_PER_MESSAGE, attempt=attempt)
+            sent += services.sender.send(bodies, delay_seconds=delay)
+    except Exception as err:
+        error, reason = describe_failure(err)
+        logger.warning("conversation re-send failed", message_id=message_id, error=error, reason=reason)
+        raise ConversationsFailed(
+            {**failures, **{cid: "DeadlineReached: not started" for cid in run.deferred}},
+            why=f"re-sending them failed ({error})",
+        ) from err
+    logger.info(
+        "conversations re-sent",
+        message_id=message_id,
+        failed=len(run.failures),
+        deferred=len(run.deferred),
+        attempt=message.attempt + 1 if run.failures else message.attempt,
+        messages=sent,
+    )
+    if run.failures:
+        metrics.add_metric(name="ConversationsRetried", unit=MetricUnit.Count, value=len(run.failures))
+    if run.deferred:
+        metrics.add_metric(name="ConversationsDeferred", unit=MetricUnit.Count, value=len(run.deferred))
+
+
+def _tally_conversations(run: BatchRun, message_id: str, attempt: int, tally: _Tally) -> None:
+    for outcome in run.outcomes:
+        tally.conversations[outcome.status] += 1
+        tally.conversation_tokens += outcome.prompt_tokens + outcome.completion_tokens
+        logger.debug(
+            "conversation memory",
+            conversation_id=outcome.conversation_id,
+            status=outcome.status,
+            messages=outcome.messages,
+            calls=outcome.calls,
+            seconds=round(outcome.seconds, 4),
+        )
+    for failure in run.failures:
+        error, reason = describe_failure(failure.error)
+        logger.warning(
+            "conversation memory failed",
+            message_id=message_id,
+            conversation_id=failure.conversation_id,
+            attempt=attempt,
+            error=error,
+            reason=reason,
+        )
+        tally.conversations["failed"] += 1
+    if run.failures:
+        metrics.add_metric(name="ConversationsFailed", unit=MetricUnit.Count, value=len(run.failures))
+    if run.deferred:
+        tally.conversations["deferred"] += len(run.deferred)
+
+
 def handle_record(record: QueueRecord, services: WorkerServices, deadline: Deadline, tally: _Tally) -> None:
     """Do what one message asks."""
     if deadline.left() <= 0:
         raise DeadlineReached("too close to the invocation's deadline to start this record")
     message = record.body
     if isinstance(message, RecordActivity):
-        new = services.activity.record([a.to_activity() for a in message.activities])
-        tally.recorded += new
+        record_activity(message, services, tally)
+        return
+    if isinstance(message, GenerateMemoryBatch):
+        generate_memories(message, record.messageId, services, deadline, tally)
         return
     refresh_users(message, record.messageId, services, deadline, tally)
 
@@ -183,11 +308,21 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         cached_prompt_tokens=tally.cached_tokens,
         edits_applied=tally.edits_applied,
         edits_refused=tally.edits_refused,
+        facts_restored=tally.facts_restored,
+        facts_filled=tally.facts_filled,
+        messages_recorded=tally.messages_recorded,
+        conversations=dict(tally.conversations),
+        conversation_tokens=tally.conversation_tokens,
     )
     for status, n in tally.statuses.items():
         metrics.add_metric(name=f"Users_{status}", unit=MetricUnit.Count, value=n)
     if tally.recorded:
         metrics.add_metric(name="ActivitiesRecorded", unit=MetricUnit.Count, value=tally.recorded)
+    if tally.messages_recorded:
+        metrics.add_metric(name="MessagesRecorded", unit=MetricUnit.Count, value=tally.messages_recorded)
+    for status in ("written", "unchanged", "missing", "partial"):
+        if tally.conversations[status]:
+            metrics.add_metric(name=f"Conversations_{status}", unit=MetricUnit.Count, value=tally.conversations[status])
     if tally.deferred:
         metrics.add_metric(name="ActivitiesDeferred", unit=MetricUnit.Count, value=tally.deferred)
     counts = {
@@ -197,6 +332,9 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         "EditsApplied": tally.edits_applied,
         "EditsRefused": tally.edits_refused,
         "ActivitiesCut": tally.activity_cut,
+        "FactsRestored": tally.facts_restored,
+        "FactsFilled": tally.facts_filled,
+        "ConversationLLMTokens": tally.conversation_tokens,
     }
     for name, value in counts.items():
         if value:

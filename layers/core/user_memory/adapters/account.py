@@ -11,10 +11,12 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
+from user_memory.adapters.conversations import export_conversations
 from user_memory.adapters.kv import _COLUMNS as _KV_COLUMNS
 from user_memory.adapters.kv import InMemoryKv, _entry
 from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
 from user_memory.adapters.postgres import ConnectionSource, _Database
+from user_memory.domain.conversations import ExportedConversation
 from user_memory.domain.kv import Clock, KvEntry, utc_now
 from user_memory.domain.model import Activity
 from user_memory.errors import AccessDenied
@@ -53,6 +55,9 @@ class PostgresAccount(_Database):
             rows = conn.execute(_KV, (user_id, now)).fetchall()
         return [_entry(r) for r in rows]
 
+    def conversations(self, user_id: uuid.UUID) -> list[ExportedConversation]:
+        return export_conversations(self, user_id)
+
     def erase(self, user_id: uuid.UUID) -> dict[str, int]:
         with self.connection() as conn:
             if self.end_user:
@@ -83,6 +88,9 @@ class InMemoryAccount:
 
     def kv_entries(self, user_id: uuid.UUID) -> list[KvEntry]:
         return self._kv.entries_of(user_id)
+
+    def conversations(self, user_id: uuid.UUID) -> list[ExportedConversation]:
+        return []  # the in-memory kit keeps no conversations (MemoryService refuses their messages)
 
     def erase(self, user_id: uuid.UUID) -> dict[str, int]:
         if self._end_user is not None and user_id != self._end_user:

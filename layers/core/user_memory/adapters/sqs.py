@@ -25,14 +25,18 @@ class SqsSender:
         self.sleep = sleep
         self.calls = 0
 
-    def send(self, bodies: list[str]) -> int:
-        """Send every body; raise SendFailed naming how many could not be sent."""
+    def send(self, bodies: list[str], *, delay_seconds: int = 0) -> int:
+        """Send every body (each delivered after `delay_seconds`, 0 to 900); raise SendFailed
+        naming how many could not be sent."""
         sent = 0
         for i in range(0, len(bodies), SQS_BATCH):
             pending = {str(n): body for n, body in enumerate(bodies[i : i + SQS_BATCH])}
             errors: list[str] = []
             for attempt in range(SEND_ATTEMPTS):
-                entries = [{"Id": k, "MessageBody": v} for k, v in pending.items()]
+                entries: list[dict[str, Any]] = [{"Id": k, "MessageBody": v} for k, v in pending.items()]
+                if delay_seconds:
+                    for entry in entries:
+                        entry["DelaySeconds"] = delay_seconds
                 self.calls += 1
                 response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
                 for ok in response.get("Successful", []):

@@ -4,6 +4,11 @@
  "run_key": "daily:2026-11-21"}
 {"type": "record_activity", "activities": [{"user_id": "<uuid>", "occurred_at": "...",
  "kind": "session", "payload": {...}, "source": "chat", "external_id": "msg-123"}]}
+{"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ["<conversation id>", ...]}
+
+An activity of kind `message` whose payload names a `conversation_id` is a conversation message
+(payload exactly {conversation_id, role, text}; external_id is the message id): it is stored with
+its conversation (domain/conversations.py), not as user activity.
 
 Limits: a body is at most MAX_MESSAGE_BYTES (SQS's own maximum), an activity payload at most
 MAX_ACTIVITY_PAYLOAD_BYTES of compact JSON, a record_activity message at most
@@ -17,8 +22,27 @@ import json
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from user_memory.domain.conversations import (
+    TASK_GENERATE_MEMORY_BATCH,
+    GenerateMemoryBatch,
+    MessagePayload,
+    NewMessage,
+    is_conversation_message,
+    new_message,
+)
 from user_memory.domain.model import Activity, Window
 from user_memory.errors import InvalidMessage, MessageTooLarge, describe_validation_error
 
@@ -58,6 +82,29 @@ class ActivityIn(BaseModel):
             raise ValueError(f"payload is {size:,} bytes, over the limit of {MAX_ACTIVITY_PAYLOAD_BYTES:,}")
         return payload
 
+    @model_validator(mode="after")
+    def _conversation_message(self) -> ActivityIn:
+        if is_conversation_message(self.kind, self.payload):
+            try:
+                MessagePayload.model_validate(self.payload)
+            except ValidationError as err:  # named as the payload's fields, never their values
+                raise ValueError(f"a conversation message's payload: {describe_validation_error(err)}") from None
+        return self
+
+    @property
+    def is_message(self) -> bool:
+        """A conversation message (kind `message`, a payload naming a conversation_id)."""
+        return is_conversation_message(self.kind, self.payload)
+
+    def to_message(self) -> NewMessage:
+        return new_message(
+            user_id=self.user_id,
+            occurred_at=self.occurred_at,
+            payload=self.payload,
+            source=self.source,
+            external_id=self.external_id,
+        )
+
     def to_activity(self) -> Activity:
         return Activity(
             user_id=self.user_id,
@@ -77,8 +124,27 @@ class RecordActivity(BaseModel):
     activities: list[ActivityIn] = Field(min_length=1, max_length=MAX_ACTIVITIES_PER_MESSAGE)
 
 
-Message = Annotated[RefreshUser | RecordActivity, Field(discriminator="type")]
-_MESSAGE: TypeAdapter[RefreshUser | RecordActivity] = TypeAdapter(Message)
+def _message_tag(value: Any) -> str | None:
+    """`type` names the service's own messages; GENERATE_MEMORY_BATCH comes as `task_type`."""
+    if isinstance(value, dict):
+        tag = value.get("type", value.get("task_type"))
+    else:
+        tag = getattr(value, "type", None) or getattr(value, "task_type", None)
+    return tag if isinstance(tag, str) else None
+
+
+AnyMessage = RefreshUser | RecordActivity | GenerateMemoryBatch
+Message = Annotated[
+    Annotated[RefreshUser, Tag("refresh_user")]
+    | Annotated[RecordActivity, Tag("record_activity")]
+    | Annotated[GenerateMemoryBatch, Tag(TASK_GENERATE_MEMORY_BATCH)],
+    Discriminator(
+        _message_tag,
+        custom_error_type="invalid_message_type",
+        custom_error_message=("type must be refresh_user or record_activity, or task_type GENERATE_MEMORY_BATCH"),
+    ),
+]
+_MESSAGE: TypeAdapter[AnyMessage] = TypeAdapter(Message)
 
 
 def check_body_size(body: str) -> str:
@@ -89,7 +155,7 @@ def check_body_size(body: str) -> str:
     return body
 
 
-def parse_message(body: str) -> RefreshUser | RecordActivity:
+def parse_message(body: str) -> AnyMessage:
     """Parse one queue body; anything malformed, unknown or too large raises InvalidMessage."""
     if not isinstance(body, str):
         raise InvalidMessage(f"a message body must be a JSON string, got {type(body).__name__}")

@@ -8,8 +8,13 @@ invocation's time stays unsummarized, is logged and counted, and is found by the
 The summarizer answers with the whole next document, or (edit mode) with edits to the current
 one: those are checked, refused one by one where the guardrail says so, applied and validated
 (domain/edits.py). Either way a bad answer goes back to the summarizer with the error, at most
-`attempts` times in all. The version records its provenance: mode, model, the edits and their
-reasons, the refused ones and why, the activity the prompt left out, the tokens.
+`attempts` times in all. A valid answer is then held to the fact floor (domain/facts.py): the
+protected facts it lost without a request are restored; the structured activity it does not
+reflect goes back to the summarizer once, named, within the same `attempts`, and what is still
+missing is folded in by the rule-based fold. Once per run the service sets recency_score (1.0
+for parts the activity names, the others decayed x 0.9). The version records its provenance:
+mode, model, the edits and their reasons, the refused ones and why, what was restored and
+filled and why, the activity the prompt left out, the tokens.
 
 Round trips per user on the happy path: head + run key (1), the activity (1), the write (1).
 """
@@ -26,6 +31,16 @@ from typing import Any, Literal
 
 from user_memory.domain.document import validate_document
 from user_memory.domain.edits import MemoryEdit, RefusedEdit, apply_edits
+from user_memory.domain.facts import (
+    FLOOR_SCHEMAS,
+    Filled,
+    Restored,
+    fill,
+    restore_facts,
+    set_recency,
+    unreflected,
+    unreflected_feedback,
+)
 from user_memory.domain.model import FORGET_KINDS as FORGET_KINDS  # defined there; re-exported as before
 from user_memory.domain.model import Activity, Document, RunStatus, Window, WriteStatus
 from user_memory.domain.patching import apply_patch, copy_json, make_patch
@@ -34,7 +49,6 @@ from user_memory.domain.repository import MemoryStore
 from user_memory.errors import (
     ActivityChanged,
     DeadlineReached,
-    GuardrailRefused,
     InvalidDocument,
     PatchError,
     SummarizerError,
@@ -60,13 +74,15 @@ class PipelineConfig:
     attempts: int
     max_activities: int
     max_prompt_activity_chars: int
-    max_removed_parts_share: float
-    guardrail_min_parts: int
     call_timeout: float
     call_tries: int
     # What the summarizer is asked for (the OpenAI summarizer is built with the same setting);
     # each answer says what it is (SummaryResult.edits), and the version's provenance records it.
     summary_mode: SummaryMode = "edit"
+    # The fact floor (domain/facts.py: restore protected facts, send unreflected activity back,
+    # fill what is still missing). Always on in the service; off only where a test must show what
+    # a summarizer alone would lose (tests, the simulation's checker test).
+    fact_floor: bool = True
 
     @property
     def call_budget(self) -> float:
@@ -121,23 +137,10 @@ class RunOutcome:
     edits_applied: int = 0
     edits_refused: int = 0
     activity_cut: int = 0  # activities the prompts left out to fit their budget (still marked summarized)
+    facts_restored: int = 0  # protected facts an answer lost without a request, put back (provenance "restored")
+    facts_filled: int = 0  # activity an answer did not reflect, folded in by the service (provenance "filled")
     seconds: float = 0.0
     rebased: int = 0
-
-
-def check_guardrail(old: Document, new: Document, activities: list[Activity], cfg: PipelineConfig) -> None:
-    """Refuse an update that removes a large share of parts or the safety notes, unless asked."""
-    if any(a.kind in FORGET_KINDS for a in activities):
-        return
-    old_parts = set(old.get("parts", {}))
-    removed = old_parts - set(new.get("parts", {}))
-    if len(old_parts) >= cfg.guardrail_min_parts and len(removed) / len(old_parts) > cfg.max_removed_parts_share:
-        raise GuardrailRefused(
-            f"update would remove {len(removed)} of {len(old_parts)} parts "
-            f"(limit {cfg.max_removed_parts_share:.0%}) and no activity asked for it"
-        )
-    if old.get("safety_notes") and not new.get("safety_notes"):
-        raise GuardrailRefused("update would clear the safety notes and no activity asked for it")
 
 
 def activity_line(a: Activity) -> str:
@@ -225,6 +228,21 @@ class Summarized:
     cached_tokens: int = 0
     applied: tuple[MemoryEdit, ...] = ()
     refused: tuple[RefusedEdit, ...] = ()
+    restored: tuple[Restored, ...] = ()  # protected facts the answer lost, put back
+    filled: tuple[Filled, ...] = ()  # activity the answer did not reflect, folded in
+    unreflected: tuple[Filled, ...] = ()  # activity left as the answer wrote it (a name of its own)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A valid answer after the floor's restoration, and the activity it still does not reflect."""
+
+    result: SummaryResult
+    document: Document
+    applied: tuple[MemoryEdit, ...]
+    refused: tuple[RefusedEdit, ...]
+    restored: tuple[Restored, ...]
+    missing: list[Activity]
 
 
 def _next_document(
@@ -241,16 +259,29 @@ def _next_document(
 def summarize_valid(
     summarizer: Summarizer, document: Document, activities: list[Activity], cfg: PipelineConfig, deadline: Deadline
 ) -> Summarized:
-    """Ask the summarizer until its answer validates, at most cfg.attempts times.
+    """Ask the summarizer until its answer validates and reflects the activity, at most
+    cfg.attempts times; then hold the answer to the fact floor.
 
     An answer that does not validate (a document that fails the schema; edits whose path does not
     exist or whose value has the wrong shape; output that does not parse) goes back with the
-    error as feedback. Refused edits are not errors: the rest of the edits apply.
+    error as feedback. Refused edits are not errors: the rest of the edits apply. A valid answer's
+    lost protected facts are restored (facts.restore_facts); when it still does not reflect some
+    structured activity (facts.unreflected) and an attempt is left, it goes back once more with
+    those activity lines named. The valid answer that misses least (the later one on a tie) is
+    kept, and what it misses is folded in (facts.fill). A retry for missing facts never costs a
+    valid answer: when it is invalid, or there is no time left for it, the earlier answer is kept.
     """
+    floor = cfg.fact_floor and cfg.schema in FLOOR_SCHEMAS
     feedback: str | None = None
     tokens = prompt_tokens = cached = calls = 0
+    best: _Answer | None = None
     for _ in range(cfg.attempts):
-        timeout = deadline.call_timeout(cfg)
+        try:
+            timeout = deadline.call_timeout(cfg)
+        except DeadlineReached:
+            if best is None:
+                raise
+            break  # keep the valid answer; what it misses is filled below
         calls += 1
         try:
             result = summarizer.summarize(document, activities, feedback=feedback, timeout=timeout)
@@ -267,17 +298,41 @@ def summarize_valid(
         except InvalidDocument as err:
             feedback = str(err)
             continue
-        return Summarized(
-            document=next_document,
-            result=result,
-            calls=calls,
-            tokens=tokens,
-            prompt_tokens=prompt_tokens,
-            cached_tokens=cached,
-            applied=applied,
-            refused=refused,
-        )
-    raise SummarizerError(f"summarizer output invalid after {cfg.attempts} attempts", detail=feedback)
+        restored: tuple[Restored, ...] = ()
+        missing: list[Activity] = []
+        if floor:
+            floored = restore_facts(document, next_document, activities)
+            next_document, restored = floored.document, floored.restored
+            missing = unreflected(next_document, activities)
+        answer = _Answer(result, next_document, applied, refused, restored, missing)
+        if best is None or len(answer.missing) <= len(best.missing):
+            best = answer
+        if not best.missing:
+            break
+        feedback = unreflected_feedback(answer.missing, activity_line)
+    if best is None:
+        raise SummarizerError(f"summarizer output invalid after {cfg.attempts} attempts", detail=feedback)
+    final = best.document
+    filled = fill(final, best.missing, document)
+    if best.restored or filled.filled:
+        try:
+            final = validate_document(filled.document, cfg.schema, max_bytes=cfg.max_document_bytes)
+        except InvalidDocument as err:
+            why = "the document with the restored and filled facts is invalid"
+            raise SummarizerError(why, detail=str(err)) from err
+    return Summarized(
+        document=final,
+        result=best.result,
+        calls=calls,
+        tokens=tokens,
+        prompt_tokens=prompt_tokens,
+        cached_tokens=cached,
+        applied=best.applied,
+        refused=best.refused,
+        restored=best.restored,
+        filled=filled.filled,
+        unreflected=filled.unreflected,
+    )
 
 
 def describe(window: Window, activities: int, model: str, tokens: int, run_key: str) -> str:
@@ -304,6 +359,10 @@ class _Draft:
     refused: list[RefusedEdit] = field(default_factory=list)
     activity_cut: int = 0
     activity_duplicates: int = 0
+    restored: list[Restored] = field(default_factory=list)
+    filled: list[Filled] = field(default_factory=list)
+    unreflected: list[Filled] = field(default_factory=list)
+    recency_set: int = 0  # parts whose recency_score the service set (facts.set_recency)
 
     def add(self, chunk: list[Activity], summarized: Summarized) -> None:
         result = summarized.result
@@ -318,6 +377,9 @@ class _Draft:
         self.edit_mode = self.edit_mode or result.edits is not None
         self.applied.extend(summarized.applied)
         self.refused.extend(summarized.refused)
+        self.restored.extend(summarized.restored)
+        self.filled.extend(summarized.filled)
+        self.unreflected.extend(summarized.unreflected)
         self.activity_cut += result.activity_cut
         self.activity_duplicates += result.activity_duplicates
 
@@ -327,6 +389,10 @@ class _Draft:
         if self.edit_mode:
             record["edits"] = [e.describe() for e in self.applied]
             record["refused"] = [r.describe() for r in self.refused]
+        record["restored"] = [r.describe() for r in self.restored]
+        record["filled"] = [f.describe() for f in self.filled]
+        record["unreflected"] = [f.describe() for f in self.unreflected]
+        record["recency_set"] = self.recency_set
         record.update(
             activities=len(self.included),
             activity_cut=self.activity_cut,
@@ -350,6 +416,8 @@ class _Draft:
             "edits_applied": len(self.applied),
             "edits_refused": len(self.refused),
             "activity_cut": self.activity_cut,
+            "facts_restored": len(self.restored),
+            "facts_filled": len(self.filled),
         }
 
 
@@ -362,7 +430,24 @@ def _summarize_all(
     cfg: PipelineConfig,
     deadline: Deadline,
 ) -> _Draft:
-    """Fold every unsummarized activity into the document, chunk by chunk, while time allows."""
+    """Fold every unsummarized activity into the document, chunk by chunk, while time allows;
+    then set recency_score once for the run (facts.set_recency)."""
+    draft = _fold_chunks(user_id, base, window, activity, summarizer, cfg, deadline)
+    if draft.included and cfg.schema in FLOOR_SCHEMAS:
+        recency = set_recency(base, draft.document, draft.included)
+        draft.document, draft.recency_set = recency.document, recency.changed
+    return draft
+
+
+def _fold_chunks(
+    user_id: uuid.UUID,
+    base: Document,
+    window: Window,
+    activity: ActivityReader,
+    summarizer: Summarizer,
+    cfg: PipelineConfig,
+    deadline: Deadline,
+) -> _Draft:
     draft = _Draft(document=copy_json(base), included=[])
     after_id = 0
     while True:
@@ -434,7 +519,6 @@ def refresh_user(
         proposed = draft.document
         ids = [a.id for a in draft.included if a.id is not None]
         while True:
-            check_guardrail(head.document, proposed, draft.included, cfg)
             try:
                 written = store.append(
                     user_id,

@@ -2,11 +2,17 @@
 
 Understood activity kinds (payload fields):
     part_named    {part_id, name, status?}         add or refresh a part
-    goal_set      {part_id, goal}                  add a goal to a part
+    goal_set      {part_id, goal}                  add a goal to a part (a part the memory lacks is
+                                                   added under its id, named by it)
     trigger_noted {trigger, desired_outcome, related_parts?}
     safety_note   {note}                           append to the safety notes
     forget_part   {part_id}                        remove a part (an explicit request)
     session, message, insight_interaction, ...     counted in the summary
+
+`fold` is the fact-level fold of one activity, shared with the pipeline's fact floor
+(domain/facts.py), which folds in what a model's answer left out. Scores are not the fold's:
+recency is the service's (RECENCY_DECAY, domain/facts.py: `set_recency`), and the rule-based
+summarizer raises a part's influence by 0.1 per goal.
 """
 
 from __future__ import annotations
@@ -19,7 +25,61 @@ from user_memory.domain.model import Activity
 from user_memory.domain.patching import copy_json
 from user_memory.domain.ports import SummaryResult
 
+# recency_score of a part no activity of the run names: round(recency_score x RECENCY_DECAY, 3).
 RECENCY_DECAY = 0.9
+# The kinds `fold` writes as facts (forget_part removes; every other kind carries no fact).
+FACT_KINDS = ("part_named", "goal_set", "trigger_noted", "safety_note")
+
+
+def new_part(name: str, status: str = "active") -> dict[str, Any]:
+    """A part as the fold creates it."""
+    return {"name": name, "status": status, "recency_score": 1.0, "influence_score": 0.1, "goals": []}
+
+
+def fold(doc: dict[str, Any], a: Activity) -> str | None:
+    """Fold one activity's fact into `doc` (user_state, parts keyed by id), in place.
+
+    Returns the id of the part the activity wrote to (None when it wrote to no part). A fact
+    already there is not written twice; nothing else in the document is changed.
+    """
+    p = a.payload if isinstance(a.payload, dict) else {}
+    parts: dict[str, Any] = doc.setdefault("parts", {})
+    triggers: list[dict[str, Any]] = doc.setdefault("triggers_and_goals", [])
+    if a.kind == "part_named" and p.get("part_id"):
+        pid = str(p["part_id"])
+        part = parts.setdefault(pid, new_part(str(p.get("name") or pid)))
+        part["name"] = str(p.get("name") or part["name"])
+        part["status"] = str(p.get("status") or part["status"])
+        return pid
+    if a.kind == "goal_set" and p.get("part_id") and p.get("goal"):
+        pid = str(p["part_id"])
+        part = parts.setdefault(pid, new_part(pid))
+        goals = part.setdefault("goals", [])
+        if {"goal": str(p["goal"])} not in goals:
+            goals.append({"goal": str(p["goal"])})
+        return pid
+    if a.kind == "trigger_noted" and p.get("trigger"):
+        related = p.get("related_parts")
+        entry = {
+            "trigger": str(p["trigger"]),
+            "desired_outcome": str(p.get("desired_outcome", "")),
+            "related_parts": [str(x) for x in related if str(x) in parts] if isinstance(related, list) else [],
+        }
+        if entry not in triggers:
+            triggers.append(entry)
+        return None
+    if a.kind == "safety_note" and p.get("note"):
+        note = str(p["note"])
+        notes = str(doc.get("safety_notes") or "")
+        if note not in notes:
+            doc["safety_notes"] = f"{notes}\n{note}".strip()
+        return None
+    if a.kind == "forget_part" and str(p.get("part_id")) in parts:
+        forgotten = str(p["part_id"])
+        del parts[forgotten]
+        for t in triggers:
+            t["related_parts"] = [x for x in t.get("related_parts", []) if x != forgotten]
+    return None
 
 
 class RuleBasedSummarizer:
@@ -42,48 +102,15 @@ class RuleBasedSummarizer:
         for part in parts.values():
             part["recency_score"] = round(float(part.get("recency_score", 0.0)) * RECENCY_DECAY, 3)
         for a in activities:
-            p = a.payload
-            if a.kind == "part_named" and p.get("part_id"):
-                part = parts.setdefault(
-                    str(p["part_id"]),
-                    {
-                        "name": str(p.get("name") or p["part_id"]),
-                        "status": "active",
-                        "recency_score": 1.0,
-                        "influence_score": 0.1,
-                        "goals": [],
-                    },
-                )
-                part["name"] = str(p.get("name") or part["name"])
-                part["status"] = str(p.get("status") or part["status"])
-                touched.add(str(p["part_id"]))
-            elif a.kind == "goal_set" and str(p.get("part_id")) in parts and p.get("goal"):
-                part = parts[str(p["part_id"])]
-                if {"goal": str(p["goal"])} not in part["goals"]:
-                    part["goals"].append({"goal": str(p["goal"])})
-                part["influence_score"] = round(min(1.0, float(part["influence_score"]) + 0.1), 3)
-                touched.add(str(p["part_id"]))
-            elif a.kind == "trigger_noted" and p.get("trigger"):
-                related = [str(x) for x in p.get("related_parts", []) if str(x) in parts]
-                entry = {
-                    "trigger": str(p["trigger"]),
-                    "desired_outcome": str(p.get("desired_outcome", "")),
-                    "related_parts": related,
-                }
-                if entry not in triggers:
-                    triggers.append(entry)
-            elif a.kind == "safety_note" and p.get("note"):
-                note = str(p["note"])
-                notes = doc.get("safety_notes", "")
-                if note not in notes:
-                    doc["safety_notes"] = f"{notes}\n{note}".strip()
-            elif a.kind == "forget_part" and str(p.get("part_id")) in parts:
-                forgotten = str(p["part_id"])
-                del parts[forgotten]
-                for t in triggers:
-                    t["related_parts"] = [x for x in t["related_parts"] if x != forgotten]
+            pid = fold(doc, a)
+            if pid is None:
+                continue
+            touched.add(pid)
+            if a.kind == "goal_set":
+                parts[pid]["influence_score"] = round(min(1.0, float(parts[pid].get("influence_score", 0.0)) + 0.1), 3)
         for part_id in touched:
-            parts[part_id]["recency_score"] = 1.0
+            if part_id in parts:
+                parts[part_id]["recency_score"] = 1.0
         counts = Counter(a.kind for a in activities)
         day = activities[-1].occurred_at.date().isoformat() if activities else "no activity"
         described = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))

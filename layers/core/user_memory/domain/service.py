@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from user_memory.domain.agent import execute_tool_call, forget, merge_patch, render_memory
+from user_memory.domain.conversations import ExportedConversation, NewMessage, is_conversation_message, new_message
 from user_memory.domain.document import empty_document, get_schema, validate_document
 from user_memory.domain.kv import DEFAULT_NAMESPACE, JsonValue, KvEntry, KvPage, KvStore
 from user_memory.domain.model import (
@@ -65,8 +66,18 @@ class AccountData(Protocol):
         """Every live key-value entry of the user, by namespace and key."""
         ...
 
+    def conversations(self, user_id: uuid.UUID) -> list[ExportedConversation]:
+        """Every conversation of the user with its messages and memory."""
+        ...
+
     def erase(self, user_id: uuid.UUID) -> dict[str, int]:
         """Delete every row of the user (history included) in one transaction; rows per relation."""
+        ...
+
+
+class MessageWriter(Protocol):
+    def record(self, messages: list[NewMessage]) -> int:
+        """Store conversation messages; a repeat of (conversation_id, message_id) is ignored. Returns rows new."""
         ...
 
 
@@ -118,6 +129,7 @@ class MemoryService:
         kv: KvStore,
         activity: ActivityWriter,
         account: AccountData,
+        conversations: MessageWriter | None = None,
         schema: str = "user_state",
         max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
         require_if_match: bool = False,
@@ -128,6 +140,7 @@ class MemoryService:
         self.kv = kv
         self._activity = activity
         self._account = account
+        self._conversations = conversations
         self.schema = schema
         self.max_document_bytes = max_document_bytes
         self.require_if_match = require_if_match
@@ -288,20 +301,43 @@ class MemoryService:
     # -- activity, export, erasure -----------------------------------------------------------------
 
     def record_activity(self, items: Iterable[Activity]) -> tuple[int, int]:
-        """Store the user's activity (every item must be this user's); (received, new)."""
+        """Store the user's activity (every item must be this user's); (received, new).
+
+        An activity of kind `message` whose payload names a `conversation_id` is a conversation
+        message: it is stored with its conversation (idempotent on the conversation and the
+        message id, its external_id), not as activity. Every item is checked before any is stored.
+        """
         records = list(items)
         if any(a.user_id != self.user_id for a in records):
             raise InvalidRequest("activity can only be recorded for the caller")
-        return len(records), self._activity.record(records)
+        messages = [
+            new_message(
+                user_id=a.user_id,
+                occurred_at=a.occurred_at,
+                payload=a.payload,
+                source=a.source,
+                external_id=a.external_id,
+            )
+            for a in records
+            if is_conversation_message(a.kind, a.payload)
+        ]
+        activities = [a for a in records if not is_conversation_message(a.kind, a.payload)]
+        if messages and self._conversations is None:
+            raise InvalidRequest("this deployment keeps no conversations")
+        new = self._activity.record(activities) if activities else 0
+        if messages and self._conversations is not None:
+            new += self._conversations.record(messages)
+        return len(records), new
 
     def export(self) -> dict[str, Any]:
-        """Everything stored about the user: every version, key-value entries, activity."""
+        """Everything stored about the user: every version, key-value entries, activity, conversations."""
         versions = list(self.store.versions(self.user_id))
         return {
             "user_id": str(self.user_id),
             "versions": versions,
             "kv": self._account.kv_entries(self.user_id),
             "activity": self._account.activity(self.user_id),
+            "conversations": self._account.conversations(self.user_id),
         }
 
     def erase(self) -> dict[str, int]:

@@ -16,7 +16,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar, runtime_checkable
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
@@ -27,11 +27,12 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Pat
 
 from user_memory.config import ApiSettings
 from user_memory.domain.agent import render_memory
+from user_memory.domain.conversations import ExportedConversation, TriggerReport
 from user_memory.domain.kv import MAX_PAGE_SIZE, KvEntry
 from user_memory.domain.messages import MAX_MESSAGE_BYTES
 from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
 from user_memory.domain.service import Edit, MemoryService, Sessions, idempotency_key
-from user_memory.errors import Forbidden, NotFound, describe_failure
+from user_memory.errors import Forbidden, NotFound, SendFailed, describe_failure
 from user_memory.http import models
 from user_memory.http.auth import Caller, caller_from_claims
 from user_memory.http.problems import (
@@ -224,6 +225,13 @@ def _written(user_id: object, result: AppendResult) -> Response[models.Written]:
     return Response(status_code=200, content_type="application/json", body=body, headers=headers)
 
 
+@runtime_checkable
+class Tasks(Protocol):
+    """What operators can start through the API besides reading and erasing users."""
+
+    def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport: ...
+
+
 class MemoryApi:
     """The resolver and its routes, over a Sessions (PostgreSQL in Lambda and `serve`).
 
@@ -232,9 +240,10 @@ class MemoryApi:
     `user-memory serve` does) or requests would read each other's claims.
     """
 
-    def __init__(self, sessions: Sessions, settings: ApiSettings) -> None:
+    def __init__(self, sessions: Sessions, settings: ApiSettings, tasks: Tasks | None = None) -> None:
         self.sessions = sessions
         self.settings = settings
+        self.tasks = tasks
         self.app = APIGatewayHttpResolver(enable_validation=True)
         self._register()
 
@@ -280,16 +289,22 @@ class MemoryApi:
 
     @contextmanager
     def _operator(self, user_id: str, action: str) -> Iterator[MemoryService]:
+        caller = self._operator_caller(action, user_id)
+        with self.sessions.session(user_id, operator=caller.subject) as service:
+            yield service
+
+    def _operator_caller(self, action: str, user_id: str | None = None) -> Caller:
+        """The caller, when it holds the operator scope or group (else Forbidden); the action is logged."""
         caller = self._caller()
         if not caller.operator:
             raise Forbidden(f"operator routes need the {self.settings.operator_scope!r} scope or group")
-        self.app.append_context(user_id=user_id)
+        if user_id is not None:
+            self.app.append_context(user_id=user_id)
         logger.info(
             "operator action", operator=caller.subject, user_id=user_id, action=action, request_id=self._request_id()
         )
         metrics.add_metric(name="OperatorActions", unit="Count", value=1)
-        with self.sessions.session(user_id, operator=caller.subject) as service:
-            yield service
+        return caller
 
     def _request_id(self) -> str | None:
         try:
@@ -612,6 +627,35 @@ class MemoryApi:
                 removed = service.erase()
             return models.Erased(user_id=str(service.user_id), removed=removed)
 
+        # -- tasks (operators) ----------------------------------------------------------------------
+
+        Threshold = Annotated[
+            int | None,
+            Query(
+                ge=1,
+                le=60 * 24 * 31,
+                description="Minutes a conversation must have been quiet (default INACTIVITY_THRESHOLD_MINUTES).",
+            ),
+        ]
+
+        @app.post(
+            "/tasks/trigger-memory-generation", responses=_responses(models.MemoryGenerationTriggered), tags=["admin"]
+        )
+        def trigger_memory_generation(threshold_minutes: Threshold = None) -> models.MemoryGenerationTriggered:
+            """Operators: queue GENERATE_MEMORY_BATCH messages for every conversation quiet for longer than the
+            threshold that has no memory, or messages newer than its memory."""
+            self._operator_caller("trigger memory generation")
+            if self.tasks is None:
+                raise SendFailed("this deployment cannot trigger tasks")
+            report = self.tasks.trigger_memory_generation(threshold_minutes)
+            return models.MemoryGenerationTriggered(
+                threshold_minutes=report.threshold_minutes,
+                quiet_before=report.quiet_before,
+                conversations=report.conversations,
+                messages=report.messages,
+                pages=report.pages,
+            )
+
         @app.get("/openapi.json", include_in_schema=False)
         def openapi() -> Response[str]:
             return Response(200, "application/json", openapi_text())
@@ -683,6 +727,34 @@ def _export(service: MemoryService) -> models.Export:
             )
             for a in data["activity"]
         ],
+        conversations=[_conversation(c) for c in data.get("conversations", [])],
+    )
+
+
+def _conversation(c: ExportedConversation) -> models.ConversationRecord:
+    memory = c.memory
+    return models.ConversationRecord(
+        conversation_id=c.conversation_id,
+        first_message_at=c.first_message_at,
+        last_message_at=c.last_message_at,
+        created_at=c.created_at,
+        messages=[
+            models.ConversationMessageRecord(
+                seq=m.seq, message_id=m.message_id, role=m.role, text=m.text, occurred_at=m.occurred_at, source=m.source
+            )
+            for m in c.messages
+        ],
+        memory=None
+        if memory is None
+        else models.ConversationMemoryRecord(
+            memory=memory.memory,
+            last_message_seq=memory.last_message_seq,
+            last_message_id=memory.last_message_id,
+            last_message_at=memory.last_message_at,
+            model=memory.model,
+            created_at=memory.created_at,
+            updated_at=memory.updated_at,
+        ),
     )
 
 
@@ -823,8 +895,9 @@ def unavailable(err: BaseException, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def create_api(sessions: Sessions, settings: ApiSettings) -> MemoryApi:
-    """The API over `sessions`; one per process (its routes are built once)."""
-    return MemoryApi(sessions, settings)
+    """The API over `sessions`; one per process (its routes are built once). When `sessions` can
+    also run tasks (ApiServices: the conversation-memory trigger), the task routes use it."""
+    return MemoryApi(sessions, settings, tasks=sessions if isinstance(sessions, Tasks) else None)
 
 
 Call = Callable[[dict[str, Any], Any], dict[str, Any]]

@@ -6,8 +6,9 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
 
+from user_memory.domain.conversations import MessagePayload, is_conversation_message
 from user_memory.domain.kv import MAX_KEY_CHARS, MAX_TTL_SECONDS
 from user_memory.domain.messages import MAX_ACTIVITIES_PER_MESSAGE, MAX_ACTIVITY_PAYLOAD_BYTES
 
@@ -110,7 +111,13 @@ class Erased(_Out):
 
 
 class ActivityItem(_In):
-    """One thing that happened to the user (the same record other services send on the queue)."""
+    """One thing that happened to the user (the same record other services send on the queue).
+
+    A conversation message is an activity of kind `message` whose payload is exactly
+    `{"conversation_id": ..., "role": "user" | "assistant" | "system" | "tool", "text": ...}`; its
+    `external_id` is the message id (a repeat in the same conversation is ignored). It is stored
+    with its conversation, whose memory is generated once the conversation has gone quiet.
+    """
 
     occurred_at: datetime
     kind: str = Field(min_length=1, max_length=100)
@@ -128,6 +135,16 @@ class ActivityItem(_In):
         if size > MAX_ACTIVITY_PAYLOAD_BYTES:
             raise ValueError(f"payload is {size:,} bytes, over the limit of {MAX_ACTIVITY_PAYLOAD_BYTES:,}")
         return payload
+
+    @model_validator(mode="after")
+    def _conversation_message(self) -> ActivityItem:
+        if is_conversation_message(self.kind, self.payload):
+            try:
+                MessagePayload.model_validate(self.payload)
+            except ValidationError as err:
+                fields = ", ".join(".".join(str(p) for p in e["loc"]) or "payload" for e in err.errors())
+                raise ValueError(f"a conversation message's payload is invalid ({fields})") from None
+        return self
 
 
 class ActivityBatch(_In):
@@ -178,6 +195,38 @@ class KvDeleted(_Out):
     deleted: bool
 
 
+class ConversationMessageRecord(_Out):
+    seq: int = Field(description="The message's number in its conversation, in the order recorded.")
+    message_id: str
+    role: str
+    text: str
+    occurred_at: datetime
+    source: str
+
+
+class ConversationMemoryRecord(_Out):
+    """A conversation's memory and the last message it covers."""
+
+    memory: dict[str, JsonValue] = Field(
+        description="discussed, learned_about_user, decisions, open_loops, tone (the ConversationMemory schema)."
+    )
+    last_message_seq: int
+    last_message_id: str
+    last_message_at: datetime
+    model: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class ConversationRecord(_Out):
+    conversation_id: str
+    first_message_at: datetime
+    last_message_at: datetime
+    created_at: datetime
+    messages: list[ConversationMessageRecord]
+    memory: ConversationMemoryRecord | None = None
+
+
 class Export(_Out):
     """Everything stored about the user."""
 
@@ -185,6 +234,17 @@ class Export(_Out):
     versions: list[Memory]
     kv: list[KvEntry]
     activity: list[ActivityRecord]
+    conversations: list[ConversationRecord] = Field(default_factory=list)
+
+
+class MemoryGenerationTriggered(_Out):
+    """What the conversation-memory trigger queued."""
+
+    threshold_minutes: int
+    quiet_before: datetime = Field(description="Conversations whose last message is older than this were taken.")
+    conversations: int = Field(description="Conversations quiet with no memory, or messages newer than it.")
+    messages: int = Field(description="GENERATE_MEMORY_BATCH messages sent to the worker queue.")
+    pages: int
 
 
 class PatchOperation(_In):

@@ -24,6 +24,7 @@ from user_memory.errors import (
     NotFound,
     PatchError,
     PreconditionRequired,
+    SendFailed,
     StorageUnavailable,
     Unauthenticated,
     UnknownSection,
@@ -62,6 +63,7 @@ INVALID_DOCUMENT = Kind(422, "invalid-document", "The result does not match the 
 INVALID_INPUT = Kind(422, "invalid-input", "The request does not validate")
 PRECONDITION_REQUIRED = Kind(428, "if-match-required", "This deployment requires If-Match on writes")
 UNAVAILABLE = Kind(503, "storage-unavailable", "The storage is unavailable; retry later")
+QUEUE_UNAVAILABLE = Kind(503, "queue-unavailable", "The worker queue is unavailable; retry later")
 INTERNAL = Kind(500, "internal", "Internal error")
 
 # The statuses each route can answer with besides its success, for the OpenAPI document.
@@ -83,6 +85,7 @@ ALL_KINDS = (
     INVALID_INPUT,
     PRECONDITION_REQUIRED,
     UNAVAILABLE,
+    QUEUE_UNAVAILABLE,
     INTERNAL,
 )
 
@@ -124,6 +127,8 @@ def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
         return FORBIDDEN
     if isinstance(err, StorageUnavailable):
         return UNAVAILABLE
+    if isinstance(err, SendFailed):
+        return QUEUE_UNAVAILABLE
     return INTERNAL
 
 

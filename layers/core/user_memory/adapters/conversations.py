@@ -1,0 +1,235 @@
+"""PostgreSQL adapter of conversations, their messages and memories (migration 011).
+
+SQL only. Messages go in through `user_memory_record_messages` (one statement a batch; the only
+way in for end users, who run it as themselves under the API's transaction); a memory is
+upserted together with its conversation's `memory_through` in one statement; the trigger's
+pages walk the partial index of pending conversations (`idx_conversations_pending`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from psycopg.types.json import Jsonb
+
+from user_memory.adapters.postgres import _Database
+from user_memory.domain.conversations import (
+    ConversationMessage,
+    ConversationState,
+    ExportedConversation,
+    ExportedMessage,
+    NewMessage,
+    StoredMemory,
+)
+
+_RECORD = "SELECT received, recorded FROM user_memory_record_messages(%s)"
+
+# The trigger's keyset page: conversations whose memory does not cover their last message and
+# whose last message occurred before the cutoff, oldest quiet first. Served by the partial index
+# idx_conversations_pending (last_message_at, conversation_id) WHERE coalesce(memory_through, 0)
+# < messages: the predicate below is the index's own, so only pending rows are read, and the
+# row comparison continues after the previous page in the index's order (never OFFSET).
+PENDING_PAGE = """
+SELECT conversation_id, last_message_at FROM conversations
+ WHERE coalesce(memory_through, 0) < messages
+   AND last_message_at < %(before)s
+   AND (last_message_at, conversation_id) > (%(after_at)s, %(after_id)s)
+ ORDER BY last_message_at, conversation_id
+ LIMIT %(limit)s
+"""
+
+_STATE = """
+SELECT c.user_id, c.messages, c.last_message_at, c.memory_through, m.memory
+  FROM conversations c LEFT JOIN conversation_memories m ON m.conversation_id = c.conversation_id
+ WHERE c.conversation_id = %s
+"""
+
+_MESSAGES = """
+SELECT seq, message_id, role, text, occurred_at FROM conversation_messages
+ WHERE conversation_id = %s AND seq > %s AND seq <= %s
+ ORDER BY seq
+ LIMIT %s
+"""
+
+# One statement: lock the conversation (still there, still the same owner), insert or move the
+# memory forward (never back: a memory covering as much or more is left alone), and record how
+# far it goes on the conversation, which takes it out of the pending index.
+_SAVE = """
+WITH conv AS (
+  SELECT conversation_id, user_id FROM conversations
+   WHERE conversation_id = %(c)s AND user_id = %(u)s AND messages >= %(seq)s
+   FOR UPDATE
+), saved AS (
+  INSERT INTO conversation_memories AS cm
+         (conversation_id, user_id, memory, last_message_seq, last_message_id, last_message_at, model)
+  SELECT conversation_id, user_id, %(memory)s, %(seq)s, %(mid)s, %(mat)s, %(model)s FROM conv
+  ON CONFLICT (conversation_id) DO UPDATE
+     SET memory = EXCLUDED.memory, last_message_seq = EXCLUDED.last_message_seq,
+         last_message_id = EXCLUDED.last_message_id, last_message_at = EXCLUDED.last_message_at,
+         model = EXCLUDED.model, updated_at = now()
+   WHERE cm.last_message_seq < EXCLUDED.last_message_seq
+  RETURNING cm.conversation_id
+), marked AS (
+  UPDATE conversations c SET memory_through = %(seq)s, updated_at = now()
+    FROM saved s
+   WHERE c.conversation_id = s.conversation_id
+  RETURNING c.conversation_id
+)
+SELECT (SELECT count(*) FROM conv), (SELECT count(*) FROM marked)
+"""
+
+_MEMORY_COLUMNS = ", ".join(
+    ("conversation_id", "user_id", "memory", "last_message_seq", "last_message_id", "last_message_at", "model")
+    + ("created_at", "updated_at")
+)
+
+# Served by idx_conversation_memories_user_updated (user_id, updated_at).
+_UPDATED = f"""
+SELECT {_MEMORY_COLUMNS} FROM conversation_memories
+ WHERE user_id = %s AND updated_at >= %s AND updated_at < %s
+ ORDER BY updated_at, conversation_id
+"""
+
+_NEVER = datetime.fromisoformat("0001-01-01T00:00:00+00:00")
+
+
+def _stored(r: Sequence[Any]) -> StoredMemory:
+    return StoredMemory(
+        conversation_id=r[0],
+        user_id=r[1],
+        memory=r[2],
+        last_message_seq=r[3],
+        last_message_id=r[4],
+        last_message_at=r[5],
+        model=r[6],
+        created_at=r[7],
+        updated_at=r[8],
+    )
+
+
+class PostgresConversations(_Database):
+    """ConversationStore on PostgreSQL (a pool, or one open transaction)."""
+
+    def record(self, messages: Sequence[NewMessage]) -> int:
+        if not messages:
+            return 0
+        with self.connection() as conn:
+            row = conn.execute(_RECORD, (Jsonb([m.as_json() for m in messages]),)).fetchone()
+        return int(row[1]) if row else 0
+
+    def pending_pages(self, quiet_before: datetime, *, page_size: int) -> Iterator[list[str]]:
+        after_at, after_id = _NEVER, ""
+        while True:
+            with self.connection() as conn:
+                rows = conn.execute(
+                    PENDING_PAGE,
+                    {"before": quiet_before, "after_at": after_at, "after_id": after_id, "limit": page_size},
+                    prepare=True,
+                ).fetchall()
+            if not rows:
+                return
+            yield [r[0] for r in rows]
+            if len(rows) < page_size:
+                return
+            after_id, after_at = rows[-1][0], rows[-1][1]
+
+    def state(self, conversation_id: str) -> ConversationState | None:
+        with self.connection() as conn:
+            row = conn.execute(_STATE, (conversation_id,), prepare=True).fetchone()
+        if row is None:
+            return None
+        return ConversationState(
+            conversation_id=conversation_id,
+            user_id=row[0],
+            messages=row[1],
+            last_message_at=row[2],
+            memory_through=row[3],
+            memory=row[4],
+        )
+
+    def messages(
+        self, conversation_id: str, *, after_seq: int, through_seq: int, limit: int
+    ) -> list[ConversationMessage]:
+        with self.connection() as conn:
+            rows = conn.execute(_MESSAGES, (conversation_id, after_seq, through_seq, limit), prepare=True).fetchall()
+        return [
+            ConversationMessage(
+                conversation_id=conversation_id, seq=r[0], message_id=r[1], role=r[2], text=r[3], occurred_at=r[4]
+            )
+            for r in rows
+        ]
+
+    def save_memory(
+        self, state: ConversationState, memory: dict[str, Any], last: ConversationMessage, *, model: str
+    ) -> Literal["written", "unchanged", "missing"]:
+        params = {
+            "c": state.conversation_id,
+            "u": state.user_id,
+            "seq": last.seq,
+            "memory": Jsonb(memory),
+            "mid": last.message_id,
+            "mat": last.occurred_at,
+            "model": model,
+        }
+        with self.connection() as conn:
+            row = conn.execute(_SAVE, params, prepare=True).fetchone()
+        if row is None or not row[0]:
+            return "missing"
+        return "written" if row[1] else "unchanged"
+
+    def memories_updated(self, user_id: uuid.UUID, start: datetime, end: datetime) -> list[StoredMemory]:
+        """A user's conversation memories updated in [start, end), oldest update first: the input
+        the daily summary takes (one index range scan of idx_conversation_memories_user_updated)."""
+        with self.connection() as conn:
+            rows = conn.execute(_UPDATED, (user_id, start, end)).fetchall()
+        return [_stored(r) for r in rows]
+
+
+# -- the export ----------------------------------------------------------------------------------
+
+
+_EXPORT_CONVERSATIONS = """
+SELECT conversation_id, first_message_at, last_message_at, created_at FROM conversations
+ WHERE user_id = %s ORDER BY created_at, conversation_id
+"""
+
+_EXPORT_MESSAGES = """
+SELECT m.conversation_id, m.seq, m.message_id, m.role, m.text, m.occurred_at, m.source
+  FROM conversations c JOIN conversation_messages m ON m.conversation_id = c.conversation_id
+ WHERE c.user_id = %s
+ ORDER BY m.conversation_id, m.seq
+"""
+
+_EXPORT_MEMORIES = f"""
+SELECT {", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))}
+  FROM conversations c JOIN conversation_memories m ON m.conversation_id = c.conversation_id
+ WHERE c.user_id = %s
+"""
+
+
+def export_conversations(db: _Database, user_id: uuid.UUID) -> list[ExportedConversation]:
+    """Every conversation of the user with its messages and memory (three statements, one per table)."""
+    with db.connection() as conn:
+        conversations = conn.execute(_EXPORT_CONVERSATIONS, (user_id,)).fetchall()
+        if not conversations:
+            return []
+        messages: dict[str, list[ExportedMessage]] = {}
+        for r in conn.execute(_EXPORT_MESSAGES, (user_id,)):
+            messages.setdefault(r[0], []).append(
+                ExportedMessage(seq=r[1], message_id=r[2], role=r[3], text=r[4], occurred_at=r[5], source=r[6])
+            )
+        memories = {r[0]: _stored(r) for r in conn.execute(_EXPORT_MEMORIES, (user_id,))}
+    return [
+        ExportedConversation(
+            conversation_id=r[0],
+            first_message_at=r[1],
+            last_message_at=r[2],
+            created_at=r[3],
+            messages=messages.get(r[0], []),
+            memory=memories.get(r[0]),
+        )
+        for r in conversations
+    ]

@@ -1,0 +1,181 @@
+"""Conversation memories from an OpenAI-compatible endpoint, with strict structured output.
+
+The model reads the conversation's memory so far (none for a new one) and its new messages, and
+answers with the whole memory (`conversation_memory`, the `ConversationMemory` schema in strict
+mode: every field required, no other keys). The same client and the same retry rules as the
+daily summarizer (`openai_summarizer`): our own retries of 429, 5xx, timeouts and connection
+errors, every try and every wait inside the time the caller gives.
+
+The prompt: fixed instructions first (the same for every conversation, so an endpoint that
+caches prompt prefixes reuses them), then the memory so far as compact JSON between `<memory>`
+lines and the messages between `<messages>` lines, one per message (`message_line`), then the
+feedback of a retry.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import openai
+from pydantic import ValidationError
+
+from user_memory.adapters.openai_summarizer import _answer, _retry_after, _unavailable
+from user_memory.domain.conversations import (
+    MAX_MEMORY_ITEMS,
+    ConversationMemory,
+    ConversationMessage,
+    ConversationSummary,
+    message_line,
+)
+from user_memory.errors import InvalidDocument, SummarizerUnavailable, describe_validation_error
+
+if TYPE_CHECKING:
+    from user_memory.config import WorkerSettings
+
+RESPONSE_NAME = "conversation_memory"
+
+SYSTEM_PROMPT = f"""You keep the memory of one conversation between a user and an AI assistant.
+You are given the memory so far (empty for a new conversation) and the conversation's new messages.
+Answer with the whole updated memory as JSON matching the schema:
+- discussed: what the conversation was about, in at most five sentences (keep what the memory said, add what is new).
+- learned_about_user: facts, preferences and circumstances the user revealed about themselves.
+- decisions: what the user decided or agreed to.
+- open_loops: questions left unanswered, promises and follow-ups not yet done; drop the ones the new messages close.
+- tone: the user's tone and mood, in a few words.
+One short sentence per list item, at most {MAX_MEMORY_ITEMS} items per list, newest last. Write only what the
+messages support: no guesses, nothing about the assistant itself. Keep sensitive details (health,
+relationships) only when the user shared them as relevant to how they want to be helped."""
+
+
+def _strict(node: Any) -> Any:
+    """A pydantic JSON schema as strict mode takes it: closed objects, every field required."""
+    if isinstance(node, dict):
+        out = {k: _strict(v) for k, v in node.items() if k not in ("title", "default")}
+        if out.get("type") == "object" and "properties" in out:
+            out["additionalProperties"] = False
+            out["required"] = list(out["properties"])
+        return out
+    if isinstance(node, list):
+        return [_strict(x) for x in node]
+    return node
+
+
+@cache
+def memory_schema() -> dict[str, Any]:
+    return _strict(ConversationMemory.model_json_schema())
+
+
+def response_format() -> dict[str, Any]:
+    """The chat completion's response_format: strict structured output `conversation_memory`."""
+    return {"type": "json_schema", "json_schema": {"name": RESPONSE_NAME, "strict": True, "schema": memory_schema()}}
+
+
+class OpenAIConversationSummarizer:
+    """ConversationSummarizer over an OpenAI-compatible chat completions endpoint."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        model: str = "gpt-4o-mini",
+        temperature: float = 0.2,
+        timeout: float = 25.0,
+        max_retries: int = 1,
+        sleep: Any = time.sleep,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.temperature = temperature
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.sleep = sleep
+
+    @classmethod
+    def from_settings(cls, settings: WorkerSettings, *, api_key: str | None = None) -> OpenAIConversationSummarizer:
+        client = openai.OpenAI(
+            api_key=api_key or settings.openai_api_key or "not-needed-for-local-endpoints",
+            base_url=settings.openai_base_url,
+            timeout=settings.openai_timeout_seconds,
+            max_retries=0,  # ours (below), bounded by the invocation's time
+        )
+        return cls(
+            client,
+            model=settings.openai_model,
+            temperature=settings.openai_temperature,
+            timeout=settings.openai_timeout_seconds,
+            max_retries=settings.openai_max_retries,
+        )
+
+    def messages(
+        self,
+        previous: ConversationMemory | None,
+        messages: Sequence[ConversationMessage],
+        feedback: str | None = None,
+    ) -> list[dict[str, str]]:
+        """The chat messages of one call: the fixed instructions, then the memory and the messages."""
+        memory = json.dumps(previous.model_dump() if previous else {}, ensure_ascii=False, separators=(",", ":"))
+        lines = "\n".join(message_line(m) for m in messages)
+        user = (
+            f"<memory>\n{memory}\n</memory>\n"
+            f"<messages>\n{lines}\n</messages>\n"
+            f"{len(messages)} new messages. Return the complete updated memory."
+        )
+        if feedback:
+            user += f"\nYour previous answer could not be used: {feedback}"
+        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+    def summarize_conversation(
+        self,
+        previous: ConversationMemory | None,
+        messages: Sequence[ConversationMessage],
+        *,
+        feedback: str | None = None,
+        timeout: float | None = None,
+    ) -> ConversationSummary:
+        response = self._complete(self.messages(previous, messages, feedback), timeout)
+        usage = getattr(response, "usage", None)
+        prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
+        completion_tokens = getattr(usage, "completion_tokens", 0) or 0
+        try:
+            data = _answer(response)
+            try:
+                memory = ConversationMemory.model_validate(data).normalized()
+            except ValidationError as err:
+                raise InvalidDocument(
+                    f"the model's output does not match the schema: {describe_validation_error(err)}"
+                ) from err
+        except InvalidDocument as err:  # asked again by the caller; this answer was paid for all the same
+            err.prompt_tokens, err.completion_tokens = prompt_tokens, completion_tokens
+            raise
+        return ConversationSummary(
+            memory=memory, model=self.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+
+    def _complete(self, messages: list[dict[str, str]], timeout: float | None) -> Any:
+        """One chat completion with at most max_retries retries, all of it within `timeout` seconds."""
+        ends = None if timeout is None else time.monotonic() + timeout
+        for attempt in range(self.max_retries + 1):
+            left = None if ends is None else ends - time.monotonic()
+            per_try = self.timeout if left is None else min(self.timeout, left)
+            try:
+                return self.client.with_options(timeout=per_try, max_retries=0).chat.completions.create(
+                    model=self.model,
+                    temperature=self.temperature,
+                    messages=messages,
+                    response_format=response_format(),
+                )
+            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as err:
+                failure = _unavailable(err, per_try)
+                wait = _retry_after(err, attempt)
+                if attempt == self.max_retries or (ends is not None and time.monotonic() + wait >= ends):
+                    raise failure from err
+                self.sleep(wait)
+            except openai.APIStatusError as err:
+                raise _unavailable(err, per_try) from err
+        raise SummarizerUnavailable("no try of the LLM call was made")  # pragma: no cover - max_retries >= 0

@@ -1,0 +1,424 @@
+"""The fact floor: what a summary may not lose, and what the day's activity must leave in memory.
+
+A summarizer (an LLM, in either mode) proposes the next document; the pipeline then holds it to
+a floor, for the user_state schema, in three steps (`pipeline.summarize_valid`):
+
+1. Protected facts (`restore_facts`). The facts of the document the summarizer was given:
+
+       a part (by id)                   kept unless a forget request covers the part
+       its name                         kept unless a part_named activity names the part
+       each goal of a part              kept unless a forget request covers the part
+       each trigger (trigger + desired  kept unless a general forget request; its desired outcome
+         outcome)                       may change when a trigger_noted activity names the trigger
+       each line of the safety notes    kept unless a general forget request
+
+   A forget request is an activity of a kind in FORGET_KINDS (forget_part, forget_request,
+   memory_reset): one whose payload names a `part_id` covers that part; one that names no part
+   covers everything (`edits.forget_allows`, the rule the per-edit guardrail uses). A protected
+   fact the answer lost or changed without such an activity is put back as it was, and each
+   restoration is recorded (`Restored`: the JSON Pointer where it now is, and why). A part that
+   reappears under a new id (named by no activity, with the lost part's name) is moved back to
+   its id, with whatever the answer changed in it.
+
+2. Activity the answer does not reflect (`unreflected`). Each structured activity
+   (`rules.FACT_KINDS`) must be reflected in the document after the answer and the restoration:
+   part_named (the part, by id, with that name), goal_set (the goal's text in the part's goals),
+   trigger_noted (an entry with that trigger), safety_note (the note's text in the safety notes).
+   A later forget request for the same part (or a general one) releases it; a later part_named
+   for the same part supersedes an earlier one. The pipeline asks the summarizer once more with
+   the unreflected lines named, then `fill`s what is still missing with the rule-based fold
+   (`rules.fold`): it only adds (a part, a goal, a trigger, a note line) and sets a name the
+   answer left as it was; a name the answer chose itself is kept and the activity is recorded as
+   unreflected instead. Each fill is recorded (`Filled`: the activity, its kind, why).
+
+3. Recency (`set_recency`), once per run: recency_score is the service's, not the model's. A part
+   an activity of the run names (payload `part_id`) gets 1.0; every other part the document had
+   before the run gets round(previous x 0.9, 3) (rules.RECENCY_DECAY), whatever the answer wrote.
+
+Everything here is pure: documents in, new documents and records out (inputs never modified).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from user_memory.domain.edits import forget_allows
+from user_memory.domain.model import FORGET_KINDS, Activity, Document
+from user_memory.domain.patching import copy_json, escape_token
+from user_memory.domain.rules import FACT_KINDS, RECENCY_DECAY, fold
+
+__all__ = [
+    "FLOOR_SCHEMAS",
+    "Filled",
+    "FloorResult",
+    "Restored",
+    "fill",
+    "recency_for",
+    "restore_facts",
+    "set_recency",
+    "unreflected",
+    "unreflected_feedback",
+]
+
+# The schemas whose facts the floor knows.
+FLOOR_SCHEMAS = frozenset({"user_state"})
+# How much of one activity line the feedback to the model quotes.
+_FEEDBACK_LINE_CHARS = 1_000
+
+
+@dataclass(frozen=True)
+class Restored:
+    """A protected fact put back: where it is in the new document, and why it had to be.
+
+    `lines` (safety notes only): the 0-based lines of the new safety notes that were put back.
+    """
+
+    path: str
+    why: str
+    lines: tuple[int, ...] = ()
+
+    def describe(self) -> dict[str, Any]:
+        """What provenance records (never the fact's text)."""
+        out: dict[str, Any] = {"path": self.path, "why": self.why}
+        if self.lines:
+            out["lines"] = list(self.lines)
+        return out
+
+
+@dataclass(frozen=True)
+class Filled:
+    """An activity whose fact the answer left out: folded in by the service (or, for a name the
+    answer chose itself, left unreflected), and why."""
+
+    activity: Activity
+    why: str
+
+    def describe(self) -> dict[str, Any]:
+        return {"activity_id": self.activity.id, "kind": self.activity.kind, "why": self.why}
+
+
+@dataclass(frozen=True)
+class FloorResult:
+    document: Document
+    restored: tuple[Restored, ...] = ()
+
+
+def _ptr(*tokens: str | int) -> str:
+    return "".join("/" + escape_token(str(t)) for t in tokens)
+
+
+def _parts(doc: Any) -> dict[str, Any]:
+    parts = doc.get("parts") if isinstance(doc, dict) else None
+    return parts if isinstance(parts, dict) else {}
+
+
+def _triggers(doc: Any) -> list[Any]:
+    triggers = doc.get("triggers_and_goals") if isinstance(doc, dict) else None
+    return triggers if isinstance(triggers, list) else []
+
+
+def _notes(doc: Any) -> str:
+    notes = doc.get("safety_notes") if isinstance(doc, dict) else None
+    return notes if isinstance(notes, str) else ""
+
+
+def _name(part: Any) -> Any:
+    return part.get("name") if isinstance(part, dict) else None
+
+
+def _goal_texts(part: Any) -> list[str]:
+    goals = part.get("goals") if isinstance(part, dict) else None
+    if not isinstance(goals, list):
+        return []
+    return [str(g.get("goal")) for g in goals if isinstance(g, dict) and g.get("goal") is not None]
+
+
+def _payload(a: Activity) -> dict[str, Any]:
+    return a.payload if isinstance(a.payload, dict) else {}
+
+
+def _named_part(a: Activity) -> str | None:
+    pid = _payload(a).get("part_id")
+    return None if pid in (None, "") else str(pid)
+
+
+class _Copy:
+    """The new document, copied the first time the floor writes to it."""
+
+    def __init__(self, doc: Document) -> None:
+        self.doc = doc
+        self._copied = False
+
+    def edit(self) -> Document:
+        if not self._copied:
+            self.doc = copy_json(self.doc)
+            self._copied = True
+        return self.doc
+
+
+# -- 1. protected facts ----------------------------------------------------------------------------
+
+
+def restore_facts(old: Document, new: Document, activities: Sequence[Activity]) -> FloorResult:
+    """`new` with every protected fact of `old` that it lost, or changed, without an activity that
+    asks for it put back (see the module's docstring); `new` itself is returned when none was."""
+    acts = list(activities)
+    old_parts = _parts(old)
+    if forget_allows(acts) or not (old_parts or _triggers(old) or _notes(old).strip()):
+        return FloorResult(new)
+    renamed_by_activity = {pid for a in acts if a.kind == "part_named" and (pid := _named_part(a))}
+    noted = {str(_payload(a).get("trigger")) for a in acts if a.kind == "trigger_noted"}
+    named_ids = {pid for a in acts if (pid := _named_part(a))}
+    out = _Copy(new)
+    restored: list[Restored] = []
+
+    # Parts: a lost part comes back whole, or, when it reappears under a new id, moves back.
+    new_parts = _parts(new)
+    lost = [pid for pid in old_parts if pid not in new_parts and not forget_allows(acts, pid)]
+    invented = [pid for pid in new_parts if pid not in old_parts and pid not in named_ids]
+    for pid in lost:
+        moved = next((n for n in invented if _name(_parts(out.doc).get(n)) == _name(old_parts[pid])), None)
+        doc = out.edit()
+        parts = doc.setdefault("parts", {})
+        if moved is not None:
+            invented.remove(moved)
+            parts[pid] = parts.pop(moved)
+            for t in _triggers(doc):
+                if isinstance(t, dict) and isinstance(t.get("related_parts"), list):
+                    t["related_parts"] = [pid if x == moved else x for x in t["related_parts"]]
+            restored.append(Restored(_ptr("parts", pid), f"its id was changed to {moved!r} without a request"))
+            continue
+        parts[pid] = copy_json(old_parts[pid])
+        was_related = {
+            str(t.get("trigger"))
+            for t in _triggers(old)
+            if isinstance(t, dict) and pid in (t.get("related_parts") or [])
+        }
+        for t in _triggers(doc):
+            related = t.get("related_parts") if isinstance(t, dict) else None
+            if isinstance(related, list) and str(t.get("trigger")) in was_related and pid not in related:
+                related.append(pid)
+        restored.append(Restored(_ptr("parts", pid), "removed without a forget request"))
+
+    # Names and goals of the parts that stay.
+    for pid, old_part in old_parts.items():
+        if forget_allows(acts, pid) or pid not in _parts(out.doc):
+            continue
+        if _name(_parts(out.doc)[pid]) != _name(old_part) and pid not in renamed_by_activity:
+            out.edit()["parts"][pid]["name"] = _name(old_part)
+            restored.append(Restored(_ptr("parts", pid, "name"), "renamed without a part_named activity for it"))
+        have = set(_goal_texts(_parts(out.doc)[pid]))
+        for goal in _goal_texts(old_part):
+            if goal in have:
+                continue
+            goals = out.edit()["parts"][pid].setdefault("goals", [])
+            goals.append({"goal": goal})
+            have.add(goal)
+            restored.append(
+                Restored(_ptr("parts", pid, "goals", len(goals) - 1), "removed or reworded without a forget request")
+            )
+
+    # Triggers, matched by their text (each old entry to one new entry).
+    used: set[int] = set()
+    for old_t in _triggers(old):
+        if not isinstance(old_t, dict):
+            continue
+        text = str(old_t.get("trigger"))
+        current = _triggers(out.doc)
+        same = (i for i, t in enumerate(current) if isinstance(t, dict) and str(t.get("trigger")) == text)
+        at = next((i for i in same if i not in used), None)
+        if at is None:
+            doc = out.edit()
+            entry = copy_json(old_t)
+            entry["related_parts"] = [p for p in entry.get("related_parts") or [] if p in _parts(doc)]
+            triggers = doc.setdefault("triggers_and_goals", [])
+            triggers.append(entry)
+            used.add(len(triggers) - 1)
+            restored.append(Restored(_ptr("triggers_and_goals", len(triggers) - 1), "removed without a forget request"))
+            continue
+        used.add(at)
+        if current[at].get("desired_outcome") != old_t.get("desired_outcome") and text not in noted:
+            out.edit()["triggers_and_goals"][at]["desired_outcome"] = old_t.get("desired_outcome", "")
+            restored.append(
+                Restored(
+                    _ptr("triggers_and_goals", at, "desired_outcome"),
+                    "changed without a trigger_noted activity for it",
+                )
+            )
+
+    # Safety notes, line by line.
+    notes = _notes(out.doc)
+    missing = [line for line in _note_lines(_notes(old)) if line not in notes]
+    if missing:
+        kept = notes.strip()
+        merged = "\n".join([kept, *missing]) if kept else "\n".join(missing)
+        out.edit()["safety_notes"] = merged
+        first = len(merged.splitlines()) - len(missing)
+        why = "cleared without a forget request" if not kept else "lines removed or changed without a forget request"
+        restored.append(Restored("/safety_notes", why, lines=tuple(range(first, first + len(missing)))))
+    return FloorResult(out.doc, tuple(restored))
+
+
+def _note_lines(notes: str) -> list[str]:
+    return [line.strip() for line in notes.splitlines() if line.strip()]
+
+
+# -- 2. activity the answer does not reflect -------------------------------------------------------
+
+
+def _requirement(a: Activity) -> tuple[str, ...] | None:
+    p = _payload(a)
+    if a.kind == "part_named" and p.get("part_id"):
+        return ("part", str(p["part_id"]))
+    if a.kind == "goal_set" and p.get("part_id") and p.get("goal"):
+        return ("goal", str(p["part_id"]), str(p["goal"]))
+    if a.kind == "trigger_noted" and p.get("trigger"):
+        return ("trigger", str(p["trigger"]))
+    if a.kind == "safety_note" and p.get("note"):
+        return ("safety", str(p["note"]))
+    return None
+
+
+def _reflected(key: tuple[str, ...], a: Activity, doc: Document) -> bool:
+    kind = key[0]
+    if kind == "part":
+        part = _parts(doc).get(key[1])
+        name = _payload(a).get("name")
+        return isinstance(part, dict) and (not name or part.get("name") == str(name))
+    if kind == "goal":
+        part = _parts(doc).get(key[1])
+        return isinstance(part, dict) and key[2] in _goal_texts(part)
+    if kind == "trigger":
+        return any(isinstance(t, dict) and str(t.get("trigger")) == key[1] for t in _triggers(doc))
+    return key[1].strip() in _notes(doc)
+
+
+def unreflected(document: Document, activities: Iterable[Activity]) -> list[Activity]:
+    """The structured activities (rules.FACT_KINDS) whose fact `document` does not hold, in the
+    activity's order; a later forget request releases what it covers, and a later part_named for
+    the same part supersedes an earlier one."""
+    required: dict[tuple[str, ...], tuple[int, Activity]] = {}
+    for i, a in enumerate(activities):
+        if a.kind in FORGET_KINDS:
+            pid = _named_part(a)
+            for held in list(required):
+                if pid is None or (held[0] in ("part", "goal") and held[1] == pid):
+                    del required[held]
+            continue
+        if a.kind not in FACT_KINDS:
+            continue
+        key = _requirement(a)
+        if key is not None:
+            required.pop(key, None)
+            required[key] = (i, a)
+    missing = [(i, a) for key, (i, a) in required.items() if not _reflected(key, a, document)]
+    return [a for _, a in sorted(missing, key=lambda x: x[0])]
+
+
+def unreflected_feedback(missing: Sequence[Activity], render: Any) -> str:
+    """The feedback naming what the answer left out (`render`: an activity as its prompt line)."""
+    lines = []
+    for a in missing:
+        line = render(a)
+        lines.append(line if len(line) <= _FEEDBACK_LINE_CHARS else line[:_FEEDBACK_LINE_CHARS] + " [cut]")
+    return (
+        f"the memory after it does not hold what {len(missing)} activity line(s) carry; answer again with "
+        "everything the activity calls for, these included: " + " | ".join(lines)
+    )
+
+
+@dataclass(frozen=True)
+class FillResult:
+    document: Document
+    filled: tuple[Filled, ...] = ()
+    unreflected: tuple[Filled, ...] = ()  # left as the answer wrote them (a name it chose itself)
+
+
+def fill(document: Document, missing: Sequence[Activity], before: Document) -> FillResult:
+    """Fold the facts of `missing` into `document` with the rule-based fold, adding only: a part
+    the answer left out, a goal, a trigger, a note line, or the activity's name for a part whose
+    name the answer left as it was in `before`. A name the answer chose itself is kept (recorded
+    as unreflected)."""
+    if not missing:
+        return FillResult(document)
+    doc = copy_json(document)
+    filled: list[Filled] = []
+    kept: list[Filled] = []
+    for a in missing:
+        key = _requirement(a)
+        if key is None or _reflected(key, a, doc):  # an earlier fill wrote it
+            continue
+        if key[0] == "part" and key[1] in _parts(doc):
+            pid, name = key[1], str(_payload(a).get("name"))
+            if _name(_parts(doc)[pid]) == _name(_parts(before).get(pid)):
+                _parts(doc)[pid]["name"] = name
+                filled.append(Filled(a, "the answer left the part's previous name"))
+            else:
+                kept.append(Filled(a, "the answer gave the part a name of its own; kept"))
+            continue
+        why = _fill_why(key, doc)
+        fold(doc, a)
+        filled.append(Filled(a, why))
+    return FillResult(doc, tuple(filled), tuple(kept))
+
+
+def _fill_why(key: tuple[str, ...], doc: Document) -> str:
+    kind = key[0]
+    if kind == "part":
+        return "the answer left the part out"
+    if kind == "goal":
+        if key[1] not in _parts(doc):
+            return "the answer left the goal out (its part, not in the memory, added under its id)"
+        return "the answer left the goal out"
+    if kind == "trigger":
+        return "the answer left the trigger out"
+    return "the answer left the safety note out"
+
+
+# -- 3. recency ------------------------------------------------------------------------------------
+
+
+def recency_for(previous: Any) -> float:
+    """The recency_score of a part no activity of the run names: the previous one decayed."""
+    try:
+        value = float(previous)
+    except (TypeError, ValueError):
+        value = 0.0
+    return round(min(1.0, max(0.0, value)) * RECENCY_DECAY, 3)
+
+
+@dataclass(frozen=True)
+class RecencyResult:
+    document: Document
+    changed: int = 0  # parts whose recency_score the service set to something else than the answer had
+    active: frozenset[str] = field(default_factory=frozenset)
+
+
+def set_recency(base: Document, document: Document, activities: Iterable[Activity]) -> RecencyResult:
+    """`document` with recency_score set by the service: 1.0 for parts an activity names (payload
+    `part_id`), round(base's x 0.9, 3) for the other parts `base` had; parts new to the document and
+    named by no activity keep what the answer wrote."""
+    active = frozenset(pid for a in activities if (pid := _named_part(a)))
+    before = _parts(base)
+    wanted: dict[str, float] = {}
+    for pid, part in _parts(document).items():
+        if not isinstance(part, dict):
+            continue
+        if pid in active:
+            value = 1.0
+        elif pid in before and isinstance(before[pid], dict):
+            value = recency_for(before[pid].get("recency_score", 0.0))
+        else:
+            continue
+        current = part.get("recency_score")
+        if type(current) is not float or current != value:
+            wanted[pid] = value
+    if not wanted:
+        return RecencyResult(document, 0, active)
+    out = dict(document)
+    out["parts"] = dict(_parts(document))
+    for pid, value in wanted.items():
+        out["parts"][pid] = {**out["parts"][pid], "recency_score": value}
+    return RecencyResult(out, len(wanted), active)

@@ -1,0 +1,123 @@
+"""`user-memory trigger-conversations`: locally (moto + the worker), against a queue URL, and its errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import psycopg
+import pytest
+from moto import mock_aws
+from user_memory.adapters.conversations import PostgresConversations
+from user_memory.adapters.postgres import open_pool
+from user_memory.domain.conversations import NewMessage
+
+from tests.e2e.test_cli import _new_database, assert_one_error_line, run
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def local_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
+        monkeypatch.setenv(name, value)
+    for name in ("DATABASE_URL", "USER_MEMORY_DEBUG", "SUMMARIZER", "INACTIVITY_THRESHOLD_MINUTES"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def own_url(database_url: str) -> Iterator[str]:
+    """A database of its own: the trigger takes every quiet conversation it finds."""
+    yield from _new_database(database_url, f"user_memory_cli_conversations_{os.getpid()}", migrated=True)
+
+
+def record(url: str, *, quiet_for: timedelta) -> str:
+    cid = f"cli-{uuid.uuid4()}"
+    pool = open_pool(url)
+    try:
+        PostgresConversations(pool).record(
+            [
+                NewMessage(
+                    user_id=uuid.uuid4(),
+                    conversation_id=cid,
+                    message_id="m1",
+                    role="user",
+                    text="I'm moving to Lisbon in May.",
+                    occurred_at=datetime.now(UTC) - quiet_for,
+                    source="cli-test",
+                )
+            ]
+        )
+    finally:
+        pool.close()
+    return cid
+
+
+def memories(url: str) -> dict[str, dict]:
+    with psycopg.connect(url) as conn:
+        return dict(conn.execute("SELECT conversation_id, memory FROM conversation_memories").fetchall())
+
+
+def test_locally_it_triggers_drains_and_prints_what_was_written_and_a_rerun_writes_nothing(capsys, own_url):
+    # Given a conversation quiet for 90 minutes and one active 5 minutes ago
+    quiet, active = record(own_url, quiet_for=timedelta(minutes=90)), record(own_url, quiet_for=timedelta(minutes=5))
+    # When the command runs with a threshold of 60 minutes (moto's queue, the real handlers)
+    result = run(capsys, "trigger-conversations", "--threshold-minutes", "60", "--database-url", own_url)
+    # Then it prints what it queued and wrote, as JSON, and exits 0
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
+    assert (report["threshold_minutes"], report["conversations"], report["memories_written"]) == (60, 1, 1)
+    assert (report["in_dlq"], report["summarizer"]) == (0, "rules")
+    assert set(memories(own_url)) == {quiet}
+    assert memories(own_url)[quiet]["learned_about_user"] == ["I'm moving to Lisbon in May."]
+    assert active not in memories(own_url)
+    # And a second run finds nothing and writes nothing
+    again = json.loads(run(capsys, "trigger-conversations", "--threshold-minutes", "60", "--database-url", own_url).out)
+    assert (again["conversations"], again["messages"], again["memories_written"]) == (0, 0, 0)
+
+
+def test_seed_records_demo_conversations_first(capsys, own_url):
+    result = run(capsys, "trigger-conversations", "--seed", "5", "--database-url", own_url)
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
+    assert report["seeded_messages"] >= 20 and report["conversations"] >= 5 and report["memories_written"] >= 5
+
+
+def test_with_a_queue_url_it_sends_there_and_prints_the_counts(capsys, own_url):
+    quiet = record(own_url, quiet_for=timedelta(hours=3))
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="real-queue")["QueueUrl"]
+        result = run(capsys, "trigger-conversations", "--queue-url", url, "--database-url", own_url)
+        assert result.code == 0, result.err
+        report = json.loads(result.out)
+        assert (report["queue_url"], report["threshold_minutes"], report["messages"]) == (url, 120, 1)
+        [message] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert json.loads(message["Body"]) == {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": [quiet]}
+    assert memories(own_url) == {}  # sent, not summarized: that is the deployed worker's job
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--threshold-minutes", "0"], "--threshold-minutes: the threshold must be at least 1, got 0"),
+        (["--threshold-minutes", "soon"], "must be a whole number, got 'soon'"),
+        (["--threshold-minutes", "99999"], "INACTIVITY_THRESHOLD_MINUTES"),
+        (["--seed", "3", "--queue-url", "https://sqs.us-east-1.amazonaws.com/1/q"], "--seed is for the local run"),
+        (["--summarizer", "gpt"], "invalid choice: 'gpt'"),
+    ],
+)
+def test_bad_arguments_are_one_error_line(capsys, argv, fragment):
+    result = run(capsys, "trigger-conversations", *argv, "--database-url", "postgresql://nobody@127.0.0.1:1/x")
+    assert_one_error_line(result, fragment)

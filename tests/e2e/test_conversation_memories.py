@@ -1,0 +1,597 @@
+"""Conversation memories end to end: real handlers and events, real PostgreSQL, moto's SQS, and
+the real `openai` client against a local fake endpoint.
+
+The database is shared with the rest of the session, so the trigger may also find other tests'
+quiet conversations; each test checks its own conversations (ids with a uuid), never totals.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from user_memory.adapters.conversations import PostgresConversations
+from user_memory.adapters.sqs import SqsSender
+from user_memory.config import ApiSettings, FanoutSettings, WorkerSettings
+from user_memory.domain.conversations import (
+    MAX_BATCH_MESSAGE_BYTES,
+    ConversationMemory,
+    NewMessage,
+    RuleBasedConversationSummarizer,
+)
+from user_memory.http.app import create_api
+from user_memory.runtime import build_api, build_fanout, build_worker
+from user_memory_functions.fanout.app import handler as fanout_handler
+from user_memory_functions.worker.app import handler as worker_handler
+from user_memory_local.poller import FakeLambdaContext, LambdaSqsPoller, create_queues, sqs_record
+
+from tests.api_client import ApiClient
+from tests.conftest import EVENTS
+from tests.fake_openai import completion, fake_openai_server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
+MAX_RECEIVES = 5
+OPERATOR = "user-memory/operator"
+TRIGGER_EVENT = json.loads((EVENTS / "fanout_conversation_trigger.json").read_text())  # the schedule's Input
+MEMORY = {
+    "discussed": "Training for a half marathon with a sore knee.",
+    "learned_about_user": ["Runs in the mornings"],
+    "decisions": ["Lower the long run"],
+    "open_loops": ["Book a physio"],
+    "tone": "determined",
+}
+
+
+@pytest.fixture(autouse=True)
+def aws_env(monkeypatch):
+    for k, v in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }.items():
+        monkeypatch.setenv(k, v)
+
+
+class Logs(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def named(self, message: str) -> list[dict[str, Any]]:
+        return [r.__dict__ for r in self.records if r.getMessage() == message]
+
+
+@pytest.fixture
+def logs():
+    handler = Logs()
+    service = logging.getLogger("user-memory")
+    service.addHandler(handler)
+    yield handler
+    service.removeHandler(handler)
+
+
+class Stack:
+    """moto's queues; the fan-out and the worker bound to services on the test database."""
+
+    def __init__(self, database_url: str, pool: Any, sqs: Any, **worker_env: Any) -> None:
+        self.sqs = sqs
+        self.pool = pool
+        self.database_url = database_url
+        self.queue_url, self.dlq_url = create_queues(
+            sqs, name=f"w-{uuid.uuid4().hex[:8]}", max_receive_count=MAX_RECEIVES
+        )
+        self.fanout_services = build_fanout(
+            FanoutSettings.from_env({}, database_url=database_url, queue_url=self.queue_url), sqs_client=sqs, pool=pool
+        )
+        self.worker_services = self.build_worker(**worker_env)
+        self.store = PostgresConversations(pool)
+
+    def build_worker(self, **env: Any):
+        settings = WorkerSettings.from_env(
+            {},
+            **{
+                "database_url": self.database_url,
+                "summarizer": "rules",
+                "queue_url": self.queue_url,
+                "conversation_retry_delay_seconds": 0,
+                **env,
+            },
+        )
+        return build_worker(settings, pool=self.pool, sqs_client=self.sqs)
+
+    def fanout(self, event: Any) -> dict[str, Any]:
+        return fanout_handler(event, FakeLambdaContext(function_name="fanout"), services=self.fanout_services)
+
+    def worker(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        return worker_handler(event, context or FakeLambdaContext(), services=self.worker_services)
+
+    def poller(self) -> LambdaSqsPoller:
+        return LambdaSqsPoller(self.sqs, self.queue_url, self.dlq_url, self.worker, max_receive_count=MAX_RECEIVES)
+
+    def queued(self) -> list[dict[str, Any]]:
+        """Bodies waiting on the worker queue (received and left for the poller again)."""
+        out = []
+        while True:
+            got = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+            messages = got.get("Messages", [])
+            if not messages or len(out) > 1000:
+                return out
+            out += [json.loads(m["Body"]) for m in messages]
+            if len(messages) < 10:
+                return out
+
+    def memory(self, conversation_id: str) -> tuple[dict[str, Any], int, datetime] | None:
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT memory, last_message_seq, updated_at FROM conversation_memories WHERE conversation_id = %s",
+                (conversation_id,),
+            ).fetchone()
+        return (row[0], row[1], row[2]) if row else None
+
+
+@pytest.fixture
+def stack(database_url, pool):
+    with mock_aws():
+        yield Stack(database_url, pool, boto3.client("sqs", region_name="us-east-1"))
+
+
+def conversation(
+    store: PostgresConversations, *, quiet_for: timedelta = timedelta(hours=3), user: uuid.UUID | None = None
+) -> str:
+    """A conversation of four messages whose last one occurred `quiet_for` ago."""
+    user = user or uuid.uuid4()
+    cid = f"conv-{uuid.uuid4()}"
+    last = datetime.now(UTC) - quiet_for
+    lines = [
+        ("user", "I'm training for a half marathon and my knee hurts."),
+        ("assistant", "Let's lower the long run this week."),
+        ("user", "I'll try it. Can you remind me to book a physio tomorrow?"),
+        ("assistant", "I will."),
+    ]
+    store.record(
+        [
+            NewMessage(
+                user_id=user,
+                conversation_id=cid,
+                message_id=f"{cid}:{n}",
+                role=role,
+                text=text,
+                occurred_at=last - timedelta(minutes=len(lines) - 1 - n),
+                source="chat",
+            )
+            for n, (role, text) in enumerate(lines)
+        ]
+    )
+    return cid
+
+
+def batch_event(*batches: list[str], attempt: int = 0) -> dict[str, Any]:
+    bodies = [
+        json.dumps(
+            {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ids, **({"attempt": attempt} if attempt else {})}
+        )
+        for ids in batches
+    ]
+    return {"Records": [sqs_record(message_id=f"m{i}", body=b) for i, b in enumerate(bodies)]}
+
+
+def memory_reply(**changes: Any) -> dict[str, Any]:
+    return completion(json.dumps({**MEMORY, **changes}), prompt_tokens=300, completion_tokens=80)
+
+
+# -- the trigger and the worker ------------------------------------------------------------------------------
+
+
+def test_the_schedule_queues_quiet_conversations_and_the_worker_writes_their_memories(stack):
+    # Given three conversations quiet for three hours and one whose last message was ten minutes ago
+    quiet = [conversation(stack.store) for _ in range(3)]
+    active = conversation(stack.store, quiet_for=timedelta(minutes=10))
+    # When the fan-out runs on the conversation schedule's event (INACTIVITY_THRESHOLD_MINUTES: 120)
+    result = stack.fanout(TRIGGER_EVENT)
+    assert result["task_type"] == "TRIGGER_MEMORY_GENERATION" and result["threshold_minutes"] == 120
+    assert result["conversations"] >= 3 and result["messages"] >= 1
+    # Then the queue holds GENERATE_MEMORY_BATCH messages naming the quiet ones, never the active one
+    bodies = stack.queued()
+    named = [c for b in bodies for c in b["conversation_ids"]]
+    assert all(b["task_type"] == "GENERATE_MEMORY_BATCH" for b in bodies)
+    assert set(quiet) <= set(named) and active not in named
+    assert all(len(b["conversation_ids"]) <= stack.fanout_services.settings.conversations_per_message for b in bodies)
+    # When the worker drains the queue
+    report = stack.poller().drain()
+    # Then each quiet conversation has its memory, covering its four messages; the active one none
+    assert report.to_dlq == 0 and report.failed_attempts == 0
+    for c in quiet:
+        stored = stack.memory(c)
+        assert stored is not None
+        memory, seq, _ = stored
+        assert seq == 4 and ConversationMemory.model_validate(memory)
+        assert "I'll try it." in memory["decisions"] and any("physio" in loop for loop in memory["open_loops"])
+    assert stack.memory(active) is None
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"task_type": "TRIGGER_MEMORY_GENERATION", "threshold_minutes": 0},
+        {"task_type": "TRIGGER_MEMORY_GENERATION", "conversation_ids": ["a"]},
+    ],
+)
+def test_a_malformed_trigger_event_is_refused_logged_and_counted(stack, event, logs):
+    with pytest.raises(Exception, match="invalid trigger event"):
+        stack.fanout(event)
+    [failed] = logs.named("fan-out failed")
+    assert failed["error"] == "InvalidEvent"
+    assert stack.queued() == []
+
+
+def test_a_re_run_writes_nothing(stack):
+    # Given quiet conversations whose memories were written
+    quiet = [conversation(stack.store) for _ in range(2)]
+    stack.fanout(TRIGGER_EVENT)
+    stack.poller().drain()
+    before = {c: stack.memory(c) for c in quiet}
+    assert all(before.values())
+    calls: list[str] = []
+
+    class Counting(RuleBasedConversationSummarizer):
+        def summarize_conversation(self, previous, messages, **kw):
+            calls.append(messages[0].conversation_id)
+            return super().summarize_conversation(previous, messages, **kw)
+
+    stack.worker_services.conversation_summarizer = Counting()
+    # When the trigger runs again, and another service sends the same batch again
+    again = stack.fanout(TRIGGER_EVENT)
+    assert not set(quiet) & {c for b in stack.queued() for c in b["conversation_ids"]}
+    assert stack.worker(batch_event(quiet)) == {"batchItemFailures": []}
+    stack.poller().drain()
+    # Then nothing is summarized or written again
+    assert not set(calls) & set(quiet)
+    assert {c: stack.memory(c) for c in quiet} == before
+    assert again["conversations"] >= 0
+
+
+def test_one_failing_conversation_does_not_stop_the_batch_and_is_retried_until_written(database_url, pool, logs):
+    # Given a worker on the real openai client against a local endpoint, and a batch of three
+    # conversations whose second one's call fails (HTTP 500, no client retry)
+    with mock_aws(), fake_openai_server() as (fake, url):
+        stack = Stack(
+            database_url,
+            pool,
+            boto3.client("sqs", region_name="us-east-1"),
+            summarizer="openai",
+            openai_base_url=url,
+            openai_api_key="k",
+            openai_max_retries=0,
+        )
+        ids = [conversation(stack.store) for _ in range(3)]
+        fake.reply(memory_reply(tone="first"))
+        fake.reply({"error": {"message": "boom"}}, status=500)
+        fake.reply(memory_reply(tone="third"))
+        fake.reply(memory_reply(tone="second, retried"))
+        stack.sqs.send_message(
+            QueueUrl=stack.queue_url,
+            MessageBody=json.dumps({"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ids}),
+        )
+        # When the queue is drained the way Lambda's event source would
+        report = stack.poller().drain()
+        # Then every conversation has its memory: the failed one through a re-sent message of its own
+        assert report.to_dlq == 0 and report.failed_attempts == 0 and report.invocations == 2
+        tones = [stack.memory(c)[0]["tone"] for c in ids]  # type: ignore[index]
+        assert tones == ["first", "second, retried", "third"]
+        # And the model was asked with strict structured output, once per conversation plus the retry
+        assert len(fake.requests) == 4
+        schema = fake.response_format(0)
+        assert schema["type"] == "json_schema" and schema["json_schema"]["name"] == "conversation_memory"
+        assert schema["json_schema"]["strict"] is True
+        assert set(schema["json_schema"]["schema"]["required"]) == set(MEMORY)
+        assert "I'm training for a half marathon" in fake.user_prompt(0)
+    # And the failure was logged once with its conversation id, error type and reason, and re-sent
+    [failed] = logs.named("conversation memory failed")
+    assert (failed["conversation_id"], failed["error"], failed["attempt"]) == (ids[1], "SummarizerUnavailable", 0)
+    assert "HTTP 500" in failed["reason"]
+    [resent] = logs.named("conversations re-sent")
+    assert (resent["failed"], resent["attempt"], resent["messages"]) == (1, 1, 1)
+    assert not logs.named("record failed")
+    [first, second] = logs.named("batch done")
+    assert first["conversations"] == {"written": 2, "failed": 1} and second["conversations"] == {"written": 1}
+
+
+def test_when_re_sending_fails_the_record_fails_and_sqs_brings_it_back(stack, logs):
+    # Given a batch whose second conversation fails, and a worker that cannot reach its queue to re-send it
+    ids = [conversation(stack.store) for _ in range(2)]
+
+    class FailsOnce(RuleBasedConversationSummarizer):
+        failed = False
+
+        def summarize_conversation(self, previous, messages, **kw):
+            if messages[0].conversation_id == ids[1] and not self.failed:
+                self.failed = True
+                raise RuntimeError("the model fell over")
+            return super().summarize_conversation(previous, messages, **kw)
+
+    stack.worker_services.conversation_summarizer = FailsOnce()
+    stack.worker_services.sender = SqsSender(stack.queue_url + "-gone", stack.sqs)
+    # When the worker runs the record
+    result = stack.worker(batch_event(ids))
+    # Then the record fails (so SQS retries it), the first conversation is written, and it says why
+    assert result == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
+    assert stack.memory(ids[0]) is not None and stack.memory(ids[1]) is None
+    [failed] = logs.named("record failed")
+    assert failed["error"] == "ConversationsFailed" and ids[1] in failed["reason"]
+    # When SQS delivers it again
+    assert stack.worker(batch_event(ids)) == {"batchItemFailures": []}
+    # Then the failed one is written and the done one is left alone
+    assert stack.memory(ids[1]) is not None
+
+
+def test_a_conversation_that_keeps_failing_reaches_the_dlq_and_is_never_dropped(database_url, pool, logs):
+    with mock_aws():
+        stack = Stack(database_url, pool, boto3.client("sqs", region_name="us-east-1"), conversation_max_attempts=2)
+        good, bad = conversation(stack.store), conversation(stack.store)
+
+        class Broken(RuleBasedConversationSummarizer):
+            def summarize_conversation(self, previous, messages, **kw):
+                if messages[0].conversation_id == bad:
+                    raise RuntimeError("always")
+                return super().summarize_conversation(previous, messages, **kw)
+
+        stack.worker_services.conversation_summarizer = Broken()
+        stack.sqs.send_message(
+            QueueUrl=stack.queue_url,
+            MessageBody=json.dumps({"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": [good, bad]}),
+        )
+        # When the queue is drained
+        report = stack.poller().drain()
+        # Then the good one is written; the bad one was re-sent once (attempt 1 of 2), then its
+        # message failed on every receive and moved to the DLQ, naming it
+        assert stack.memory(good) is not None and stack.memory(bad) is None
+        assert report.to_dlq == 1 and report.failed_attempts == MAX_RECEIVES
+        dlq = stack.sqs.receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=10)["Messages"]
+        assert [json.loads(m["Body"]) for m in dlq] == [
+            {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": [bad], "attempt": 1}
+        ]
+    failures = logs.named("conversation memory failed")
+    assert {f["conversation_id"] for f in failures} == {bad} and len(failures) == 1 + MAX_RECEIVES
+    assert all(f["error"] == "RuntimeError" and "unexpected error raised at" in f["reason"] for f in failures)
+
+
+def test_conversations_not_started_before_the_deadline_are_re_sent_not_failed(stack, logs):
+    # Given a batch of three and an invocation with 20 s left past the margin (one call's budget is 50 s)
+    ids = [conversation(stack.store) for _ in range(3)]
+    context = FakeLambdaContext(timeout_seconds=35)
+    # When the worker runs it
+    assert stack.worker(batch_event(ids), context) == {"batchItemFailures": []}
+    # Then the first is written and the other two are queued again as they were (no attempt used)
+    assert stack.memory(ids[0]) is not None and stack.memory(ids[1]) is None
+    assert stack.queued() == [{"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ids[1:]}]
+    [resent] = logs.named("conversations re-sent")
+    assert (resent["failed"], resent["deferred"], resent["attempt"]) == (0, 2, 0)
+    # And the next invocation takes them
+    stack.poller().drain()
+    assert all(stack.memory(c) is not None for c in ids)
+
+
+def test_the_worker_event_from_file_summarizes_the_conversations_it_names(stack):
+    # Given the two conversations tests/events/worker_generate_memory_batch.json names (for sam local invoke)
+    event = json.loads((EVENTS / "worker_generate_memory_batch.json").read_text())
+    ids = json.loads(event["Records"][0]["body"])["conversation_ids"]
+    for cid in ids:
+        if stack.store.state(cid) is None:
+            stack.store.record(
+                [
+                    NewMessage(
+                        user_id=uuid.uuid4(),
+                        conversation_id=cid,
+                        message_id="m1",
+                        role="user",
+                        text="I live in Porto.",
+                        occurred_at=datetime(2026, 11, 21, 9, 0, tzinfo=UTC),
+                        source="chat",
+                    )
+                ]
+            )
+    # When the worker runs it, Then both have a memory and the record succeeds
+    assert stack.worker(event) == {"batchItemFailures": []}
+    assert all(stack.memory(c) is not None for c in ids)
+
+
+def test_a_batch_that_names_unknown_or_repeated_ids_writes_what_exists(stack):
+    real = conversation(stack.store)
+    assert stack.worker(batch_event([real, "never-recorded", real])) == {"batchItemFailures": []}
+    assert stack.memory(real) is not None and stack.memory("never-recorded") is None
+
+
+def test_malformed_batches_fail_alone(stack, logs):
+    bodies = [
+        {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": []},
+        {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ["x"] * 101},
+        {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ["a\nb"]},
+        {"task_type": "GENERATE_MEMORY_NOW", "conversation_ids": ["a"]},
+    ]
+    event = {"Records": [sqs_record(message_id=f"m{i}", body=json.dumps(b)) for i, b in enumerate(bodies)]}
+    assert stack.worker(event) == {"batchItemFailures": [{"itemIdentifier": f"m{i}"} for i in range(4)]}
+    assert {r["error"] for r in logs.named("record failed")} == {"InvalidMessage"}
+
+
+# -- messages in -----------------------------------------------------------------------------------------------
+
+
+def test_messages_arrive_on_the_queue_like_activity_and_are_stored_once(stack, pool):
+    user, cid = uuid.uuid4(), f"conv-{uuid.uuid4()}"
+    at = "2026-11-21T09:30:00Z"
+    body = {
+        "type": "record_activity",
+        "activities": [
+            {
+                "user_id": str(user),
+                "occurred_at": at,
+                "kind": "session",
+                "payload": {},
+                "source": "chat",
+                "external_id": cid,
+            },
+            *(
+                {
+                    "user_id": str(user),
+                    "occurred_at": at,
+                    "kind": "message",
+                    "payload": {"conversation_id": cid, "role": role, "text": text},
+                    "source": "chat",
+                    "external_id": f"msg-{n}",
+                }
+                for n, (role, text) in enumerate([("user", "hello"), ("assistant", "hi!")])
+            ),
+        ],
+    }
+    event = batch = {"Records": [sqs_record(message_id="m0", body=json.dumps(body))]}
+    # When the message is delivered twice
+    assert stack.worker(event) == stack.worker(batch) == {"batchItemFailures": []}
+    # Then the conversation holds its two messages once, and the session is activity as before
+    state = stack.store.state(cid)
+    assert state is not None and state.user_id == user and state.messages == 2
+    with pool.connection() as conn:
+        kinds = conn.execute("SELECT kind FROM user_activity WHERE user_id = %s", (user,)).fetchall()
+    assert kinds == [("session",)]
+    # And a conversation message without a valid role fails the record, naming the field
+    bad = json.loads(json.dumps(body))
+    bad["activities"][1]["payload"]["role"] = "narrator"
+    result = stack.worker({"Records": [sqs_record(message_id="m1", body=json.dumps(bad))]})
+    assert result == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
+
+
+# -- the operators' API route -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def api_with_queue(pool, stack):
+    settings = ApiSettings.from_env({"DOCUMENT_SCHEMA": "tutor", "QUEUE_URL": stack.queue_url})
+    return create_api(build_api(settings, pool=pool, sqs_client=stack.sqs), settings)
+
+
+def test_the_trigger_route_is_for_operators_only(api_with_queue, stack, logs):
+    quiet = conversation(stack.store)
+    alice = ApiClient(api_with_queue, uuid.uuid4())
+    # Given end users with and without other scopes: 403, and nothing is queued
+    for claims in (
+        {"sub": alice.user_id},
+        {"sub": alice.user_id, "scope": "openid profile user-memory/operator-ish"},
+        {"sub": alice.user_id, "cognito:groups": "[admins]"},
+    ):
+        reply = alice.post("/tasks/trigger-memory-generation", claims=claims)
+        assert reply.status == 403 and reply.json["type"].endswith("/forbidden"), reply.text
+    assert ApiClient(api_with_queue, None).post("/tasks/trigger-memory-generation").status == 401
+    assert stack.queued() == []
+    # When an operator triggers it, with a threshold of its own
+    operator = ApiClient(api_with_queue, uuid.uuid4(), scopes=f"openid {OPERATOR}")
+    reply = operator.post("/tasks/trigger-memory-generation", query={"threshold_minutes": 60})
+    # Then the answer counts what was queued, and the quiet conversation is on the queue
+    assert reply.status == 200, reply.text
+    body = reply.json
+    assert body["threshold_minutes"] == 60 and body["conversations"] >= 1 and body["messages"] >= 1
+    assert set(body) == {"threshold_minutes", "quiet_before", "conversations", "messages", "pages"}
+    assert quiet in {c for b in stack.queued() for c in b["conversation_ids"]}
+    actions = logs.named("operator action")
+    assert [a["action"] for a in actions] == ["trigger memory generation"]
+    # And a threshold out of range is refused
+    assert operator.post("/tasks/trigger-memory-generation", query={"threshold_minutes": 0}).status == 400
+
+
+def test_the_trigger_route_without_a_queue_is_a_503_problem(make_api_without_queue):
+    operator = ApiClient(make_api_without_queue, uuid.uuid4(), scopes=OPERATOR)
+    reply = operator.post("/tasks/trigger-memory-generation")
+    assert reply.status == 503 and reply.json["type"].endswith("/queue-unavailable")
+    assert "QUEUE_URL" in reply.json["detail"]
+
+
+@pytest.fixture
+def make_api_without_queue(pool):
+    settings = ApiSettings.from_env({})
+    return create_api(build_api(settings, pool=pool), settings)
+
+
+def test_an_end_users_messages_are_exported_with_their_memory_and_erased(api_with_queue, stack):
+    alice = ApiClient(api_with_queue, uuid.uuid4())
+    cid = f"conv-{uuid.uuid4()}"
+    at = (datetime.now(UTC) - timedelta(hours=3)).isoformat()
+    items = [
+        {
+            "occurred_at": at,
+            "kind": "message",
+            "payload": {"conversation_id": cid, "role": role, "text": text},
+            "external_id": f"m{n}",
+        }
+        for n, (role, text) in enumerate([("user", "I prefer tea."), ("assistant", "Noted.")])
+    ]
+    # When alice posts her messages (twice) as activity
+    assert alice.post("/me/activity", json_body={"items": items}).json == {"received": 2, "recorded": 2}
+    assert alice.post("/me/activity", json_body={"items": items}).json == {"received": 2, "recorded": 0}
+    # And another user names her conversation
+    bob = ApiClient(api_with_queue, uuid.uuid4())
+    refused = bob.post("/me/activity", json_body={"items": [{**items[0], "external_id": "b1"}]})
+    assert refused.status == 403
+    # And a malformed conversation message is a 422 naming the field, recording nothing
+    bad = [{**items[0], "payload": {"conversation_id": cid, "role": "narrator", "text": "x"}, "external_id": "z"}]
+    reply = alice.post("/me/activity", json_body={"items": bad})
+    assert reply.status == 422 and "role" in reply.json["detail"]
+    # And her conversation's memory is generated
+    assert stack.worker(batch_event([cid])) == {"batchItemFailures": []}
+    # Then her export holds the conversation, its messages and its memory
+    [exported] = alice.get("/me/export").json["conversations"]
+    assert exported["conversation_id"] == cid
+    assert [(m["seq"], m["role"], m["text"]) for m in exported["messages"]] == [
+        (1, "user", "I prefer tea."),
+        (2, "assistant", "Noted."),
+    ]
+    assert exported["memory"]["last_message_seq"] == 2
+    assert exported["memory"]["memory"]["learned_about_user"] == ["I prefer tea."]
+    assert bob.get("/me/export").json["conversations"] == []
+    # And erasing her removes them, counted
+    removed = alice.delete("/me").json["removed"]
+    assert (removed["conversations"], removed["conversation_messages"], removed["conversation_memories"]) == (1, 2, 1)
+    assert alice.get("/me/export").json["conversations"] == []
+    assert stack.memory(cid) is None
+
+
+# -- batch sizes -------------------------------------------------------------------------------------------------
+
+
+def test_the_trigger_sizes_messages_within_the_setting_and_sqs_limit(stack):
+    # Given more quiet conversations than fit one message, with long ids
+    user = uuid.uuid4()
+    ids = []
+    for n in range(25):
+        cid = f"{n:03d}-" + "ü" * 150 + str(uuid.uuid4())
+        stack.store.record(
+            [
+                NewMessage(
+                    user_id=user,
+                    conversation_id=cid,
+                    message_id="m",
+                    role="user",
+                    text="hi",
+                    occurred_at=datetime(2002, 1, 1, tzinfo=UTC),
+                    source="t",
+                )
+            ]
+        )
+        ids.append(cid)
+    # When the trigger runs with 10 per message
+    stack.fanout(TRIGGER_EVENT)
+    bodies = [b for b in stack.queued() if set(b["conversation_ids"]) & set(ids)]
+    # Then they come in messages of at most 10, each within SQS's limit, every id once
+    assert all(len(b["conversation_ids"]) <= 10 for b in bodies)
+    assert all(len(json.dumps(b).encode()) <= MAX_BATCH_MESSAGE_BYTES for b in bodies)
+    named = [c for b in bodies for c in b["conversation_ids"] if c in ids]
+    assert sorted(named) == sorted(ids)
