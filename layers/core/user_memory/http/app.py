@@ -185,7 +185,7 @@ def _memory(user_id: object, v: MemoryVersion) -> models.Memory:
 
 
 def _history_item(e: HistoryEntry) -> models.HistoryItem:
-    return models.HistoryItem(
+    return models.HistoryItem.model_construct(  # from stored rows: see _memory
         version=e.version,
         created_at=e.created_at,
         source=e.source,
@@ -667,15 +667,15 @@ class MemoryApi:
     @staticmethod
     def _history(service: MemoryService, limit: int, before: int | None) -> models.History:
         entries, next_before = service.history(limit=limit, before=before)
-        return models.History(
+        return models.History.model_construct(
             user_id=str(service.user_id), items=[_history_item(e) for e in entries], next_before=next_before
         )
 
     @staticmethod
     def _diff(service: MemoryService, from_version: int, to_version: int) -> models.Diff:
         patch = service.diff(from_version, to_version)
-        return models.Diff.model_validate(
-            {"user_id": str(service.user_id), "from": from_version, "to": to_version, "patch": patch}
+        return models.Diff.model_construct(  # a verified patch of stored documents: see _memory
+            user_id=str(service.user_id), from_version=from_version, to_version=to_version, patch=patch
         )
 
     @staticmethod
