@@ -20,10 +20,15 @@ from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-import openai
 from pydantic import ValidationError
 
-from user_memory.adapters.openai_summarizer import _answer, _retry_after, _unavailable
+from user_memory.adapters.openai_summarizer import (
+    _answer,
+    complete_within,
+    openai_client,
+    strict_schema,
+    usage_tokens,
+)
 from user_memory.domain.conversations import (
     MAX_MEMORY_ITEMS,
     ConversationMemory,
@@ -31,7 +36,7 @@ from user_memory.domain.conversations import (
     ConversationSummary,
     message_line,
 )
-from user_memory.errors import InvalidDocument, SummarizerUnavailable, describe_validation_error
+from user_memory.errors import InvalidDocument, describe_validation_error
 
 if TYPE_CHECKING:
     from user_memory.config import WorkerSettings
@@ -51,22 +56,9 @@ messages support: no guesses, nothing about the assistant itself. Keep sensitive
 relationships) only when the user shared them as relevant to how they want to be helped."""
 
 
-def _strict(node: Any) -> Any:
-    """A pydantic JSON schema as strict mode takes it: closed objects, every field required."""
-    if isinstance(node, dict):
-        out = {k: _strict(v) for k, v in node.items() if k not in ("title", "default")}
-        if out.get("type") == "object" and "properties" in out:
-            out["additionalProperties"] = False
-            out["required"] = list(out["properties"])
-        return out
-    if isinstance(node, list):
-        return [_strict(x) for x in node]
-    return node
-
-
 @cache
 def memory_schema() -> dict[str, Any]:
-    return _strict(ConversationMemory.model_json_schema())
+    return strict_schema(ConversationMemory.model_json_schema())
 
 
 def response_format() -> dict[str, Any]:
@@ -98,14 +90,8 @@ class OpenAIConversationSummarizer:
 
     @classmethod
     def from_settings(cls, settings: WorkerSettings, *, api_key: str | None = None) -> OpenAIConversationSummarizer:
-        client = openai.OpenAI(
-            api_key=api_key or settings.openai_api_key or "not-needed-for-local-endpoints",
-            base_url=settings.openai_base_url,
-            timeout=settings.openai_timeout_seconds,
-            max_retries=0,  # ours (below), bounded by the invocation's time
-        )
         return cls(
-            client,
+            openai_client(settings, api_key=api_key),
             model=settings.openai_model,
             temperature=settings.openai_temperature,
             timeout=settings.openai_timeout_seconds,
@@ -139,9 +125,7 @@ class OpenAIConversationSummarizer:
         timeout: float | None = None,
     ) -> ConversationSummary:
         response = self._complete(self.messages(previous, messages, feedback), timeout)
-        usage = getattr(response, "usage", None)
-        prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
-        completion_tokens = getattr(usage, "completion_tokens", 0) or 0
+        prompt_tokens, completion_tokens, _cached = usage_tokens(response)
         try:
             data = _answer(response)
             try:
@@ -158,24 +142,4 @@ class OpenAIConversationSummarizer:
         )
 
     def _complete(self, messages: list[dict[str, str]], timeout: float | None) -> Any:
-        """One chat completion with at most max_retries retries, all of it within `timeout` seconds."""
-        ends = None if timeout is None else time.monotonic() + timeout
-        for attempt in range(self.max_retries + 1):
-            left = None if ends is None else ends - time.monotonic()
-            per_try = self.timeout if left is None else min(self.timeout, left)
-            try:
-                return self.client.with_options(timeout=per_try, max_retries=0).chat.completions.create(
-                    model=self.model,
-                    temperature=self.temperature,
-                    messages=messages,
-                    response_format=response_format(),
-                )
-            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as err:
-                failure = _unavailable(err, per_try)
-                wait = _retry_after(err, attempt)
-                if attempt == self.max_retries or (ends is not None and time.monotonic() + wait >= ends):
-                    raise failure from err
-                self.sleep(wait)
-            except openai.APIStatusError as err:
-                raise _unavailable(err, per_try) from err
-        raise SummarizerUnavailable("no try of the LLM call was made")  # pragma: no cover - max_retries >= 0
+        return complete_within(self, messages, response_format(), timeout)

@@ -110,29 +110,29 @@ _TASKS = {
 }
 
 
-def _strict(node: Any) -> Any:
+def strict_schema(node: Any) -> Any:
     """Make a pydantic JSON schema acceptable to strict mode: closed objects, all fields required."""
     if isinstance(node, dict):
-        out = {k: _strict(v) for k, v in node.items() if k not in ("title", "default")}
+        out = {k: strict_schema(v) for k, v in node.items() if k not in ("title", "default")}
         if out.get("type") == "object" and "properties" in out:
             out["additionalProperties"] = False
             out["required"] = list(out["properties"])
         return out
     if isinstance(node, list):
-        return [_strict(x) for x in node]
+        return [strict_schema(x) for x in node]
     return node
 
 
 @cache
 def response_schema() -> dict[str, Any]:
     """The whole-document answer's schema (document mode)."""
-    return _strict(LLMUserState.model_json_schema())
+    return strict_schema(LLMUserState.model_json_schema())
 
 
 @cache
 def edits_schema() -> dict[str, Any]:
     """The edit-mode answer's schema."""
-    return _strict(LLMEdits.model_json_schema())
+    return strict_schema(LLMEdits.model_json_schema())
 
 
 def response_format(mode: SummaryMode) -> dict[str, Any]:
@@ -214,16 +214,8 @@ class OpenAISummarizer:
 
     @classmethod
     def from_settings(cls, settings: WorkerSettings, *, api_key: str | None = None) -> OpenAISummarizer:
-        client = openai.OpenAI(
-            api_key=api_key or settings.openai_api_key or "not-needed-for-local-endpoints",
-            base_url=settings.openai_base_url,
-            timeout=settings.openai_timeout_seconds,
-            # Retries are ours (below): the client's own would wait out any Retry-After, however
-            # long, past the time the invocation has.
-            max_retries=0,
-        )
         return cls(
-            client,
+            openai_client(settings, api_key=api_key),
             model=settings.openai_model,
             temperature=settings.openai_temperature,
             timeout=settings.openai_timeout_seconds,
@@ -288,12 +280,9 @@ class OpenAISummarizer:
     ) -> SummaryResult:
         messages, lines = self.prompt(document, activities, feedback)
         response = self._complete(messages, timeout)
-        usage = getattr(response, "usage", None)
-        prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
+        prompt_tokens, completion_tokens, cached = usage_tokens(response)
         if not prompt_tokens:  # an endpoint that reports no usage: the estimate
             prompt_tokens = tokens_for_chars(sum(len(m["content"]) for m in messages))
-        completion_tokens = getattr(usage, "completion_tokens", 0) or 0
-        cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0) or 0
         try:
             data = _answer(response)
             if self.mode == "edit":
@@ -332,29 +321,57 @@ class OpenAISummarizer:
         )
 
     def _complete(self, messages: list[dict[str, str]], timeout: float | None) -> Any:
-        """One chat completion with at most max_retries retries (429, 5xx, timeouts, connection
-        errors), every try and every wait inside `timeout` seconds in all."""
-        ends = None if timeout is None else time.monotonic() + timeout
-        for attempt in range(self.max_retries + 1):
-            left = None if ends is None else ends - time.monotonic()
-            per_try = self.timeout if left is None else min(self.timeout, left)
-            try:
-                return self.client.with_options(timeout=per_try, max_retries=0).chat.completions.create(
-                    model=self.model,
-                    temperature=self.temperature,
-                    messages=messages,
-                    response_format=response_format(self.mode),
-                )
-            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as err:
-                failure = _unavailable(err, per_try)
-                wait = _retry_after(err, attempt)
-                last_try = attempt == self.max_retries
-                if last_try or (ends is not None and time.monotonic() + wait >= ends):
-                    raise failure from err
-                self.sleep(wait)
-            except openai.APIStatusError as err:
-                raise _unavailable(err, per_try) from err
-        raise SummarizerUnavailable("no try of the LLM call was made")  # pragma: no cover - max_retries >= 0
+        return complete_within(self, messages, response_format(self.mode), timeout)
+
+
+def openai_client(settings: WorkerSettings, *, api_key: str | None = None) -> openai.OpenAI:
+    """The client for the configured endpoint. Retries are ours (`complete_within`): the client's
+    own would wait out any Retry-After, however long, past the time the invocation has."""
+    return openai.OpenAI(
+        api_key=api_key or settings.openai_api_key or "not-needed-for-local-endpoints",
+        base_url=settings.openai_base_url,
+        timeout=settings.openai_timeout_seconds,
+        max_retries=0,
+    )
+
+
+def complete_within(
+    caller: Any, messages: list[dict[str, str]], answer_format: dict[str, Any], timeout: float | None
+) -> Any:
+    """One chat completion with at most `caller.max_retries` retries (429, 5xx, timeouts,
+    connection errors), every try and every wait inside `timeout` seconds in all.
+
+    `caller` holds the call's settings: client, model, temperature, timeout (per try),
+    max_retries and sleep (both summarizers here).
+    """
+    ends = None if timeout is None else time.monotonic() + timeout
+    for attempt in range(caller.max_retries + 1):
+        left = None if ends is None else ends - time.monotonic()
+        per_try = caller.timeout if left is None else min(caller.timeout, left)
+        try:
+            return caller.client.with_options(timeout=per_try, max_retries=0).chat.completions.create(
+                model=caller.model,
+                temperature=caller.temperature,
+                messages=messages,
+                response_format=answer_format,
+            )
+        except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as err:
+            failure = _unavailable(err, per_try)
+            wait = _retry_after(err, attempt)
+            last_try = attempt == caller.max_retries
+            if last_try or (ends is not None and time.monotonic() + wait >= ends):
+                raise failure from err
+            caller.sleep(wait)
+        except openai.APIStatusError as err:
+            raise _unavailable(err, per_try) from err
+    raise SummarizerUnavailable("no try of the LLM call was made")  # pragma: no cover - max_retries >= 0
+
+
+def usage_tokens(response: Any) -> tuple[int, int, int]:
+    """(prompt, completion, cached prompt) tokens the endpoint reported; 0 for what it did not."""
+    usage = getattr(response, "usage", None)
+    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0) or 0
+    return getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0, cached
 
 
 def _answer(response: Any) -> Any:
