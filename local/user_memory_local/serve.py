@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, TextIO
 
 from user_memory.errors import ConfigError, Unauthenticated
-from user_memory.http.problems import BAD_REQUEST, INTERNAL, TOO_LARGE, UNAUTHENTICATED, Kind
+from user_memory.http.problems import BAD_REQUEST, INTERNAL, TOO_LARGE, UNAUTHENTICATED, Kind, problem_document
 
 from user_memory_local.apigw import http_event
 from user_memory_local.tokens import verify_token
@@ -70,10 +70,9 @@ class _Refused(Exception):
 
 
 def _problem_body(status: int, type_: str, title: str, detail: str, instance: str | None = None) -> bytes:
-    body: dict[str, Any] = {"type": type_, "title": title, "status": status, "detail": detail}
-    if instance:
-        body["instance"] = instance
-    return json.dumps(body).encode()
+    return json.dumps(
+        problem_document(type=type_, title=title, status=status, detail=detail, instance=instance)
+    ).encode()
 
 
 class _HttpServer(ThreadingHTTPServer):

@@ -51,6 +51,7 @@ from user_memory.http.problems import (
     Kind,
     detail_of,
     kind_of,
+    problem_document,
 )
 from user_memory.observability import logger, metrics
 
@@ -360,17 +361,15 @@ class MemoryApi:
             reason=reason,
         )
         metrics.add_metric(name="RequestsFailed" if kind.status >= 500 else "RequestsRefused", unit="Count", value=1)
-        body: dict[str, Any] = {
-            "type": kind.type,
-            "title": kind.title,
-            "status": kind.status,
-            "detail": detail or detail_of(err, kind),
-        }
-        if request_id:
-            body["instance"] = request_id
         current = getattr(err, "current", None)
-        if kind.status in (409, 412) and isinstance(current, int):
-            body["current_version"] = current
+        body = problem_document(
+            type=kind.type,
+            title=kind.title,
+            status=kind.status,
+            detail=detail or detail_of(err, kind),
+            instance=request_id,
+            current_version=current if kind.status in (409, 412) and isinstance(current, int) else None,
+        )
         return Response(status_code=kind.status, content_type=models.PROBLEM_JSON, body=json.dumps(body))
 
     # -- routes ------------------------------------------------------------------------------------
@@ -885,7 +884,7 @@ def unavailable(err: BaseException, event: dict[str, Any]) -> dict[str, Any]:
     request_id = (event.get("requestContext") or {}).get("requestId")
     logger.error("api unavailable", request_id=request_id, error_type=error_type, reason=reason)
     metrics.add_metric(name="RequestsFailed", unit="Count", value=1)
-    body = {"type": UNAVAILABLE.type, "title": UNAVAILABLE.title, "status": 503, "detail": UNAVAILABLE.title}
+    body = problem_document(type=UNAVAILABLE.type, title=UNAVAILABLE.title, status=503, detail=UNAVAILABLE.title)
     return {
         "statusCode": 503,
         "headers": {"Content-Type": models.PROBLEM_JSON},

@@ -132,6 +132,18 @@ def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
     return INTERNAL
 
 
+def problem_document(
+    *, type: str, title: str, status: int, detail: str, instance: str | None = None, current_version: int | None = None
+) -> dict[str, object]:
+    """An RFC 9457 problem details object (what every error answer carries, Lambda's and serve's)."""
+    body: dict[str, object] = {"type": type, "title": title, "status": status, "detail": detail}
+    if instance:
+        body["instance"] = instance
+    if current_version is not None:
+        body["current_version"] = current_version
+    return body
+
+
 def detail_of(err: BaseException, kind: Kind) -> str:
     """What the client is told: the error's own one-line message, except for internal errors."""
     if kind is INTERNAL:
