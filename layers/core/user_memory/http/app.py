@@ -97,8 +97,12 @@ def _responses(model: type, *, etag: bool = False) -> dict[int, Any]:
     return {200: ok, **_PROBLEM_RESPONSES}
 
 
-def _body_problem(event: dict[str, Any], max_bytes: int) -> HttpProblem | None:
-    """What is wrong with a request's body before any route parses it, or None.
+_UNPARSED = object()
+
+
+def _check_body(event: dict[str, Any], max_bytes: int) -> tuple[HttpProblem | None, Any]:
+    """What is wrong with a request's body before any route parses it (or None), and the body
+    parsed (or _UNPARSED when it was not read here).
 
     POST and PUT bodies are JSON only (Powertools would parse forms and multipart bodies too,
     and fail on a malformed one); PATCH checks its two media types itself. A JSON body is parsed
@@ -109,25 +113,25 @@ def _body_problem(event: dict[str, Any], max_bytes: int) -> HttpProblem | None:
     """
     body = event.get("body")
     if not body:
-        return None
+        return None, _UNPARSED
     method = str(((event.get("requestContext") or {}).get("http") or {}).get("method", "")).upper()
     content_type = str((event.get("headers") or {}).get("content-type", "")).split(";")[0].strip().lower()
     if method in ("POST", "PUT") and content_type not in _JSON_BODIES["POST"]:
-        return HttpProblem(UNSUPPORTED_MEDIA, f"{method} takes application/json")
+        return HttpProblem(UNSUPPORTED_MEDIA, f"{method} takes application/json"), _UNPARSED
     if content_type not in _JSON_BODIES.get(method, ()):
-        return None  # PATCH answers 415 itself; other methods' bodies are never read
+        return None, _UNPARSED  # PATCH answers 415 itself; other methods' bodies are never read
     size = len(body) * 3 // 4 if event.get("isBase64Encoded") else len(body.encode(errors="replace"))
     if size > max_bytes:
-        return HttpProblem(TOO_LARGE, f"the body is over {max_bytes:,} bytes")
+        return HttpProblem(TOO_LARGE, f"the body is over {max_bytes:,} bytes"), _UNPARSED
     try:
         text = base64.b64decode(body).decode() if event.get("isBase64Encoded") else body
         parsed = json.loads(text, parse_constant=_refuse_constant)
     except (binascii.Error, UnicodeDecodeError):
-        return HttpProblem(INVALID_JSON, "the body is not UTF-8 text")
+        return HttpProblem(INVALID_JSON, "the body is not UTF-8 text"), _UNPARSED
     except (ValueError, RecursionError) as err:
-        return HttpProblem(INVALID_JSON, f"the body is not valid JSON ({type(err).__name__})")
+        return HttpProblem(INVALID_JSON, f"the body is not valid JSON ({type(err).__name__})"), _UNPARSED
     reason = _unstorable(parsed)
-    return HttpProblem(INVALID_INPUT, reason) if reason else None
+    return (HttpProblem(INVALID_INPUT, reason) if reason else None), parsed
 
 
 def _unstorable(value: Any) -> str | None:
@@ -262,13 +266,15 @@ class MemoryApi:
                 return self._problem_event(err, event)
             event = {**event, "rawPath": "/me" + (match.group("rest") or "")}
             event["routeKey"] = "$default"
-        problem = _body_problem(event, max(2 * self.settings.max_document_bytes, MAX_MESSAGE_BYTES))
+        problem, parsed = _check_body(event, max(2 * self.settings.max_document_bytes, MAX_MESSAGE_BYTES))
         if problem is not None:
             try:
                 self._caller_from(event)  # no credentials: 401 first, as for any route
                 raise problem
             except Exception as err:  # noqa: BLE001 - answered as a problem like any route's error
                 return self._problem_event(err, event)
+        if parsed is not _UNPARSED:  # a route that reads the body itself (PATCH) takes it from here
+            self.app.append_context(json_body=parsed)
         return self.app.resolve(event, context)
 
     def _caller_from(self, event: dict[str, Any]) -> Caller:
@@ -325,6 +331,8 @@ class MemoryApi:
             raise HttpProblem(TOO_LARGE, f"the body is over {limit:,} bytes")
         if not raw.strip():
             raise HttpProblem(INVALID_JSON, "the body is empty")
+        if "json_body" in self.app.context:  # parsed and checked once, before routing
+            return self.app.context["json_body"]
         try:
             return json.loads(raw, parse_constant=_refuse_constant)
         except (ValueError, RecursionError) as err:
