@@ -48,12 +48,17 @@ def counts_of(conn: psycopg.Connection, user: str) -> dict[str, int]:
                   (SELECT count(*) FROM user_memory_kv WHERE user_id = %(u)s),
                   (SELECT count(*) FROM conversation_memories WHERE user_id = %(u)s),
                   (SELECT count(*) FROM conversation_messages WHERE user_id = %(u)s),
-                  (SELECT count(*) FROM conversations WHERE user_id = %(u)s)""",
+                  (SELECT count(*) FROM conversations WHERE user_id = %(u)s),
+                  (SELECT count(*) FROM memory_items WHERE user_id = %(u)s),
+                  (SELECT count(*) FROM memory_embeddings WHERE user_id = %(u)s),
+                  (SELECT count(*) FROM feedback_ratings WHERE user_id = %(u)s),
+                  (SELECT count(*) FROM daily_digests WHERE user_id = %(u)s)""",
         {"u": user},
     ).fetchone()
     assert row is not None
     relations = ("user_memory_heads", "user_memory_snapshots", "user_activity", "user_memory_kv")
     relations += ("conversation_memories", "conversation_messages", "conversations")
+    relations += ("memory_items", "memory_embeddings", "feedback_ratings", "daily_digests")
     return dict(zip(relations, row, strict=True))
 
 
@@ -263,6 +268,10 @@ def test_erase_me_erases_the_caller_and_only_the_caller(conn, two_users):
         "conversation_memories": 0,
         "conversation_messages": 0,
         "conversations": 0,
+        "memory_items": 0,
+        "memory_embeddings": 0,
+        "feedback_ratings": 0,
+        "daily_digests": 0,
     }
     # And nothing of a is left but the identity row
     assert counts_of(conn, a) == dict.fromkeys(counts, 0)
@@ -279,6 +288,10 @@ def test_erase_me_erases_the_caller_and_only_the_caller(conn, two_users):
             "conversation_memories": 0,
             "conversation_messages": 0,
             "conversations": 0,
+            "memory_items": 0,
+            "memory_embeddings": 0,
+            "feedback_ratings": 0,
+            "daily_digests": 0,
         }
     )
     # And history is append-only again afterwards
@@ -303,6 +316,10 @@ def test_erase_me_of_a_user_with_nothing_reports_zeros(conn):
         "conversation_memories": 0,
         "conversation_messages": 0,
         "conversations": 0,
+        "memory_items": 0,
+        "memory_embeddings": 0,
+        "feedback_ratings": 0,
+        "daily_digests": 0,
     }
 
 
@@ -323,6 +340,10 @@ def test_erase_me_runs_in_the_callers_transaction(conn, two_users):
         "conversation_memories": 0,
         "conversation_messages": 0,
         "conversations": 0,
+        "memory_items": 0,
+        "memory_embeddings": 0,
+        "feedback_ratings": 0,
+        "daily_digests": 0,
     }
 
 

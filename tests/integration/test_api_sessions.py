@@ -181,6 +181,10 @@ def test_a_user_session_erases_through_erase_me_and_takes_key_values_too(api, po
         "conversation_memories": 0,
         "conversation_messages": 0,
         "conversations": 0,
+        "memory_items": 1,  # the summary leaf
+        "memory_embeddings": 0,
+        "feedback_ratings": 0,
+        "daily_digests": 0,
     }
     store = MemoryStore(PostgresRecorder(pool))
     assert store.head(a).version == 0 and store.history(a) == []
@@ -228,6 +232,10 @@ def test_an_operator_session_reads_writes_and_erases_any_user(api, pool):
         "conversation_memories": 0,
         "conversation_messages": 0,
         "conversations": 0,
+        "memory_items": 2,  # the summary and safety_notes leaves
+        "memory_embeddings": 0,
+        "feedback_ratings": 0,
+        "daily_digests": 0,
     }
     store = MemoryStore(PostgresRecorder(pool))
     assert store.head(b).version == 0

@@ -414,6 +414,10 @@ def test_erase_removes_the_users_entries_and_reports_them(conn, two_users):
         "conversation_memories",
         "conversation_messages",
         "conversations",
+        "memory_items",
+        "memory_embeddings",
+        "feedback_ratings",
+        "daily_digests",
     }
     assert keys_of(conn, a) == []
     # And b's entries are untouched
@@ -435,6 +439,10 @@ def test_erase_of_a_user_with_only_entries_and_of_nobody(conn):
         "conversation_memories": 0,
         "conversation_messages": 0,
         "conversations": 0,
+        "memory_items": 0,
+        "memory_embeddings": 0,
+        "feedback_ratings": 0,
+        "daily_digests": 0,
     }
     assert nothing == dict.fromkeys(counts, 0)
 
@@ -458,6 +466,10 @@ def test_erase_still_empties_memory_and_activity_and_keeps_its_grants(conn):
         "conversation_memories": 0,
         "conversation_messages": 0,
         "conversations": 0,
+        "memory_items": 0,
+        "memory_embeddings": 0,
+        "feedback_ratings": 0,
+        "daily_digests": 0,
     }
     for role in ("anon", "authenticated"):
         with pytest.raises(pgerrors.InsufficientPrivilege, match="permission denied for function"), conn.transaction():

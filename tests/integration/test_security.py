@@ -522,6 +522,8 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
         "public.user_memory_erase_me",
         "public.user_memory_snapshots_append_only",
         "public.user_memory_record_messages",
+        "public.user_memory_check_owner",
+        "public.user_memory_reindex",
     } <= names
 
     def executable_by(role: str) -> set[str]:
@@ -538,7 +540,14 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
     uid = {"auth.uid"} if "auth.uid" in names else set()
     assert (
         executable_by("authenticated")
-        == {"public.user_memory_append", "public.user_memory_erase_me", "public.user_memory_record_messages"} | uid
+        == {
+            "public.user_memory_append",
+            "public.user_memory_erase_me",
+            "public.user_memory_record_messages",
+            "public.user_memory_record_rating",
+            "public.user_memory_store_embeddings",
+        }
+        | uid
     )
     assert (
         executable_by("service_role")
@@ -548,6 +557,9 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
             "public.user_memory_erase",
             "public.user_memory_kv_purge",
             "public.user_memory_record_messages",
+            "public.user_memory_record_rating",
+            "public.user_memory_reindex",
+            "public.user_memory_store_embeddings",
         }
         | uid
     )
@@ -657,28 +669,29 @@ def test_the_write_functions_run_as_their_owner_with_a_fixed_search_path(conn):
         """SELECT p.proname, p.prosecdef, p.proconfig FROM pg_proc p
             WHERE p.pronamespace = 'public'::regnamespace
               AND p.proname IN ('user_memory_append', 'user_memory_mark_summarized', 'user_memory_erase',
-                                'user_memory_record_messages')"""
+                                'user_memory_record_messages', 'user_memory_reindex', 'user_memory_record_rating',
+                                'user_memory_store_embeddings', 'user_memory_check_owner')"""
     ).fetchall()
-    assert len(rows) == 4
+    assert len(rows) == 8
     for name, definer, config in rows:
         assert definer, name
         assert config[0] == "search_path=pg_catalog, public, pg_temp", name
     # And the append's size limit is the function's own setting, not the caller's session
     configs = {name: config for name, _definer, config in rows}
     assert "user_memory.max_document_bytes=524288" in configs["user_memory_append"]
-    # And there is one user_memory_append, the 9-argument one (010 added p_provenance)
+    # And there is one user_memory_append, the 10-argument one (010 added p_provenance, 012 p_items)
     signatures = conn.execute(
         "SELECT pg_get_function_identity_arguments(oid) FROM pg_proc WHERE proname = 'user_memory_append'"
     ).fetchall()
     assert signatures == [
         (
             "p_user_id uuid, p_expected integer, p_patch jsonb, p_checkpoint boolean, p_document jsonb, "
-            "p_source text, p_key text, p_activity_ids bigint[], p_provenance jsonb",
+            "p_source text, p_key text, p_activity_ids bigint[], p_provenance jsonb, p_items jsonb",
         )
     ]
-    # And its last two arguments default to NULL, so 7- and 8-argument callers still resolve
+    # And its last three arguments default to NULL, so 7- to 9-argument callers still resolve
     defaults = conn.execute("SELECT pronargdefaults FROM pg_proc WHERE proname = 'user_memory_append'")
-    assert defaults.fetchone()[0] == 2
+    assert defaults.fetchone()[0] == 3
 
 
 def test_claims_and_role_do_not_outlive_their_transaction(conn, two_users):
@@ -724,6 +737,10 @@ def test_service_role_erases_a_user_and_only_that_user(conn, two_users):
         "conversation_memories": 0,
         "conversation_messages": 0,
         "conversations": 0,
+        "memory_items": 0,
+        "memory_embeddings": 0,
+        "feedback_ratings": 0,
+        "daily_digests": 0,
     }
     # And nothing of a is left but the identity row
     left = conn.execute(
@@ -762,6 +779,10 @@ def test_erasing_a_user_with_nothing_reports_zeros(conn):
         "conversation_memories": 0,
         "conversation_messages": 0,
         "conversations": 0,
+        "memory_items": 0,
+        "memory_embeddings": 0,
+        "feedback_ratings": 0,
+        "daily_digests": 0,
     }
 
 

@@ -157,7 +157,7 @@ SELECT version, patch, CASE WHEN is_full_snapshot THEN full_snapshot_content END
  ORDER BY version
 """
 
-_APPEND = "SELECT status, version, created_at FROM user_memory_append(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s)"
+_APPEND = "SELECT status, version, created_at FROM user_memory_append(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s)"
 
 _RECORDED = "SELECT version FROM user_memory_snapshots WHERE user_id = %s AND idempotency_key = %s"
 
@@ -215,6 +215,7 @@ class PostgresRecorder(_Database):
             new.idempotency_key,
             list(new.activity_ids) if new.activity_ids else None,
             Jsonb(new.provenance) if new.provenance is not None else None,
+            Jsonb(new.items) if new.items is not None else None,
         )
         with self.connection() as conn:
             try:

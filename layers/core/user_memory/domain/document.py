@@ -179,3 +179,7 @@ class TutorMemory(_Strict):
 
 
 register_schema("tutor", TutorMemory)
+
+
+# The "companion" schema registers itself (domain/companion.py imports the helpers above).
+from user_memory.domain import companion as _companion  # noqa: E402,F401

@@ -41,6 +41,7 @@ class NewVersion:
     idempotency_key: str | None = None
     activity_ids: Sequence[int] | None = None
     provenance: dict[str, Any] | None = None  # what produced the version (a summary run), stored with it
+    items: list[dict[str, Any]] | None = None  # the search index's changes for this version (domain/items.py)
 
 
 @dataclass(frozen=True, kw_only=True)

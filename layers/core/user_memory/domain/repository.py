@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from user_memory.domain.document import encode
+from user_memory.domain.items import item_changes
 from user_memory.domain.model import (
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_MAX_DOCUMENT_BYTES,
@@ -255,6 +256,7 @@ class MemoryStore:
                 idempotency_key=key,
                 activity_ids=activity_ids,
                 provenance=provenance,
+                items=item_changes(head.document, document, patch),
             )
         )
         if outcome.status == "idempotent":

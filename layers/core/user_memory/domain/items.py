@@ -1,0 +1,212 @@
+"""The items of a memory document: what search finds and what the companion's queries read.
+
+An item is an element (a goal, to-do or event of the companion schema, a part of user_state,
+an object in a list such as a tutor's areas_to_improve) or a document leaf (a non-empty
+string), each at its JSON Pointer. Its text is what full-text search and embeddings see: the
+element's words, or the leaf's key and value ("occupation: nurse"). Sensitive fields
+(date_of_birth, email, phone) and bookkeeping (versions, scores, ids, timestamps) are never
+items, so they never reach the index or an embeddings endpoint.
+
+`item_changes(old, new, patch)` is what a version changes in the index: only the sections the
+patch touched are walked (`/todos/<id>` for an element, the top-level key otherwise); an item
+whose row would be identical is not rewritten, so it keeps its version, and an item that left
+is removed with the version that removed it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from user_memory.domain.companion import ELEMENT_KINDS, SENSITIVE_FIELDS, parse_when
+from user_memory.domain.model import Document, Patch
+from user_memory.domain.patching import escape_token
+
+# Keys whose values are bookkeeping, not something a person would search for.
+SKIPPED_KEYS = frozenset(
+    {
+        "version",
+        "last_updated_by",
+        "schema_version",
+        "recency_score",
+        "influence_score",
+        "last_updated",
+        "last_modified",
+        "last_summarized_at",
+        "completed_at",
+        "id",
+        "response_status",
+    }
+)
+# Top-level maps whose values are elements (one item each, at a stable pointer).
+ELEMENT_MAPS = {**ELEMENT_KINDS, "parts": "part"}
+MAX_TEXT_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class Item:
+    """One item: its pointer, kind, text and value, and the typed columns of an element."""
+
+    path: str
+    kind: str
+    text: str
+    value: Any
+    status: str | None = None
+    due_at: datetime | None = None
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    recurring: bool = False
+    recur_until: datetime | None = None
+
+    def row(self) -> dict[str, Any]:
+        """The item as a JSON object for user_memory_append's p_items (timestamps as ISO text)."""
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "text": self.text,
+            "value": self.value,
+            "status": self.status,
+            "due_at": _iso(self.due_at),
+            "starts_at": _iso(self.starts_at),
+            "ends_at": _iso(self.ends_at),
+            "recurring": self.recurring,
+            "recur_until": _iso(self.recur_until),
+        }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _label(key: str) -> str:
+    return key.replace("_", " ")
+
+
+def _words(value: Any, key: str | None = None) -> Iterator[str]:
+    """The searchable strings inside a value, sensitive and bookkeeping keys left out."""
+    if key is not None and (key in SKIPPED_KEYS or key in SENSITIVE_FIELDS):
+        return
+    if isinstance(value, str):
+        if value.strip():
+            yield value.strip()
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _words(v, k)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _words(v, key)
+
+
+def _element(path: str, kind: str, value: Any) -> Item:
+    text = f"{_label(kind)}: " + " · ".join(_words(value))
+    typed: dict[str, Any] = {}
+    if isinstance(value, dict):
+        status = value.get("status")
+        typed["status"] = status if isinstance(status, str) else None
+        try:
+            if kind == "todo" and value.get("due_date"):
+                typed["due_at"] = parse_when(value["due_date"])
+            elif kind == "goal" and value.get("target_date"):
+                typed["due_at"] = parse_when(value["target_date"])
+            elif kind == "event" and value.get("start"):
+                typed["starts_at"] = parse_when(value["start"])
+                typed["ends_at"] = parse_when(value["end"]) if value.get("end") else typed["starts_at"]
+                rules = [r for r in value.get("recurrence") or [] if isinstance(r, str)]
+                if rules:
+                    typed["recurring"] = True
+                    typed["recur_until"] = recurrence_end(rules, typed["starts_at"])
+        except (TypeError, ValueError):  # a document that was never validated: leave the column empty
+            pass
+    return Item(path=path, kind=kind, text=text[:MAX_TEXT_CHARS], value=value, **typed)
+
+
+def recurrence_end(rules: list[str], start: datetime) -> datetime | None:
+    """The last occurrence's start of a recurring event (None: it recurs for ever)."""
+    from dateutil.rrule import rrulestr
+
+    rule_lines = [r for r in rules if r.startswith("RRULE:")]
+    if not rule_lines or not all(("UNTIL=" in r or "COUNT=" in r) for r in rule_lines):
+        return None
+    last = None
+    for line in rule_lines:
+        occurrences = list(rrulestr(line, dtstart=start))
+        if occurrences:
+            last = max(last, occurrences[-1]) if last else occurrences[-1]
+    return last
+
+
+def _walk(value: Any, path: str, key: str | None, depth: int) -> Iterator[Item]:
+    if key is not None and (key in SKIPPED_KEYS or key in SENSITIVE_FIELDS):
+        return
+    if depth == 1 and key in ELEMENT_MAPS and isinstance(value, dict):
+        for element_id, element in value.items():
+            yield _element(f"{path}/{escape_token(element_id)}", ELEMENT_MAPS[key], element)
+        return
+    if isinstance(value, str):
+        if value.strip():
+            yield Item(path=path, kind="leaf", text=f"{_label(key or '')}: {value.strip()}"[:MAX_TEXT_CHARS], value=value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _walk(v, f"{path}/{escape_token(k)}", k, depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if isinstance(v, dict):
+                yield _element(f"{path}/{i}", "entry", v)
+            else:
+                yield from _walk(v, f"{path}/{i}", key, depth + 1)
+
+
+def document_items(document: Document, sections: set[str] | None = None) -> dict[str, Item]:
+    """The document's items by path; only those under `sections` (pointers) when given."""
+    items: dict[str, Item] = {}
+    if not isinstance(document, dict):
+        return items
+    for key, value in document.items():
+        top = f"/{escape_token(key)}"
+        if sections is not None and top not in sections:
+            if not (key in ELEMENT_MAPS and isinstance(value, dict)):
+                continue
+            # An element map: only the elements the patch touched.
+            wanted = {s for s in sections if s.startswith(top + "/")}
+            if not wanted:
+                continue
+            for element_id, element in value.items():
+                path = f"{top}/{escape_token(element_id)}"
+                if path in wanted:
+                    items[path] = _element(path, ELEMENT_MAPS[key], element)
+            continue
+        for item in _walk(value, top, key, 1):
+            items[item.path] = item
+    return items
+
+
+def touched_sections(patch: Patch) -> set[str]:
+    """The sections a patch touches: `/<collection>/<id>` inside an element map, else `/<key>`."""
+    sections: set[str] = set()
+    for op in patch:
+        for field in ("path", "from"):
+            pointer = op.get(field)
+            if not isinstance(pointer, str):
+                continue
+            if pointer == "":
+                return set()  # the whole document was replaced: walk all of it
+            parts = pointer.split("/")
+            top = "/" + parts[1]
+            if parts[1] in ELEMENT_MAPS and len(parts) > 2:
+                sections.add(f"{top}/{parts[2]}")
+            else:
+                sections.add(top)
+    return sections
+
+
+def item_changes(old: Document, new: Document, patch: Patch) -> list[dict[str, Any]]:
+    """The rows user_memory_append applies for a version: upserts and `{"path", "remove": true}`."""
+    sections = touched_sections(patch)
+    scope = sections or None
+    before = document_items(old, scope)
+    after = document_items(new, scope)
+    changes: list[dict[str, Any]] = [{"path": path, "remove": True} for path in before if path not in after]
+    changes.extend(item.row() for path, item in after.items() if before.get(path) != item)
+    return changes
