@@ -40,6 +40,36 @@ SKIPPED_KEYS = frozenset(
         "response_status",
     }
 )
+# Keys of an element that describe when or how it stands rather than what it is: typed columns
+# for the queries, not words for search.
+NON_TEXT_KEYS = frozenset(
+    {
+        "status",
+        "priority",
+        "size",
+        "start",
+        "end",
+        "due_date",
+        "target_date",
+        "recurrence",
+        "source",
+        "at",
+        "percent",
+        "parent_id",
+        "goal_id",
+        "first_noted",
+        "last_noted",
+        "severity",
+    }
+)
+# The words of an element, in a fixed order (the text, and so its embedding, never depends on
+# the order a document's keys come in).
+ELEMENT_TEXT = {
+    "goal": ("title", "description", "category", "progress"),
+    "todo": ("text", "category", "tags", "notes"),
+    "event": ("summary", "description", "location", "attendees"),
+    "part": ("name", "goals"),
+}
 # Top-level maps whose values are elements (one item each, at a stable pointer).
 ELEMENT_MAPS = {**ELEMENT_KINDS, "parts": "part"}
 MAX_TEXT_CHARS = 4000
@@ -86,21 +116,26 @@ def _label(key: str) -> str:
 
 def _words(value: Any, key: str | None = None) -> Iterator[str]:
     """The searchable strings inside a value, sensitive and bookkeeping keys left out."""
-    if key is not None and (key in SKIPPED_KEYS or key in SENSITIVE_FIELDS):
+    if key is not None and (key in SKIPPED_KEYS or key in SENSITIVE_FIELDS or key in NON_TEXT_KEYS):
         return
     if isinstance(value, str):
         if value.strip():
             yield value.strip()
     elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _words(v, k)
+        for k in sorted(value):
+            yield from _words(value[k], k)
     elif isinstance(value, list):
         for v in value:
             yield from _words(v, key)
 
 
 def _element(path: str, kind: str, value: Any) -> Item:
-    text = f"{_label(kind)}: " + " · ".join(_words(value))
+    fields = ELEMENT_TEXT.get(kind)
+    if fields is not None and isinstance(value, dict):
+        words = [w for name in fields for w in _words(value.get(name), name)]
+    else:
+        words = list(_words(value))
+    text = f"{_label(kind)}: " + " · ".join(words)
     typed: dict[str, Any] = {}
     if isinstance(value, dict):
         status = value.get("status")

@@ -1,0 +1,214 @@
+"""The companion layer on PostgreSQL: element queries from memory_items, ratings, digests, reindex.
+
+Every query reads the memory_items rows the versions wrote (never the documents): to-dos due
+through idx_memory_items_todos_open, events through idx_memory_items_events, active goals
+through idx_memory_items_goals_active. Run as the end user (the API), row-level security
+narrows every read to auth.uid() on top of the WHERE clause.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from user_memory.adapters.postgres import _Database
+from user_memory.domain.elements import Rating, occurrences
+from user_memory.domain.items import document_items
+
+
+@dataclass(frozen=True, kw_only=True)
+class ElementRow:
+    """An element as the index holds it: its pointer, the version that last changed it, its value."""
+
+    path: str
+    version: int
+    value: dict[str, Any]
+
+
+_TODOS_DUE = """
+SELECT path, version, value FROM memory_items
+ WHERE user_id = %s AND kind = 'todo' AND status IN ('open', 'in_progress') AND due_at < %s
+ ORDER BY due_at, path
+ LIMIT %s
+"""
+
+# Served by idx_memory_items_events (user_id, starts_at): every event that starts before the
+# range's end; those that end before its start are dropped unless they recur past it.
+_EVENTS = """
+SELECT path, version, value FROM memory_items
+ WHERE user_id = %(u)s AND kind = 'event' AND starts_at < %(end)s
+   AND (ends_at >= %(start)s OR (recurring AND (recur_until IS NULL OR recur_until >= %(start)s)))
+   AND status IS DISTINCT FROM 'cancelled'
+ ORDER BY starts_at, path
+"""
+
+_GOALS_ACTIVE = """
+SELECT path, version, value FROM memory_items
+ WHERE user_id = %s AND kind = 'goal' AND status = 'active' AND (%s::timestamptz IS NULL OR due_at < %s)
+ ORDER BY due_at NULLS LAST, path
+ LIMIT %s
+"""
+
+
+class PostgresCompanion(_Database):
+    """Queries, ratings and digests of the companion layer."""
+
+    # -- element queries (from the index) -----------------------------------------------------------
+
+    def todos_due(self, user_id: uuid.UUID, before: datetime, *, limit: int = 500) -> list[ElementRow]:
+        """Open and in-progress to-dos due before `before`, soonest first."""
+        with self.connection() as conn:
+            rows = conn.execute(_TODOS_DUE, (user_id, before, limit), prepare=True).fetchall()
+        return [ElementRow(path=r[0], version=r[1], value=r[2]) for r in rows]
+
+    def events_between(self, user_id: uuid.UUID, start: datetime, end: datetime) -> list[dict[str, Any]]:
+        """The occurrences of the user's events overlapping [start, end), by start."""
+        with self.connection() as conn:
+            rows = conn.execute(_EVENTS, {"u": user_id, "start": start, "end": end}, prepare=True).fetchall()
+        found = [
+            {**o, "path": r[0], "version": r[1]}
+            for r in rows
+            for o in occurrences(r[2], start, end)
+            if r[2].get("status") != "cancelled"
+        ]
+        return sorted(found, key=lambda o: (o["occurrence_start"], o["path"]))
+
+    def active_goals(
+        self, user_id: uuid.UUID, *, target_before: datetime | None = None, limit: int = 500
+    ) -> list[ElementRow]:
+        """Active goals, nearest target date first (those without one last); only those whose
+        target is before `target_before` when given."""
+        with self.connection() as conn:
+            rows = conn.execute(_GOALS_ACTIVE, (user_id, target_before, target_before, limit), prepare=True).fetchall()
+        return [ElementRow(path=r[0], version=r[1], value=r[2]) for r in rows]
+
+    # -- ratings -------------------------------------------------------------------------------------
+
+    def record_rating(self, user_id: uuid.UUID, rating: Rating) -> str:
+        """'created', 'updated' (summarized again) or 'unchanged'."""
+        with self.connection() as conn:
+            row = conn.execute(
+                "SELECT user_memory_record_rating(%s, %s, %s, %s, %s, %s)",
+                (user_id, rating.interaction_id, rating.rating, list(rating.tags), rating.comment, rating.rated_at),
+            ).fetchone()
+        return str(row[0]) if row else "unchanged"
+
+    def unsummarized_ratings(self, user_id: uuid.UUID, *, limit: int = 1000) -> list[Rating]:
+        with self.connection() as conn:
+            rows = conn.execute(
+                """SELECT id, interaction_id, rating, tags, comment, rated_at FROM feedback_ratings
+                    WHERE user_id = %s AND summarized_version IS NULL ORDER BY id LIMIT %s""",
+                (user_id, limit),
+            ).fetchall()
+        return [
+            Rating(id=r[0], interaction_id=r[1], rating=r[2], tags=tuple(r[3]), comment=r[4], rated_at=r[5])
+            for r in rows
+        ]
+
+    def mark_ratings(self, user_id: uuid.UUID, ids: Sequence[int], version: int) -> int:
+        with self.connection() as conn:
+            cur = conn.execute(
+                """UPDATE feedback_ratings SET summarized_version = %s
+                    WHERE user_id = %s AND id = ANY(%s) AND summarized_version IS NULL""",
+                (version, user_id, list(ids)),
+            )
+        return cur.rowcount
+
+    def ratings(self, user_id: uuid.UUID) -> list[dict[str, Any]]:
+        """Every rating of the user (an export)."""
+        with self.connection() as conn:
+            rows = conn.execute(
+                """SELECT interaction_id, rating, tags, comment, rated_at, recorded_at, summarized_version
+                     FROM feedback_ratings WHERE user_id = %s ORDER BY id""",
+                (user_id,),
+            ).fetchall()
+        keys = ("interaction_id", "rating", "tags", "comment", "rated_at", "recorded_at", "summarized_version")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    # -- digests -------------------------------------------------------------------------------------
+
+    def save_digest(self, user_id: uuid.UUID, day: date, digest: dict[str, Any], version: int) -> None:
+        with self.connection() as conn:
+            conn.execute(
+                """INSERT INTO daily_digests (user_id, day, digest, version) VALUES (%s, %s, %s, %s)
+                   ON CONFLICT (user_id, day) DO UPDATE
+                      SET digest = EXCLUDED.digest, version = EXCLUDED.version, created_at = now()""",
+                (user_id, day, Jsonb(digest), version),
+            )
+
+    def digest(self, user_id: uuid.UUID, day: date | None = None) -> dict[str, Any] | None:
+        """The digest of `day`, or the latest one."""
+        with self.connection() as conn:
+            if day is None:
+                row = conn.execute(
+                    "SELECT digest FROM daily_digests WHERE user_id = %s ORDER BY day DESC LIMIT 1", (user_id,)
+                ).fetchone()
+            else:
+                row = conn.execute(
+                    "SELECT digest FROM daily_digests WHERE user_id = %s AND day = %s", (user_id, day)
+                ).fetchone()
+        return row[0] if row else None
+
+    def digests(self, user_id: uuid.UUID) -> list[dict[str, Any]]:
+        with self.connection() as conn:
+            rows = conn.execute("SELECT digest FROM daily_digests WHERE user_id = %s ORDER BY day", (user_id,)).fetchall()
+        return [r[0] for r in rows]
+
+    # -- the index's upkeep --------------------------------------------------------------------------
+
+    def users_behind(self, *, page_size: int = 500) -> Iterator[list[uuid.UUID]]:
+        """Pages of users whose index does not reflect their head (user_memory_reindex them)."""
+        after = uuid.UUID(int=0)
+        while True:
+            with self.connection() as conn:
+                rows = conn.execute(
+                    """SELECT user_id FROM user_memory_heads WHERE indexed_version <> version AND user_id > %s
+                        ORDER BY user_id LIMIT %s""",
+                    (after, page_size),
+                ).fetchall()
+            if not rows:
+                return
+            yield [r[0] for r in rows]
+            after = rows[-1][0]
+
+    def reindex(self, user_id: uuid.UUID) -> bool:
+        """Rebuild the user's items from its head (every item gets the head's version, except
+        those whose row is unchanged, which keep theirs). False when the head moved meanwhile."""
+        with self.connection() as conn:
+            row = conn.execute(
+                "SELECT version, document FROM user_memory_heads WHERE user_id = %s", (user_id,)
+            ).fetchone()
+            if row is None:
+                return False
+            version, document = row
+            kept = {
+                r[0]: (r[1], r[2])
+                for r in conn.execute("SELECT path, version, text FROM memory_items WHERE user_id = %s", (user_id,))
+            }
+            items = []
+            for item in document_items(document).values():
+                entry = item.row()
+                old = kept.get(item.path)
+                entry["version"] = old[0] if old and old[1] == item.text else version
+                items.append(entry)
+            status = conn.execute(
+                "SELECT user_memory_reindex(%s, %s, %s)", (user_id, version, Jsonb(items))
+            ).fetchone()
+        return bool(status and status[0] == "reindexed")
+
+    def purge_orphan_embeddings(self) -> int:
+        """Vectors no item of their user has the text of any more (the retention run)."""
+        with self.connection() as conn:
+            if conn.execute("SELECT to_regclass('public.memory_embeddings')").fetchone()[0] is None:
+                return 0
+            cur = conn.execute(
+                """DELETE FROM memory_embeddings e
+                    WHERE NOT EXISTS (SELECT 1 FROM memory_items i
+                                       WHERE i.user_id = e.user_id AND i.text_md5 = e.text_md5)"""
+            )
+        return cur.rowcount

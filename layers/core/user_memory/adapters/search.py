@@ -1,0 +1,242 @@
+"""Search over a user's memory items: PostgreSQL full text, pgvector when embeddings are on, fused.
+
+Full text is always there (memory_items.tsv, GIN): the query's words are ORed, so an item that
+has some of them still ranks (ts_rank_cd). With an embedder configured and pgvector installed,
+the query is embedded once and the user's items are ranked by cosine distance too, and the two
+rankings are fused by reciprocal rank (k = 60). A user's search reads only that user's rows
+(row-level security as the end user, and the WHERE clause), and is exact over them: a memory
+is at most a few thousand items. The HNSW index serves the operators' search across users
+(`search_all`), where filtering by one user is not needed; pgvector 0.8's iterative scans
+would let it serve filtered per-user searches as well.
+
+Embeddings are computed only for item texts the user has no vector for (`embed_pending`), so
+a version re-embeds exactly the items whose text it changed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from user_memory.adapters.postgres import ConnectionSource, _Database
+from user_memory.errors import InvalidRequest
+
+Mode = Literal["auto", "fts", "vector", "fused"]
+RRF_K = 60
+MAX_K = 100
+MAX_QUERY_CHARS = 500
+EMBED_BATCH = 128
+DIMENSIONS = 256
+
+
+class Embedder(Protocol):
+    """Texts to vectors (an OpenAI-compatible embeddings endpoint)."""
+
+    model: str
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchHit:
+    path: str
+    version: int
+    kind: str
+    text: str
+    value: Any
+    score: float
+    matched_by: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult:
+    hits: list[SearchHit]
+    mode: str  # what ran: fts, vector or fused
+
+
+@dataclass
+class EmbedReport:
+    inputs: int = 0  # texts embedded
+    calls: int = 0  # requests to the endpoint
+    stored: int = 0
+    paths: list[str] = field(default_factory=list)
+
+
+_FTS = """
+SELECT i.path, i.version, i.kind, i.text, i.value, ts_rank_cd(i.tsv, q.q) AS rank
+  FROM memory_items i,
+       (SELECT nullif(replace(plainto_tsquery('english', %(q)s)::text, ' & ', ' | '), '')::tsquery AS q) q
+ WHERE i.user_id = %(u)s AND i.tsv @@ q.q
+ ORDER BY rank DESC, i.path
+ LIMIT %(n)s
+"""
+
+# Exact over the user's rows: materialized first, so the planner cannot walk the global HNSW
+# index and filter by user afterwards (which returns fewer than k rows for most users).
+_VECTOR = """
+WITH mine AS MATERIALIZED (
+  SELECT i.path, i.version, i.kind, i.text, i.value, e.embedding
+    FROM memory_items i JOIN memory_embeddings e ON e.user_id = i.user_id AND e.text_md5 = i.text_md5
+   WHERE i.user_id = %(u)s AND e.user_id = %(u)s
+)
+SELECT path, version, kind, text, value, 1 - (embedding <=> %(v)s::vector) AS similarity
+  FROM mine ORDER BY embedding <=> %(v)s::vector, path
+ LIMIT %(n)s
+"""
+
+_ALL = """
+SELECT e.user_id, e.text_md5, 1 - (e.embedding <=> %(v)s::vector) AS similarity
+  FROM memory_embeddings e
+ ORDER BY e.embedding <=> %(v)s::vector
+ LIMIT %(n)s
+"""
+
+_PENDING = """
+SELECT DISTINCT ON (i.text_md5) i.text_md5, i.text, i.path FROM memory_items i
+ WHERE i.user_id = %s
+   AND NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.user_id = i.user_id AND e.text_md5 = i.text_md5)
+ ORDER BY i.text_md5, i.path
+ LIMIT %s
+"""
+
+
+def vector_literal(vector: list[float]) -> str:
+    return "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
+
+
+def check_query(query: str, k: int) -> str:
+    text = (query or "").strip()
+    if not text:
+        raise InvalidRequest("q must not be empty")
+    if len(text) > MAX_QUERY_CHARS:
+        raise InvalidRequest(f"q must be at most {MAX_QUERY_CHARS} characters")
+    if not 1 <= k <= MAX_K:
+        raise InvalidRequest(f"k must be between 1 and {MAX_K}")
+    return text
+
+
+def fuse(rankings: list[list[SearchHit]], k: int) -> list[SearchHit]:
+    """Reciprocal rank fusion: score = sum of 1 / (60 + rank) over the rankings an item is in."""
+    scores: dict[str, float] = {}
+    first: dict[str, SearchHit] = {}
+    matched: dict[str, list[str]] = {}
+    for ranking in rankings:
+        for rank, hit in enumerate(ranking, start=1):
+            scores[hit.path] = scores.get(hit.path, 0.0) + 1.0 / (RRF_K + rank)
+            first.setdefault(hit.path, hit)
+            matched.setdefault(hit.path, []).extend(hit.matched_by)
+    order = sorted(scores, key=lambda p: (-scores[p], p))[:k]
+    return [
+        SearchHit(
+            path=p,
+            version=first[p].version,
+            kind=first[p].kind,
+            text=first[p].text,
+            value=first[p].value,
+            score=round(scores[p], 6),
+            matched_by=tuple(dict.fromkeys(matched[p])),
+        )
+        for p in order
+    ]
+
+
+class PostgresSearch(_Database):
+    """Search and embedding upkeep over memory_items (and memory_embeddings)."""
+
+    def __init__(self, pool: ConnectionSource, embedder: Embedder | None = None) -> None:
+        super().__init__(pool)
+        self.embedder = embedder
+        self._vectors: bool | None = None
+
+    def vectors_available(self) -> bool:
+        """An embedder is configured and the database has the memory_embeddings table (pgvector)."""
+        if self.embedder is None:
+            return False
+        if self._vectors is None:
+            with self.connection() as conn:
+                row = conn.execute("SELECT to_regclass('public.memory_embeddings') IS NOT NULL").fetchone()
+            self._vectors = bool(row and row[0])
+        return self._vectors
+
+    def search(self, user_id: uuid.UUID, query: str, k: int = 10, mode: Mode = "auto") -> SearchResult:
+        """The user's k best items for `query`. auto: fused when vectors are available, else full text."""
+        text = check_query(query, k)
+        vectors = self.vectors_available()
+        if mode in ("vector", "fused") and not vectors:
+            raise InvalidRequest("vector search needs an embeddings endpoint (EMBEDDING_MODEL) and pgvector")
+        run = ("fused" if vectors else "fts") if mode == "auto" else mode
+        depth = max(k * 4, 40) if run == "fused" else k
+        rankings = []
+        if run in ("fts", "fused"):
+            rankings.append(self.full_text(user_id, text, depth))
+        if run in ("vector", "fused"):
+            rankings.append(self.nearest(user_id, self._embed_query(text), depth))
+        hits = rankings[0][:k] if len(rankings) == 1 else fuse(rankings, k)
+        return SearchResult(hits=hits, mode=run)
+
+    def full_text(self, user_id: uuid.UUID, query: str, n: int) -> list[SearchHit]:
+        with self.connection() as conn:
+            rows = conn.execute(_FTS, {"q": query, "u": user_id, "n": n}, prepare=True).fetchall()
+        return [_hit(r, "fts") for r in rows]
+
+    def nearest(self, user_id: uuid.UUID, vector: list[float], n: int) -> list[SearchHit]:
+        with self.connection() as conn:
+            rows = conn.execute(_VECTOR, {"u": user_id, "v": vector_literal(vector), "n": n}, prepare=True).fetchall()
+        return [_hit(r, "vector") for r in rows]
+
+    def search_all(self, query: str, k: int = 10, *, ef_search: int = 100) -> list[dict[str, Any]]:
+        """Operators: the k nearest item texts across every user (the HNSW index), with their paths."""
+        text = check_query(query, k)
+        if not self.vectors_available():
+            raise InvalidRequest("search across users needs an embeddings endpoint (EMBEDDING_MODEL) and pgvector")
+        vector = vector_literal(self._embed_query(text))
+        with self.connection() as conn, conn.transaction():
+            conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
+            rows = conn.execute(_ALL, {"v": vector, "n": k}).fetchall()
+            found = []
+            for user_id, md5, similarity in rows:
+                items = conn.execute(
+                    "SELECT path, version, kind, text FROM memory_items WHERE user_id = %s AND text_md5 = %s ORDER BY path",
+                    (user_id, md5),
+                ).fetchall()
+                for path, version, kind, item_text in items:
+                    found.append(
+                        {"user_id": str(user_id), "path": path, "version": version, "kind": kind,
+                         "text": item_text, "score": round(float(similarity), 6)}
+                    )
+        return found
+
+    def _embed_query(self, text: str) -> list[float]:
+        assert self.embedder is not None
+        return self.embedder.embed([text])[0]
+
+    def embed_pending(self, user_id: uuid.UUID, *, limit: int = 4096) -> EmbedReport:
+        """Embed the user's item texts that have no vector yet (batched) and store them."""
+        report = EmbedReport()
+        if not self.vectors_available():
+            return report
+        assert self.embedder is not None
+        with self.connection() as conn:
+            pending = conn.execute(_PENDING, (user_id, limit)).fetchall()
+        for start in range(0, len(pending), EMBED_BATCH):
+            batch = pending[start : start + EMBED_BATCH]
+            vectors = self.embedder.embed([r[1] for r in batch])
+            report.calls += 1
+            report.inputs += len(batch)
+            report.paths.extend(r[2] for r in batch)
+            rows = [{"text_md5": r[0], "embedding": v} for r, v in zip(batch, vectors, strict=True)]
+            from psycopg.types.json import Jsonb
+
+            with self.connection() as conn:
+                stored = conn.execute(
+                    "SELECT user_memory_store_embeddings(%s, %s, %s)", (user_id, self.embedder.model, Jsonb(rows))
+                ).fetchone()
+            report.stored += int(stored[0]) if stored else 0
+        return report
+
+
+def _hit(r: Any, how: str) -> SearchHit:
+    return SearchHit(
+        path=r[0], version=r[1], kind=r[2], text=r[3], value=r[4], score=round(float(r[5]), 6), matched_by=(how,)
+    )

@@ -1,0 +1,372 @@
+"""Goals, to-dos and events of the companion schema: their edits, queries, import, digest, feedback.
+
+Edits are functions of the document (MemoryService runs them like any edit: validated against
+the schema, If-Match or rebased, idempotent on a key, one new version each). The queries'
+rows come from the memory_items index (adapters/companion.py); what is computed here is what
+an index cannot do: expanding a recurring event into its occurrences, the digest's shape, and
+the feedback summary of a batch of ratings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, Literal
+
+from user_memory.domain.companion import ELEMENT_KINDS, ELEMENT_MODELS, parse_when
+from user_memory.domain.model import Document
+from user_memory.domain.patching import copy_json
+from user_memory.errors import InvalidRequest, NotFound, UserMemoryError
+
+Collection = Literal["goals", "todos", "events"]
+COLLECTIONS: tuple[Collection, ...] = ("goals", "todos", "events")
+# What "complete" sets, per collection.
+COMPLETED_STATUS = {"goals": "completed", "todos": "done", "events": "completed"}
+MAX_IMPORT_EVENTS = 250  # one page of Google Calendar's Events.list
+DIGEST_EVENT_DAYS = 7
+DIGEST_GOAL_DAYS = 14
+MAX_OCCURRENCES = 500
+
+
+class ElementExists(UserMemoryError):
+    """An element with this id is already there (create is not an update)."""
+
+
+def check_collection(name: str) -> Collection:
+    if name not in ELEMENT_KINDS:
+        raise NotFound(f"unknown element collection {name!r}; known: goals, todos, events")
+    return name  # type: ignore[return-value]
+
+
+def _now_iso(now: datetime | None = None) -> str:
+    return (now or datetime.now(UTC)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _fields(collection: Collection, fields: Any) -> dict[str, Any]:
+    if not isinstance(fields, dict):
+        raise InvalidRequest(f"a {collection[:-1]} must be a JSON object")
+    return dict(fields)
+
+
+def create(collection: Collection, fields: Any) -> tuple[str, Callable[[Document], Document]]:
+    """The new element's id (given, or a fresh one) and the edit that adds it (ElementExists if taken)."""
+    element = _fields(collection, fields)
+    element_id = element.setdefault("id", uuid.uuid4().hex[:12])
+    if not isinstance(element_id, str):
+        raise InvalidRequest("id must be a string")
+
+    def change(document: Document) -> Document:
+        doc = copy_json(document)
+        elements = doc.setdefault(collection, {})
+        if element_id in elements:
+            raise ElementExists(f"{collection}/{element_id} already exists; update it with PATCH")
+        elements[element_id] = element
+        return doc
+
+    return element_id, change
+
+
+def _existing(doc: Document, collection: Collection, element_id: str) -> dict[str, Any]:
+    element = (doc.get(collection) or {}).get(element_id)
+    if not isinstance(element, dict):
+        raise NotFound(f"no {collection[:-1]} {element_id!r}")
+    return element
+
+
+def update(collection: Collection, element_id: str, fields: Any) -> Callable[[Document], Document]:
+    """The edit that merges `fields` into the element (null removes a field: its default returns)."""
+    changes = _fields(collection, fields)
+    if "id" in changes and changes["id"] != element_id:
+        raise InvalidRequest("an element's id cannot change")
+
+    def change(document: Document) -> Document:
+        doc = copy_json(document)
+        element = _existing(doc, collection, element_id)
+        for key, value in changes.items():
+            if value is None:
+                element.pop(key, None)
+            else:
+                element[key] = value
+        return doc
+
+    return change
+
+
+def complete(collection: Collection, element_id: str, now: datetime | None = None) -> Callable[[Document], Document]:
+    """The edit that marks the element done (a goal completed with 100% progress noted)."""
+
+    def change(document: Document) -> Document:
+        doc = copy_json(document)
+        element = _existing(doc, collection, element_id)
+        if element.get("status") == COMPLETED_STATUS[collection]:
+            return doc  # already complete: no new version
+        element["status"] = COMPLETED_STATUS[collection]
+        if collection != "events":
+            element["completed_at"] = _now_iso(now)
+        if collection == "goals":
+            element.setdefault("progress", []).append({"at": _now_iso(now), "note": "completed", "percent": 100})
+        return doc
+
+    return change
+
+
+def delete(collection: Collection, element_id: str) -> Callable[[Document], Document]:
+    """The edit that removes the element; links to a removed goal (sub-goals, to-dos) are cleared."""
+
+    def change(document: Document) -> Document:
+        doc = copy_json(document)
+        _existing(doc, collection, element_id)
+        del doc[collection][element_id]
+        if collection == "goals":
+            for goal in (doc.get("goals") or {}).values():
+                if goal.get("parent_id") == element_id:
+                    goal["parent_id"] = None
+            for todo in (doc.get("todos") or {}).values():
+                if todo.get("goal_id") == element_id:
+                    todo["goal_id"] = None
+        return doc
+
+    return change
+
+
+def validate_element(collection: Collection, element: dict[str, Any]) -> dict[str, Any]:
+    """The element in stored form (its model's defaults filled), or InvalidDocument."""
+    from pydantic import ValidationError
+
+    from user_memory.errors import InvalidDocument, describe_validation_error
+
+    try:
+        return ELEMENT_MODELS[collection].model_validate(element).model_dump(mode="json")  # type: ignore[no-any-return]
+    except ValidationError as err:
+        raise InvalidDocument(describe_validation_error(err)) from err
+
+
+# -- Google Calendar ------------------------------------------------------------------------------
+
+
+def _google_id(raw: Any) -> str:
+    text = str(raw or "")
+    if re.fullmatch(r"[A-Za-z0-9_.:@-]{1,128}", text):
+        return text
+    return "gcal-" + hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _google_time(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"{name} must be an object with date or dateTime")
+    when = value.get("dateTime") or value.get("date")
+    if not isinstance(when, str):
+        raise InvalidRequest(f"{name} needs date or dateTime")
+    return when
+
+
+def from_google_event(event: Any) -> tuple[str, dict[str, Any] | None]:
+    """A Google Calendar event resource (Events.list / Events.get JSON) as our event.
+
+    Returns (id, element); element is None for a cancelled event (an incremental sync's deletion).
+    """
+    if not isinstance(event, dict) or not event.get("id"):
+        raise InvalidRequest("a Google Calendar event must be a JSON object with an id")
+    element_id = _google_id(event["id"])
+    if event.get("status") == "cancelled":
+        return element_id, None
+    start = _google_time(event.get("start"), "start")
+    if start is None:
+        raise InvalidRequest(f"event {element_id}: start is required")
+    attendees = [
+        {
+            "name": str(a.get("displayName") or ""),
+            "email": str(a.get("email") or ""),
+            "response_status": str(a.get("responseStatus") or ""),
+        }
+        for a in event.get("attendees") or []
+        if isinstance(a, dict)
+    ]
+    element = {
+        "id": element_id,
+        "summary": str(event.get("summary") or "(no title)"),
+        "description": str(event.get("description") or ""),
+        "start": start,
+        "end": _google_time(event.get("end"), "end"),
+        "location": str(event.get("location") or ""),
+        "attendees": attendees,
+        "recurrence": [str(r) for r in event.get("recurrence") or []],
+        "status": event.get("status") if event.get("status") in ("confirmed", "tentative") else "confirmed",
+        "last_modified": event.get("updated"),
+        "source": "google",
+    }
+    return element_id, {k: v for k, v in element.items() if v is not None}
+
+
+@dataclass
+class ImportReport:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    ids: list[str] = field(default_factory=list)
+
+
+def import_google_events(events: Any, report: ImportReport) -> Callable[[Document], Document]:
+    """The edit that imports a page of Google Calendar events: new ones added, newer ones (by
+    `updated`) replacing ours, cancelled ones removed; counts go to `report` (one version for all)."""
+    if isinstance(events, dict) and "items" in events:
+        events = events["items"]
+    if isinstance(events, dict):
+        events = [events]
+    if not isinstance(events, list) or not events:
+        raise InvalidRequest("send a Google Calendar event, a list of them, or an Events.list page ({'items': [...]})")
+    if len(events) > MAX_IMPORT_EVENTS:
+        raise InvalidRequest(f"at most {MAX_IMPORT_EVENTS} events per import (one Events.list page)")
+    mapped = [from_google_event(e) for e in events]
+    for element_id, element in mapped:
+        if element is not None:
+            validate_element("events", element)  # name the bad event before anything is written
+
+    def change(document: Document) -> Document:
+        doc = copy_json(document)
+        ours = doc.setdefault("events", {})
+        counts = ImportReport()
+        for element_id, element in mapped:
+            counts.ids.append(element_id)
+            current = ours.get(element_id)
+            if element is None:
+                if current is not None:
+                    del ours[element_id]
+                    counts.deleted += 1
+                else:
+                    counts.unchanged += 1
+            elif current is None:
+                ours[element_id] = element
+                counts.created += 1
+            elif _newer(element.get("last_modified"), current.get("last_modified")):
+                ours[element_id] = element
+                counts.updated += 1
+            else:
+                counts.unchanged += 1
+        report.__dict__.update(counts.__dict__)
+        return doc
+
+    return change
+
+
+def _newer(incoming: str | None, current: str | None) -> bool:
+    if incoming is None or current is None:
+        return incoming is not None or current is None
+    try:
+        return parse_when(incoming) > parse_when(current)
+    except ValueError:
+        return incoming != current
+
+
+# -- queries: occurrences of events in a range ------------------------------------------------------
+
+
+def occurrences(event: dict[str, Any], start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """The event's occurrences that overlap [start, end): itself, or its recurrence expanded."""
+    first = parse_when(event["start"])
+    length = (parse_when(event["end"]) - first) if event.get("end") else timedelta(0)
+    rules = [r for r in event.get("recurrence") or [] if isinstance(r, str)]
+    if not rules:
+        starts = [first]
+    else:
+        from dateutil.rrule import rruleset, rrulestr
+
+        try:
+            rules_set = rrulestr("\n".join(rules), dtstart=first, forceset=True)
+        except (ValueError, TypeError):
+            rules_set = rruleset()
+            rules_set.rdate(first)
+        starts = list(rules_set.between(start - length, end, inc=True))[:MAX_OCCURRENCES]
+    found = []
+    for s in starts:
+        e = s + length
+        if s < end and (e > start or (e == s and s >= start)):
+            found.append(
+                {"id": event["id"], "occurrence_start": s.isoformat(), "occurrence_end": e.isoformat(), "event": event}
+            )
+    return found
+
+
+# -- the daily digest -----------------------------------------------------------------------------
+
+
+def user_today(document: Document, now: datetime) -> tuple[date, str]:
+    """The user's calendar day now (their basic_info.timezone, else UTC) and the zone's name."""
+    from zoneinfo import ZoneInfo
+
+    name = ((document.get("basic_info") or {}).get("timezone") or "UTC") if isinstance(document, dict) else "UTC"
+    try:
+        zone = ZoneInfo(name)
+    except Exception:  # noqa: BLE001 - a bad name was never validated: fall back to UTC
+        name, zone = "UTC", ZoneInfo("UTC")
+    return now.astimezone(zone).date(), name
+
+
+def day_bounds(day: date, zone_name: str) -> tuple[datetime, datetime]:
+    """[start, end) of a calendar day in a zone, as UTC times."""
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(zone_name)
+    start = datetime.combine(day, datetime.min.time(), zone)
+    return start.astimezone(UTC), (start + timedelta(days=1)).astimezone(UTC)
+
+
+# -- the feedback summary -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rating:
+    """One raw feedback rating (episodic: its own table, summarized nightly)."""
+
+    id: int | None = None
+    interaction_id: str
+    rating: int
+    tags: tuple[str, ...] = ()
+    comment: str = ""
+    rated_at: datetime
+
+
+_SUGGESTION = re.compile(r"\b(should|could|would be (nice|better)|wish|please|suggest|prefer|instead)\b", re.I)
+MAX_FEEDBACK_LINES = 20
+
+
+def summarize_ratings(feedback: dict[str, Any], ratings: Sequence[Rating], now: datetime) -> dict[str, Any]:
+    """The feedback element with a batch of ratings folded in (rules, no model): comments of
+    ratings 4-5 are positives, 1-2 negatives, and comments that ask for something suggestions;
+    the count and the running average move; each list keeps its newest MAX_FEEDBACK_LINES."""
+    summary = copy_json(feedback) if isinstance(feedback, dict) else {}
+    positives = list(summary.get("positives") or [])
+    negatives = list(summary.get("negatives") or [])
+    suggestions = list(summary.get("suggestions") or [])
+    for r in sorted(ratings, key=lambda r: (r.rated_at, r.id or 0)):
+        comment = r.comment.strip()
+        tagged = f" [{', '.join(r.tags)}]" if r.tags else ""
+        line = (comment or ", ".join(r.tags)) + ("" if not comment else tagged)
+        if not line:
+            continue
+        if r.rating >= 4 and line not in positives:
+            positives.append(line)
+        elif r.rating <= 2 and line not in negatives:
+            negatives.append(line)
+        if comment and (_SUGGESTION.search(comment) or "suggestion" in r.tags) and comment not in suggestions:
+            suggestions.append(comment)
+    count = int(summary.get("ratings_count") or 0)
+    average = summary.get("average_rating")
+    total = (float(average) * count if average is not None else 0.0) + sum(r.rating for r in ratings)
+    count += len(ratings)
+    summary.update(
+        positives=positives[-MAX_FEEDBACK_LINES:],
+        negatives=negatives[-MAX_FEEDBACK_LINES:],
+        suggestions=suggestions[-MAX_FEEDBACK_LINES:],
+        ratings_count=count,
+        average_rating=round(total / count, 2) if count else None,
+        last_summarized_at=_now_iso(now),
+    )
+    return summary
