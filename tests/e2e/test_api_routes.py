@@ -85,11 +85,22 @@ def json_patch(client: ApiClient, ops: Any, **headers: str) -> Reply:
 
 
 def removed(
-    *, heads: int, snapshots: int, activity: int, kv: int, memories: int = 0, messages: int = 0, conversations: int = 0
+    *,
+    heads: int,
+    snapshots: int,
+    activity: int,
+    kv: int,
+    memories: int = 0,
+    messages: int = 0,
+    conversations: int = 0,
+    items: int = 0,
+    ratings: int = 0,
+    digests: int = 0,
 ) -> dict[str, int]:
     tables = ("user_memory_heads", "user_memory_snapshots", "user_activity", "user_memory_kv")
     tables += ("conversation_memories", "conversation_messages", "conversations")
-    counts = (heads, snapshots, activity, kv, memories, messages, conversations)
+    tables += ("memory_items", "memory_embeddings", "feedback_ratings", "daily_digests")
+    counts = (heads, snapshots, activity, kv, memories, messages, conversations, items, 0, ratings, digests)
     return dict(zip(tables, counts, strict=True))
 
 
@@ -622,7 +633,7 @@ def test_delete_me_erases_everything_and_reports_the_counts(with_history):
     ok(alice.post("/me/activity", json_body={"items": [activity("e1"), activity("e2")]}))
     body = ok(alice.delete("/me"))
     assert body["user_id"] == alice.user_id
-    assert body["removed"] == removed(heads=1, snapshots=3, activity=2, kv=2)
+    assert body["removed"] == removed(heads=1, snapshots=3, activity=2, kv=2, items=3)
 
     assert ok(alice.get("/me/memory"))["version"] == 0
     assert ok(alice.get("/me/memory/history"))["items"] == []
@@ -875,7 +886,7 @@ def test_operators_read_and_erase_another_user_and_are_logged(api, service_log, 
 
     erased = ok(call("DELETE", ""))
     assert erased["user_id"] == bob.user_id
-    assert erased["removed"] == removed(heads=1, snapshots=2, activity=1, kv=1)
+    assert erased["removed"] == removed(heads=1, snapshots=2, activity=1, kv=1, items=2)
     assert ok(bob.get("/me/memory"))["version"] == 0
 
     actions = service_log.named("operator action")

@@ -61,6 +61,18 @@ class MemorySettings(DatabaseSettings):
     document_schema: str = "user_state"
 
 
+class EmbeddingSettings(DatabaseSettings):
+    """Search's embeddings (optional): with EMBEDDING_MODEL set, item texts are embedded through an
+    OpenAI-compatible endpoint and search fuses vector and full-text rankings; without, search is
+    PostgreSQL full text only (offline)."""
+
+    embedding_model: str | None = None
+    embedding_base_url: str | None = None  # default: OpenAI's
+    embedding_api_key: str | None = Field(default=None, repr=False)
+    embedding_api_key_secret_name: str | None = None
+    embedding_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
+
+
 class ConversationTriggerSettings(DatabaseSettings):
     """The conversation-memory trigger (the fan-out's schedule, the operators' API route, the CLI):
     which conversations are quiet, and how many go in one GENERATE_MEMORY_BATCH message."""
@@ -85,7 +97,7 @@ class FanoutSettings(ConversationTriggerSettings):
     window_hours: int = Field(default=24, ge=1, le=24 * 31)
 
 
-class WorkerSettings(MemorySettings):
+class WorkerSettings(MemorySettings, EmbeddingSettings):
     """The worker function: the store, the summarizer and the time it may take."""
 
     summarizer: Literal["auto", "openai", "rules"] = "auto"
@@ -174,7 +186,7 @@ class WorkerSettings(MemorySettings):
         )
 
 
-class ApiSettings(MemorySettings, ConversationTriggerSettings):
+class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings):
     """The HTTP API function: who is an operator, how strict writes are, and the worker queue
     operators trigger conversation memories on (POST /tasks/trigger-memory-generation)."""
 

@@ -117,6 +117,10 @@ class SummarizerUnavailable(SummarizerError):
     """The LLM endpoint failed: connection error, timeout, rate limit or a server error."""
 
 
+class EmbeddingsUnavailable(SummarizerUnavailable):
+    """The embeddings endpoint failed, or answered vectors that cannot be stored."""
+
+
 class DeadlineReached(UserMemoryError):
     """Too little time is left in this invocation to finish the work safely; it is left for a retry."""
 

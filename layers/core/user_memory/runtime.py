@@ -14,13 +14,16 @@ from typing import Any
 from psycopg_pool import ConnectionPool
 
 from user_memory.adapters.account import PostgresAccount
+from user_memory.adapters.companion import PostgresCompanion
 from user_memory.adapters.conversations import PostgresConversations
 from user_memory.adapters.kv import PostgresKv
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool, transaction
+from user_memory.adapters.search import Embedder, PostgresSearch
 from user_memory.adapters.sqs import SqsSender
 from user_memory.config import (
     ApiSettings,
     DatabaseSettings,
+    EmbeddingSettings,
     FanoutSettings,
     RetentionSettings,
     WorkerSettings,
@@ -76,6 +79,34 @@ def build_conversation_summarizer(settings: WorkerSettings) -> ConversationSumma
     return RuleBasedConversationSummarizer()
 
 
+def build_embedder(settings: EmbeddingSettings) -> Embedder | None:
+    """The embeddings endpoint when EMBEDDING_MODEL is set, else None (full-text search only)."""
+    if not settings.embedding_model:
+        return None
+    from user_memory.adapters.openai_embeddings import OpenAIEmbedder  # only when used: cold start
+
+    key = _secret(settings.embedding_api_key_secret_name, None)
+    return OpenAIEmbedder.from_settings(settings, api_key=key)
+
+
+def embed_after_write(search: PostgresSearch, user_id: Any) -> None:
+    """Embed the texts a committed write added (outside its transaction: an endpoint's latency never
+    holds a database transaction open). A failure is logged and counted; the texts stay pending and
+    the next write, the nightly run or `user-memory embed` embeds them."""
+    from user_memory.errors import describe_failure
+    from user_memory.observability import logger, metrics
+
+    try:
+        report = search.embed_pending(user_id)
+    except Exception as err:  # noqa: BLE001 - every failure is seen, none fails the write
+        error, reason = describe_failure(err)
+        logger.warning("embedding failed", user_id=str(user_id), error=error, reason=reason)
+        metrics.add_metric(name="EmbeddingsFailed", unit="Count", value=1)
+        return
+    if report.inputs:
+        metrics.add_metric(name="ItemsEmbedded", unit="Count", value=report.inputs)
+
+
 def _sqs_client(client: Any) -> Any:
     if client is None:
         import boto3
@@ -91,6 +122,8 @@ class WorkerServices:
     settings: WorkerSettings
     store: MemoryStore
     activity: PostgresActivity
+    companion: PostgresCompanion
+    search: PostgresSearch
     summarizer: Summarizer
     pipeline: PipelineConfig
     conversations: PostgresConversations
@@ -128,6 +161,8 @@ def build_worker(
             max_document_bytes=settings.max_document_bytes,
         ),
         activity=PostgresActivity(pool),
+        companion=PostgresCompanion(pool),
+        search=PostgresSearch(pool, build_embedder(settings)),
         summarizer=summarizer,
         pipeline=settings.pipeline(),
         conversations=PostgresConversations(pool),
@@ -176,6 +211,7 @@ class ApiServices:
     pool: ConnectionPool = field(repr=False)
     owned: bool = False
     sqs_client: Any = field(default=None, repr=False)
+    embedder: Embedder | None = field(default=None, repr=False)
 
     @contextmanager
     def session(self, user_id: object, *, operator: str | None = None) -> Iterator[MemoryService]:
@@ -183,8 +219,9 @@ class ApiServices:
         service's rights when an operator acts (the caller logs who)."""
         uid = parse_user_id(user_id)
         settings = self.settings
-        with transaction(self.pool, end_user=None if operator else uid) as tx:
-            yield MemoryService(
+        end_user = None if operator else uid
+        with transaction(self.pool, end_user=end_user) as tx:
+            service = MemoryService(
                 user_id=uid,
                 store=MemoryStore(
                     PostgresRecorder(tx),
@@ -195,10 +232,20 @@ class ApiServices:
                 activity=PostgresActivity(tx),
                 account=PostgresAccount(tx, end_user=operator is None),
                 conversations=PostgresConversations(tx),
+                companion=PostgresCompanion(tx),
+                search=PostgresSearch(tx, self.embedder),
                 schema=settings.document_schema,
                 max_document_bytes=settings.max_document_bytes,
                 require_if_match=settings.require_if_match,
             )
+            yield service
+        if self.embedder is not None and service.versions_written:
+            with transaction(self.pool, end_user=end_user) as tx:
+                embed_after_write(PostgresSearch(tx, self.embedder), uid)
+
+    def search_all(self, query: str, k: int) -> list[dict[str, Any]]:
+        """Operators: nearest item texts across every user (the route checks the caller)."""
+        return PostgresSearch(self.pool, self.embedder).search_all(query, k)
 
     def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport:
         """The conversation-memory trigger with the service's rights (operators only: the route checks)."""
@@ -226,7 +273,9 @@ def build_api(settings: ApiSettings, *, pool: ConnectionPool | None = None, sqs_
     the operators' trigger route) is built on first use unless given."""
     owned = pool is None
     pool = pool or open_pool(database_url(settings), size=settings.database_pool_size)
-    return ApiServices(settings=settings, pool=pool, owned=owned, sqs_client=sqs_client)
+    return ApiServices(
+        settings=settings, pool=pool, owned=owned, sqs_client=sqs_client, embedder=build_embedder(settings)
+    )
 
 
 @dataclass(kw_only=True)

@@ -26,6 +26,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
 from pydantic import BeforeValidator, Json
 
+from user_memory.companion_tasks import companion_nightly
 from user_memory.domain.conversations import (
     MAX_CONVERSATIONS_PER_MESSAGE,
     BatchRun,
@@ -37,7 +38,7 @@ from user_memory.domain.messages import Message, RecordActivity, RefreshUser, ch
 from user_memory.domain.pipeline import Deadline, RunOutcome, refresh_user
 from user_memory.errors import ConversationsFailed, DeadlineReached, UsersFailed, describe_failure
 from user_memory.observability import logger, metrics
-from user_memory.runtime import WorkerServices
+from user_memory.runtime import WorkerServices, embed_after_write
 
 
 class QueueRecord(SqsRecordModel):
@@ -88,6 +89,8 @@ class _Tally:
         self.messages_recorded = 0
         self.conversations: Counter[str] = Counter()
         self.conversation_tokens = 0
+        self.ratings = 0
+        self.digests = 0
 
     def add(self, outcome: RunOutcome) -> None:
         self.statuses[outcome.status.value] += 1
@@ -138,6 +141,24 @@ def refresh_users(
             errors.append(err)
             continue
         tally.add(outcome)
+        try:
+            _after_summary(user_id, message.run_key, services, tally)
+        except DeadlineReached:
+            raise
+        except Exception as err:  # noqa: BLE001 - as a summary's failure: logged, counted, retried
+            error, reason = describe_failure(err)
+            logger.warning(
+                "companion nightly failed",
+                message_id=message_id,
+                user_id=str(user_id),
+                run_key=message.run_key,
+                error=error,
+                reason=reason,
+            )
+            metrics.add_metric(name="UsersFailed", unit=MetricUnit.Count, value=1)
+            failures[str(user_id)] = f"{error}: {reason}"
+            errors.append(err)
+            continue
         if outcome.deferred:
             logger.warning(
                 "activity deferred to the next run",
@@ -168,6 +189,24 @@ def refresh_users(
         raise errors[0]
     if failures:
         raise UsersFailed(failures)
+
+
+def _after_summary(user_id: Any, run_key: str, services: WorkerServices, tally: _Tally) -> None:
+    """The companion layer's nightly part (feedback from ratings, the digest), then the texts the
+    night's versions added are embedded (a failure there is logged and counted, never fails the
+    user: the texts stay pending and search still finds them by their words)."""
+    if services.settings.document_schema == "companion":
+        done = companion_nightly(
+            user_id,
+            run_key,
+            store=services.store,
+            companion=services.companion,
+            max_document_bytes=services.settings.max_document_bytes,
+        )
+        tally.ratings += done.ratings
+        tally.digests += 1 if done.digest_day else 0
+    if services.search.embedder is not None:
+        embed_after_write(services.search, user_id)
 
 
 def record_activity(message: RecordActivity, services: WorkerServices, tally: _Tally) -> None:
@@ -313,6 +352,8 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         messages_recorded=tally.messages_recorded,
         conversations=dict(tally.conversations),
         conversation_tokens=tally.conversation_tokens,
+        ratings_summarized=tally.ratings,
+        digests=tally.digests,
     )
     for status, n in tally.statuses.items():
         metrics.add_metric(name=f"Users_{status}", unit=MetricUnit.Count, value=n)
@@ -335,6 +376,8 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         "FactsRestored": tally.facts_restored,
         "FactsFilled": tally.facts_filled,
         "ConversationLLMTokens": tally.conversation_tokens,
+        "RatingsSummarized": tally.ratings,
+        "DigestsMade": tally.digests,
     }
     for name, value in counts.items():
         if value:

@@ -156,7 +156,9 @@ class PostgresCompanion(_Database):
 
     def digests(self, user_id: uuid.UUID) -> list[dict[str, Any]]:
         with self.connection() as conn:
-            rows = conn.execute("SELECT digest FROM daily_digests WHERE user_id = %s ORDER BY day", (user_id,)).fetchall()
+            rows = conn.execute(
+                "SELECT digest FROM daily_digests WHERE user_id = %s ORDER BY day", (user_id,)
+            ).fetchall()
         return [r[0] for r in rows]
 
     # -- the index's upkeep --------------------------------------------------------------------------
@@ -196,9 +198,7 @@ class PostgresCompanion(_Database):
                 old = kept.get(item.path)
                 entry["version"] = old[0] if old and old[1] == item.text else version
                 items.append(entry)
-            status = conn.execute(
-                "SELECT user_memory_reindex(%s, %s, %s)", (user_id, version, Jsonb(items))
-            ).fetchone()
+            status = conn.execute("SELECT user_memory_reindex(%s, %s, %s)", (user_id, version, Jsonb(items))).fetchone()
         return bool(status and status[0] == "reindexed")
 
     def purge_orphan_embeddings(self) -> int:

@@ -55,8 +55,9 @@ SELECT seq, message_id, role, text, occurred_at FROM conversation_messages
 """
 
 # One statement: lock the conversation (still there, still the same owner), insert or move the
-# memory forward (never back: a memory covering as much or more is left alone), and record how
-# far it goes on the conversation, which takes it out of the pending index.
+# memory forward (never back: a memory covering as much or more is left alone), record how far
+# it goes on the conversation, which takes it out of the pending index, and hand the memory to
+# the user's next daily summary as a `conversation_memory` activity.
 _SAVE = """
 WITH conv AS (
   SELECT conversation_id, user_id FROM conversations
@@ -77,6 +78,16 @@ WITH conv AS (
     FROM saved s
    WHERE c.conversation_id = s.conversation_id
   RETURNING c.conversation_id
+), noted AS (
+  -- The user's daily summary takes the memory as input: an activity of kind
+  -- conversation_memory, idempotent on the conversation and the last message it covers.
+  INSERT INTO user_activity (user_id, occurred_at, kind, payload, source, external_id)
+  SELECT conv.user_id, %(mat)s, 'conversation_memory',
+         jsonb_build_object('conversation_id', conv.conversation_id, 'through_message', %(seq)s::int,
+                            'memory', %(memory)s::jsonb),
+         'conversations', conv.conversation_id || ':' || %(seq)s::text
+    FROM conv JOIN saved s ON s.conversation_id = conv.conversation_id
+  ON CONFLICT (user_id, source, external_id) DO NOTHING
 )
 SELECT (SELECT count(*) FROM conv), (SELECT count(*) FROM marked)
 """

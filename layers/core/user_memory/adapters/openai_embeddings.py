@@ -10,11 +10,9 @@ from __future__ import annotations
 import openai
 
 from user_memory.adapters.search import DIMENSIONS
-from user_memory.errors import SummarizerUnavailable
+from user_memory.errors import EmbeddingsUnavailable
 
-
-class EmbeddingsUnavailable(SummarizerUnavailable):
-    """The embeddings endpoint failed or answered something that cannot be stored."""
+__all__ = ["EmbeddingsUnavailable", "OpenAIEmbedder"]
 
 
 class OpenAIEmbedder:
@@ -35,7 +33,7 @@ class OpenAIEmbedder:
             timeout=float(getattr(settings, "embedding_timeout_seconds", 10.0)),
             max_retries=1,
         )
-        return cls(client, str(getattr(settings, "embedding_model")))
+        return cls(client, str(settings.embedding_model))
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:

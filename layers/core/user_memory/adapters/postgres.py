@@ -267,9 +267,33 @@ ON CONFLICT (user_id, source, external_id) DO NOTHING
 # Keyset page of users with unsummarized activity that occurred before the window's end: walks
 # the partial index of unsummarized rows (about a day's worth) in user order; never OFFSET.
 # Late arrivals and the leftovers of a failed run are found the same way as the day's activity.
+#
+# The companion layer adds the users the night has work for without new activity: unsummarized
+# feedback ratings (summarized into the feedback element) and open to-dos, active goals or events
+# still to come (the daily digest). Each branch walks its own partial index in user order and
+# stops at the page's size, so a page costs the same however many users there are.
 _ACTIVE_PAGE = """
-SELECT DISTINCT user_id FROM user_activity
- WHERE summarized_version IS NULL AND user_id > %(after)s AND occurred_at < %(end)s
+SELECT user_id FROM (
+  (SELECT DISTINCT user_id FROM user_activity
+    WHERE summarized_version IS NULL AND user_id > %(after)s AND occurred_at < %(end)s
+    ORDER BY user_id LIMIT %(limit)s)
+  UNION
+  (SELECT DISTINCT user_id FROM feedback_ratings
+    WHERE summarized_version IS NULL AND user_id > %(after)s
+    ORDER BY user_id LIMIT %(limit)s)
+  UNION
+  (SELECT DISTINCT user_id FROM memory_items
+    WHERE kind = 'todo' AND status IN ('open', 'in_progress') AND user_id > %(after)s
+    ORDER BY user_id LIMIT %(limit)s)
+  UNION
+  (SELECT DISTINCT user_id FROM memory_items
+    WHERE kind = 'goal' AND status = 'active' AND user_id > %(after)s
+    ORDER BY user_id LIMIT %(limit)s)
+  UNION
+  (SELECT DISTINCT user_id FROM memory_items
+    WHERE kind = 'event' AND user_id > %(after)s AND (ends_at >= %(end)s OR recurring)
+    ORDER BY user_id LIMIT %(limit)s)
+) users
  ORDER BY user_id
  LIMIT %(limit)s
 """

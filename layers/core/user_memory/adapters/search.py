@@ -197,13 +197,20 @@ class PostgresSearch(_Database):
             found = []
             for user_id, md5, similarity in rows:
                 items = conn.execute(
-                    "SELECT path, version, kind, text FROM memory_items WHERE user_id = %s AND text_md5 = %s ORDER BY path",
+                    "SELECT path, version, kind, text FROM memory_items"
+                    " WHERE user_id = %s AND text_md5 = %s ORDER BY path",
                     (user_id, md5),
                 ).fetchall()
                 for path, version, kind, item_text in items:
                     found.append(
-                        {"user_id": str(user_id), "path": path, "version": version, "kind": kind,
-                         "text": item_text, "score": round(float(similarity), 6)}
+                        {
+                            "user_id": str(user_id),
+                            "path": path,
+                            "version": version,
+                            "kind": kind,
+                            "text": item_text,
+                            "score": round(float(similarity), 6),
+                        }
                     )
         return found
 

@@ -18,6 +18,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
 from user_memory.domain.companion import ELEMENT_KINDS, ELEMENT_MODELS, parse_when
+from user_memory.domain.items import recurrence_lines
 from user_memory.domain.model import Document
 from user_memory.domain.patching import copy_json
 from user_memory.errors import InvalidRequest, NotFound, UserMemoryError
@@ -225,7 +226,7 @@ def import_google_events(events: Any, report: ImportReport) -> Callable[[Documen
     if len(events) > MAX_IMPORT_EVENTS:
         raise InvalidRequest(f"at most {MAX_IMPORT_EVENTS} events per import (one Events.list page)")
     mapped = [from_google_event(e) for e in events]
-    for element_id, element in mapped:
+    for _, element in mapped:
         if element is not None:
             validate_element("events", element)  # name the bad event before anything is written
 
@@ -245,7 +246,7 @@ def import_google_events(events: Any, report: ImportReport) -> Callable[[Documen
             elif current is None:
                 ours[element_id] = element
                 counts.created += 1
-            elif _newer(element.get("last_modified"), current.get("last_modified")):
+            elif element != current and _newer(element.get("last_modified"), current.get("last_modified")):
                 ours[element_id] = element
                 counts.updated += 1
             else:
@@ -279,7 +280,7 @@ def occurrences(event: dict[str, Any], start: datetime, end: datetime) -> list[d
         from dateutil.rrule import rruleset, rrulestr
 
         try:
-            rules_set = rrulestr("\n".join(rules), dtstart=first, forceset=True)
+            rules_set = rrulestr("\n".join(recurrence_lines(rules, first)), dtstart=first, forceset=True)
         except (ValueError, TypeError):
             rules_set = rruleset()
             rules_set.rdate(first)

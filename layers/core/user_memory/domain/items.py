@@ -15,9 +15,10 @@ is removed with the version that removed it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from user_memory.domain.companion import ELEMENT_KINDS, SENSITIVE_FIELDS, parse_when
@@ -157,19 +158,47 @@ def _element(path: str, kind: str, value: Any) -> Item:
     return Item(path=path, kind=kind, text=text[:MAX_TEXT_CHARS], value=value, **typed)
 
 
+_FLOATING_UNTIL = re.compile(r"(UNTIL=)(\d{8}(?:T\d{6})?)(?=;|$)")
+_FLOATING_DATES = re.compile(r"^(EXDATE|RDATE)(?:;VALUE=DATE(?:-TIME)?)?:(\d{8}(?:T\d{6})?(?:,\d{8}(?:T\d{6})?)*)$")
+
+
+def _utc_stamp(value: str, zone: tzinfo, end_of_day: bool) -> str:
+    if len(value) == 8:
+        value += "T235959" if end_of_day else "T000000"
+    local = datetime.strptime(value, "%Y%m%dT%H%M%S").replace(tzinfo=zone)
+    return local.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def recurrence_lines(rules: list[str], start: datetime) -> list[str]:
+    """The recurrence lines as dateutil can read them against an aware start: a date or floating
+    UNTIL, EXDATE or RDATE (RFC 5545's form for an all-day event, which Google Calendar sends) is
+    read on the start's clock and written in UTC (a date UNTIL: through the end of that day);
+    dateutil refuses, or fails while iterating, when floating and aware times are mixed."""
+    zone = start.tzinfo
+    if zone is None:
+        return list(rules)
+    fixed = []
+    for line in rules:
+        if line.startswith(("RRULE:", "EXRULE:")):
+            line = _FLOATING_UNTIL.sub(lambda m: m.group(1) + _utc_stamp(m.group(2), zone, True), line)
+        elif match := _FLOATING_DATES.match(line):
+            values = ",".join(_utc_stamp(v, zone, False) for v in match.group(2).split(","))
+            line = f"{match.group(1)}:{values}"
+        fixed.append(line)
+    return fixed
+
+
 def recurrence_end(rules: list[str], start: datetime) -> datetime | None:
-    """The last occurrence's start of a recurring event (None: it recurs for ever)."""
+    """The last occurrence's start of a recurring event (None: it recurs for ever); RDATE and
+    EXDATE lines count, so an added date after the rules' last one is not missed."""
     from dateutil.rrule import rrulestr
 
-    rule_lines = [r for r in rules if r.startswith("RRULE:")]
+    lines = recurrence_lines(rules, start)
+    rule_lines = [r for r in lines if r.startswith("RRULE:")]
     if not rule_lines or not all(("UNTIL=" in r or "COUNT=" in r) for r in rule_lines):
         return None
-    last = None
-    for line in rule_lines:
-        occurrences = list(rrulestr(line, dtstart=start))
-        if occurrences:
-            last = max(last, occurrences[-1]) if last else occurrences[-1]
-    return last
+    occurrences = list(rrulestr("\n".join(lines), dtstart=start, forceset=True))
+    return max(occurrences) if occurrences else None
 
 
 def _walk(value: Any, path: str, key: str | None, depth: int) -> Iterator[Item]:
@@ -181,7 +210,9 @@ def _walk(value: Any, path: str, key: str | None, depth: int) -> Iterator[Item]:
         return
     if isinstance(value, str):
         if value.strip():
-            yield Item(path=path, kind="leaf", text=f"{_label(key or '')}: {value.strip()}"[:MAX_TEXT_CHARS], value=value)
+            yield Item(
+                path=path, kind="leaf", text=f"{_label(key or '')}: {value.strip()}"[:MAX_TEXT_CHARS], value=value
+            )
     elif isinstance(value, dict):
         for k, v in value.items():
             yield from _walk(v, f"{path}/{escape_token(k)}", k, depth + 1)

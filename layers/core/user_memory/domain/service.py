@@ -14,9 +14,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Protocol
 
+from user_memory.domain import elements
 from user_memory.domain.agent import execute_tool_call, forget, merge_patch, render_memory
 from user_memory.domain.conversations import ExportedConversation, NewMessage, is_conversation_message, new_message
 from user_memory.domain.document import empty_document, get_schema, validate_document
@@ -38,6 +39,7 @@ from user_memory.domain.repository import MemoryStore
 from user_memory.errors import (
     InvalidDocument,
     InvalidRequest,
+    NotFound,
     PreconditionRequired,
     UnknownVersion,
     UserMemoryError,
@@ -49,6 +51,10 @@ from user_memory.errors import (
 MAX_REBASES = 5
 MAX_IDEMPOTENCY_KEY_CHARS = 200
 SOURCE_API = "api"
+
+
+class WrongSchema(UserMemoryError):
+    """The route needs a capability this deployment's schema or configuration does not have."""
 
 
 class IdempotencyKeyReused(InvalidRequest):
@@ -73,6 +79,35 @@ class AccountData(Protocol):
     def erase(self, user_id: uuid.UUID) -> dict[str, int]:
         """Delete every row of the user (history included) in one transaction; rows per relation."""
         ...
+
+
+class CompanionData(Protocol):
+    """The companion layer's rows beside the document: element queries from the item index,
+    ratings and digests (adapters/companion.py)."""
+
+    def todos_due(self, user_id: uuid.UUID, before: datetime, *, limit: int = 500) -> list[Any]: ...
+
+    def events_between(self, user_id: uuid.UUID, start: datetime, end: datetime) -> list[dict[str, Any]]: ...
+
+    def active_goals(
+        self, user_id: uuid.UUID, *, target_before: datetime | None = None, limit: int = 500
+    ) -> list[Any]: ...
+
+    def record_rating(self, user_id: uuid.UUID, rating: elements.Rating) -> str: ...
+
+    def ratings(self, user_id: uuid.UUID) -> list[dict[str, Any]]: ...
+
+    def digest(self, user_id: uuid.UUID, day: date | None = None) -> dict[str, Any] | None: ...
+
+    def digests(self, user_id: uuid.UUID) -> list[dict[str, Any]]: ...
+
+
+class SearchIndex(Protocol):
+    """Search over the user's memory items (adapters/search.py)."""
+
+    def search(self, user_id: uuid.UUID, query: str, k: int = 10, mode: Any = "auto") -> Any: ...
+
+    def embed_pending(self, user_id: uuid.UUID, *, limit: int = 4096) -> Any: ...
 
 
 class MessageWriter(Protocol):
@@ -130,6 +165,8 @@ class MemoryService:
         activity: ActivityWriter,
         account: AccountData,
         conversations: MessageWriter | None = None,
+        companion: CompanionData | None = None,
+        search: SearchIndex | None = None,
         schema: str = "user_state",
         max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
         require_if_match: bool = False,
@@ -141,9 +178,12 @@ class MemoryService:
         self._activity = activity
         self._account = account
         self._conversations = conversations
+        self._companion = companion
+        self._search = search
         self.schema = schema
         self.max_document_bytes = max_document_bytes
         self.require_if_match = require_if_match
+        self.versions_written = 0  # new versions this unit of work wrote (their texts need embedding)
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -229,9 +269,12 @@ class MemoryService:
 
     def tool_call(self, tool_call: Any) -> AppendResult:
         """An agent's `update_memory` / `forget_memory` call as a new version (source agent:<tool>)."""
-        return execute_tool_call(
+        result = execute_tool_call(
             self.store, self.user_id, tool_call, schema=self.schema, max_document_bytes=self.max_document_bytes
         )
+        if result.status is WriteStatus.WRITTEN:
+            self.versions_written += 1
+        return result
 
     def _edit(self, change: Callable[[Document], Document], edit: Edit, *, stamp: bool = True) -> AppendResult:
         if edit.if_match is None and self.require_if_match:
@@ -270,6 +313,8 @@ class MemoryService:
             else:
                 if result.status is WriteStatus.IDEMPOTENT:  # the key's write landed meanwhile (a race)
                     self._check_repeat(change, edit, result.version, stamps=stamps)
+                if result.status is WriteStatus.WRITTEN:
+                    self.versions_written += 1
                 return result
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
@@ -297,6 +342,98 @@ class MemoryService:
             raise IdempotencyKeyReused(
                 f"this Idempotency-Key already wrote version {recorded} for another request; use a new key per edit"
             )
+
+    # -- the companion layer: goals, to-dos, events, ratings, digest ---------------------------------
+
+    def _companion_schema(self) -> CompanionData:
+        if self.schema != "companion":
+            raise WrongSchema(
+                f"this deployment's memory schema is {self.schema!r}: goals, to-dos, events, ratings and digests "
+                "need DOCUMENT_SCHEMA=companion"
+            )
+        if self._companion is None:
+            raise WrongSchema("this deployment keeps no companion data")
+        return self._companion
+
+    def element(self, collection: str, element_id: str) -> tuple[dict[str, Any], int]:
+        """One goal, to-do or event of the head, and the head's version (NotFound if absent)."""
+        self._companion_schema()
+        name = elements.check_collection(collection)
+        head = self.store.head(self.user_id)
+        found = (head.document.get(name) or {}).get(element_id)
+        if not isinstance(found, dict):
+            raise NotFound(f"no {name[:-1]} {element_id!r}")
+        return found, head.version
+
+    def create_element(self, collection: str, fields: Any, edit: Edit) -> tuple[str, AppendResult]:
+        """A new goal, to-do or event (ElementExists when its id is taken) as a new version."""
+        self._companion_schema()
+        element_id, change = elements.create(elements.check_collection(collection), fields)
+        return element_id, self._edit(change, edit)
+
+    def update_element(self, collection: str, element_id: str, fields: Any, edit: Edit) -> AppendResult:
+        """The element's fields merged with `fields` (null removes one) as a new version."""
+        self._companion_schema()
+        return self._edit(elements.update(elements.check_collection(collection), element_id, fields), edit)
+
+    def complete_element(self, collection: str, element_id: str, edit: Edit) -> AppendResult:
+        """The element marked done (a to-do), completed (a goal, an event) as a new version."""
+        self._companion_schema()
+        return self._edit(elements.complete(elements.check_collection(collection), element_id), edit)
+
+    def delete_element(self, collection: str, element_id: str, edit: Edit) -> AppendResult:
+        """The element removed as a new version (history keeps it)."""
+        self._companion_schema()
+        return self._edit(elements.delete(elements.check_collection(collection), element_id), edit)
+
+    def import_google_events(self, events: Any, edit: Edit) -> tuple[elements.ImportReport, AppendResult]:
+        """A page of Google Calendar events imported as one version (see elements.import_google_events)."""
+        self._companion_schema()
+        report = elements.ImportReport()
+        return report, self._edit(elements.import_google_events(events, report), edit)
+
+    def todos_due(self, on: date | None = None) -> tuple[date, list[Any]]:
+        """Open to-dos due on or before `on` (the user's today by default), from the item index."""
+        companion = self._companion_schema()
+        head = self.store.head(self.user_id)
+        today, zone = elements.user_today(head.document, datetime.now(UTC))
+        day = on or today
+        _, end = elements.day_bounds(day, zone)
+        return day, companion.todos_due(self.user_id, end)
+
+    def events_between(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
+        """Occurrences of the user's events overlapping [start, end), from the item index."""
+        companion = self._companion_schema()
+        if start.tzinfo is None or end.tzinfo is None:
+            raise InvalidRequest("from and to need a time zone (for example 2026-11-23T00:00:00Z)")
+        if end <= start:
+            raise InvalidRequest("to must be after from")
+        if end - start > timedelta(days=366):
+            raise InvalidRequest("a range is at most 366 days")
+        return companion.events_between(self.user_id, start, end)
+
+    def active_goals(self, within_days: int | None = None) -> list[Any]:
+        """Active goals (those whose target date is within `within_days` when given), from the index."""
+        companion = self._companion_schema()
+        before = None if within_days is None else datetime.now(UTC) + timedelta(days=within_days)
+        return companion.active_goals(self.user_id, target_before=before)
+
+    def record_rating(self, rating: elements.Rating) -> str:
+        """A feedback rating (episodic; summarized into the feedback element nightly)."""
+        return self._companion_schema().record_rating(self.user_id, rating)
+
+    def digest(self, day: date | None = None) -> dict[str, Any]:
+        """The daily digest of `day`, or the latest (NotFound when none was made yet)."""
+        found = self._companion_schema().digest(self.user_id, day)
+        if found is None:
+            raise NotFound("no digest yet" if day is None else f"no digest for {day.isoformat()}")
+        return found
+
+    def search(self, query: str, k: int = 10, mode: str = "auto") -> Any:
+        """The user's memory items that best match `query` (adapters/search.py)."""
+        if self._search is None:
+            raise WrongSchema("this deployment has no search index")
+        return self._search.search(self.user_id, query, k, mode)
 
     # -- activity, export, erasure -----------------------------------------------------------------
 
@@ -338,6 +475,8 @@ class MemoryService:
             "kv": self._account.kv_entries(self.user_id),
             "activity": self._account.activity(self.user_id),
             "conversations": self._account.conversations(self.user_id),
+            "ratings": self._companion.ratings(self.user_id) if self._companion is not None else [],
+            "digests": self._companion.digests(self.user_id) if self._companion is not None else [],
         }
 
     def erase(self) -> dict[str, int]:

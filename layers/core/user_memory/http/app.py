@@ -15,8 +15,8 @@ import re
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
-from typing import Annotated, Any, Protocol, TypeVar, runtime_checkable
+from datetime import UTC, date, datetime, timedelta
+from typing import Annotated, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
@@ -27,11 +27,13 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Pat
 
 from user_memory.config import ApiSettings
 from user_memory.domain.agent import render_memory
+from user_memory.domain.companion import parse_when
 from user_memory.domain.conversations import ExportedConversation, TriggerReport
+from user_memory.domain.elements import Rating
 from user_memory.domain.kv import MAX_PAGE_SIZE, KvEntry
 from user_memory.domain.messages import MAX_MESSAGE_BYTES
 from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
-from user_memory.domain.service import Edit, MemoryService, Sessions, idempotency_key
+from user_memory.domain.service import Edit, MemoryService, Sessions, WrongSchema, idempotency_key
 from user_memory.errors import Forbidden, NotFound, SendFailed, describe_failure
 from user_memory.http import models
 from user_memory.http.auth import Caller, caller_from_claims
@@ -214,6 +216,40 @@ def _kv(e: KvEntry) -> models.KvEntry:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+def _element_written(
+    user_id: object, collection: str, element_id: str, result: AppendResult
+) -> Response[models.ElementWritten]:
+    element = (result.document.get(collection) or {}).get(element_id) if isinstance(result.document, dict) else None
+    headers = {"ETag": _etag(result.version)}
+    if result.status == "idempotent":
+        headers["Idempotent-Replayed"] = "true"
+    body = models.ElementWritten(
+        user_id=str(user_id),
+        collection=collection,  # type: ignore[arg-type]
+        id=element_id,
+        status=result.status.value,
+        version=result.version,
+        element=element,
+    )
+    return Response(status_code=200, content_type="application/json", body=body, headers=headers)
+
+
+def _indexed(row: Any) -> models.IndexedElement:
+    return models.IndexedElement(path=row.path, version=row.version, element=row.value)
+
+
+def _before_day(due: Any, day: date, day_start: datetime) -> bool:
+    """Whether a due date (YYYY-MM-DD, or a date-time) falls before `day`."""
+    if not isinstance(due, str):
+        return False
+    if len(due) == 10:
+        return due < day.isoformat()
+    try:
+        return parse_when(due) < day_start
+    except ValueError:
+        return False
 
 
 def _written(user_id: object, result: AppendResult) -> Response[models.Written]:
@@ -591,6 +627,222 @@ class MemoryApi:
                 raise NotFound(f"no live entry with this key in namespace {namespace!r}")  # keys stay out of logs
             return models.KvDeleted(namespace=namespace, key=key, deleted=True)
 
+        # -- the companion layer: goals, to-dos, events, ratings, digest ------------------------------
+
+        ElementId = Annotated[str, Path(description="The element's id.")]
+        ElementBody = Annotated[dict[str, Any], Body(description="The element's fields (see the companion schema).")]
+
+        def element_route(collection: str) -> None:
+            singular = {"goals": "goal", "todos": "to-do", "events": "event"}[collection]
+
+            @app.post(
+                f"/me/{collection}",
+                responses=_responses(models.ElementWritten, etag=True),
+                tags=["companion"],
+                summary=f"Create a {singular}",
+                description=f"A new {singular} as a new version of the memory (an id is generated when none is "
+                "given; 409 element-exists when it is taken).",
+            )
+            def create_element(
+                fields: ElementBody, if_match: IfMatch = None, idempotency_key_: IdemKey = None
+            ) -> Response[models.ElementWritten]:
+                edit = self._edit(if_match, idempotency_key_)
+                with self._me() as service:
+                    element_id, result = service.create_element(collection, fields, edit)
+                    return _element_written(service.user_id, collection, element_id, result)
+
+            @app.get(
+                f"/me/{collection}/<element_id>",
+                responses=_responses(models.Element, etag=True),
+                tags=["companion"],
+                summary=f"Read a {singular}",
+            )
+            def get_element(element_id: ElementId) -> Response[models.Element]:
+                with self._me() as service:
+                    element, version = service.element(collection, element_id)
+                    body = models.Element(
+                        user_id=str(service.user_id), collection=collection, id=element_id, version=version,
+                        element=element,
+                    )  # fmt: skip
+                return Response(200, "application/json", body, headers={"ETag": _etag(version)})
+
+            @app.patch(
+                f"/me/{collection}/<element_id>",
+                responses=_responses(models.ElementWritten, etag=True),
+                tags=["companion"],
+                summary=f"Update a {singular}",
+                description=f"RFC 7396 merge of the {singular}'s fields (application/merge-patch+json; null "
+                "removes a field), as a new version.",
+            )
+            def update_element(
+                element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
+            ) -> Response[models.ElementWritten]:
+                content_type = (self.app.current_event.headers.get("content-type") or "").split(";")[0].strip().lower()
+                if content_type != models.MERGE_PATCH:
+                    raise HttpProblem(UNSUPPORTED_MEDIA, f"updating a {singular} takes {models.MERGE_PATCH}")
+                edit = self._edit(if_match, idempotency_key_)
+                body = self._body(self.settings.max_document_bytes)
+                with self._me() as service:
+                    result = service.update_element(collection, element_id, body, edit)
+                    return _element_written(service.user_id, collection, element_id, result)
+
+            @app.post(
+                f"/me/{collection}/<element_id>/complete",
+                responses=_responses(models.ElementWritten, etag=True),
+                tags=["companion"],
+                summary=f"Complete a {singular}",
+                description="Marks it done (a to-do) or completed (a goal, an event) as a new version; completing "
+                "it again writes nothing.",
+            )
+            def complete_element(
+                element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
+            ) -> Response[models.ElementWritten]:
+                edit = self._edit(if_match, idempotency_key_)
+                with self._me() as service:
+                    result = service.complete_element(collection, element_id, edit)
+                    return _element_written(service.user_id, collection, element_id, result)
+
+            @app.delete(
+                f"/me/{collection}/<element_id>",
+                responses=_responses(models.ElementWritten, etag=True),
+                tags=["companion"],
+                summary=f"Delete a {singular}",
+                description="Removes it as a new version (history keeps it; revert brings it back).",
+            )
+            def delete_element(
+                element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
+            ) -> Response[models.ElementWritten]:
+                edit = self._edit(if_match, idempotency_key_)
+                with self._me() as service:
+                    result = service.delete_element(collection, element_id, edit)
+                    return _element_written(service.user_id, collection, element_id, result)
+
+        # Static routes first: /me/todos/due and /me/events/import are not element ids.
+        Day = Annotated[date | None, Query(description="A calendar day (YYYY-MM-DD); default: the user's today.")]
+
+        @app.get("/me/todos/due", responses=_responses(models.TodosDue), tags=["companion"])
+        def todos_due(on: Day = None) -> models.TodosDue:
+            """Open to-dos due on or before a day (the user's today in basic_info.timezone), overdue first;
+            read from the item index."""
+            with self._me() as service:
+                day, rows = service.todos_due(on)
+            start = datetime.combine(day, datetime.min.time(), UTC)
+            overdue = [_indexed(r) for r in rows if _before_day(r.value.get("due_date"), day, start)]
+            due = [_indexed(r) for r in rows if not _before_day(r.value.get("due_date"), day, start)]
+            return models.TodosDue(user_id=str(service.user_id), day=day.isoformat(), overdue=overdue, due=due)
+
+        WithinDays = Annotated[
+            int | None, Query(ge=0, le=3660, description="Only goals whose target date is within this many days.")
+        ]
+
+        @app.get("/me/goals", responses=_responses(models.ActiveGoals), tags=["companion"])
+        def active_goals(within_days: WithinDays = None) -> models.ActiveGoals:
+            """Active goals, nearest target date first; read from the item index."""
+            with self._me() as service:
+                rows = service.active_goals(within_days)
+            return models.ActiveGoals(user_id=str(service.user_id), items=[_indexed(r) for r in rows])
+
+        RangeFrom = Annotated[datetime | None, Query(alias="from", description="Range start (with zone); default now.")]
+        RangeTo = Annotated[
+            datetime | None, Query(alias="to", description="Range end (with zone); default from + 7 days.")
+        ]
+
+        @app.get("/me/events", responses=_responses(models.EventsInRange), tags=["companion"])
+        def events_in_range(range_from: RangeFrom = None, range_to: RangeTo = None) -> models.EventsInRange:
+            """Occurrences of the user's events overlapping [from, to) (recurring events expanded); the
+            candidates are read from the item index."""
+            start = range_from or datetime.now(UTC)
+            end = range_to or start + timedelta(days=7)
+            with self._me() as service:
+                found = service.events_between(start, end)
+            return models.EventsInRange(
+                user_id=str(service.user_id),
+                from_=start,
+                to=end,
+                items=[models.Occurrence(**{k: o[k] for k in ("id", "path", "version", "occurrence_start",
+                                                             "occurrence_end", "event")}) for o in found],
+            )  # fmt: skip
+
+        @app.post("/me/events/import", responses=_responses(models.EventsImported, etag=True), tags=["companion"])
+        def import_events(
+            page: Annotated[dict[str, Any] | list[dict[str, Any]], Body(description="A Google Calendar event, a list "
+                            "of them, or an Events.list page ({\"items\": [...]}).")],
+            if_match: IfMatch = None,
+            idempotency_key_: IdemKey = None,
+        ) -> Response[models.EventsImported]:  # fmt: skip
+            """Import events in Google Calendar's event JSON: new ones added, those with a newer `updated`
+            replaced, cancelled ones removed, in one version."""
+            edit = self._edit(if_match, idempotency_key_)
+            with self._me() as service:
+                report, result = service.import_google_events(page, edit)
+            body = models.EventsImported(
+                user_id=str(service.user_id), status=result.status.value, version=result.version,
+                created=report.created, updated=report.updated, unchanged=report.unchanged, deleted=report.deleted,
+            )  # fmt: skip
+            return Response(200, "application/json", body, headers={"ETag": _etag(result.version)})
+
+        element_route("goals")
+        element_route("todos")
+        element_route("events")
+
+        @app.post("/me/ratings", responses=_responses(models.RatingRecorded), tags=["companion"])
+        def record_rating(rating: Annotated[models.RatingIn, Body()]) -> models.RatingRecorded:
+            """Record a feedback rating of one interaction (a repeat replaces it); the nightly run
+            summarizes ratings into the feedback element."""
+            with self._me() as service:
+                status = service.record_rating(
+                    Rating(
+                        interaction_id=rating.interaction_id,
+                        rating=rating.rating,
+                        tags=tuple(rating.tags),
+                        comment=rating.comment,
+                        rated_at=rating.rated_at or datetime.now(UTC),
+                    )
+                )
+            return models.RatingRecorded(
+                user_id=str(service.user_id), interaction_id=rating.interaction_id, status=status
+            )  # type: ignore[arg-type]
+
+        DigestDay = Annotated[date | None, Query(description="The digest of this day (YYYY-MM-DD); default: latest.")]
+
+        @app.get("/me/digest", responses=_responses(models.Digest), tags=["companion"])
+        def get_digest(day: DigestDay = None) -> models.Digest:
+            """The daily digest the nightly run made: due and overdue to-dos, events of the next 7 days, goals
+            near their target date."""
+            with self._me() as service:
+                found = service.digest(day)
+            return models.Digest(user_id=str(service.user_id), digest=found)
+
+        # -- search ----------------------------------------------------------------------------------
+
+        SearchQuery = Annotated[str, Query(min_length=1, max_length=500, description="What to look for.")]
+        SearchK = Annotated[int, Query(ge=1, le=100, description="How many items.")]
+        SearchMode = Annotated[
+            Literal["auto", "fts", "vector", "fused"],
+            Query(description="auto: fused when embeddings are configured, else full text."),
+        ]
+
+        @app.get("/me/memory/search", responses=_responses(models.SearchResults), tags=["memory"])
+        def search_memory(q: SearchQuery, k: SearchK = 10, mode: SearchMode = "auto") -> models.SearchResults:
+            """The items of the caller's memory (document leaves and elements, each with its JSON Pointer and
+            the version that last changed it) that best match `q`."""
+            with self._me() as service:
+                result = service.search(q, k, mode)
+            return models.SearchResults(
+                user_id=str(service.user_id), query=q, mode=result.mode,
+                items=[models.SearchHit(path=h.path, version=h.version, kind=h.kind, text=h.text, value=h.value,
+                                        score=h.score, matched_by=list(h.matched_by)) for h in result.hits],
+            )  # fmt: skip
+
+        @app.get("/admin/memory/search", responses=_responses(models.OperatorSearchResults), tags=["admin"])
+        def operator_search(q: SearchQuery, k: SearchK = 10) -> models.OperatorSearchResults:
+            """Operators: the nearest item texts across every user (the HNSW index; embeddings required)."""
+            self._operator_caller("search across users")
+            if self.tasks is None or not hasattr(self.tasks, "search_all"):
+                raise WrongSchema("this deployment cannot search across users")
+            found = self.tasks.search_all(q, k)
+            return models.OperatorSearchResults(query=q, items=[models.OperatorSearchHit(**h) for h in found])
+
         # -- operators ---------------------------------------------------------------------------------
 
         UserId = Annotated[str, Path(description="The user's id (a UUID).")]
@@ -735,6 +987,8 @@ def _export(service: MemoryService) -> models.Export:
             for a in data["activity"]
         ],
         conversations=[_conversation(c) for c in data.get("conversations", [])],
+        ratings=[models.RatingRecord(**r) for r in data.get("ratings", [])],
+        digests=data.get("digests", []),
     )
 
 

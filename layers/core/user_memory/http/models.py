@@ -235,6 +235,18 @@ class Export(_Out):
     kv: list[KvEntry]
     activity: list[ActivityRecord]
     conversations: list[ConversationRecord] = Field(default_factory=list)
+    ratings: list[RatingRecord] = Field(default_factory=list, description="Raw feedback ratings (companion).")
+    digests: list[dict[str, JsonValue]] = Field(default_factory=list, description="Daily digests (companion).")
+
+
+class RatingRecord(_Out):
+    interaction_id: str
+    rating: int
+    tags: list[str]
+    comment: str
+    rated_at: datetime
+    recorded_at: datetime
+    summarized_version: int | None
 
 
 class MemoryGenerationTriggered(_Out):
@@ -262,3 +274,138 @@ class Prompt(_Out):
     user_id: str
     version: int
     text: str
+
+
+# -- the companion layer -------------------------------------------------------------------------
+
+
+class ElementWritten(_Out):
+    """A goal, to-do or event after a write: the version it made (ETag) and the element."""
+
+    user_id: str
+    collection: Literal["goals", "todos", "events"]
+    id: str
+    status: str = Field(description="written, idempotent or unchanged.")
+    version: int
+    element: dict[str, JsonValue] | None = Field(description="The element as stored; null once deleted.")
+
+
+class Element(_Out):
+    """One goal, to-do or event of the head document."""
+
+    user_id: str
+    collection: Literal["goals", "todos", "events"]
+    id: str
+    version: int = Field(description="The head's version.")
+    element: dict[str, JsonValue]
+
+
+class IndexedElement(_Out):
+    path: str = Field(description="The element's JSON Pointer in the document.")
+    version: int = Field(description="The version that last changed it.")
+    element: dict[str, JsonValue]
+
+
+class ActiveGoals(_Out):
+    user_id: str
+    items: list[IndexedElement]
+
+
+class TodosDue(_Out):
+    """Open to-dos due on or before `day` (the user's today by default): overdue ones first."""
+
+    user_id: str
+    day: str
+    overdue: list[IndexedElement] = Field(description="Due before `day`.")
+    due: list[IndexedElement] = Field(description="Due on `day`.")
+
+
+class Occurrence(_Out):
+    id: str
+    path: str
+    version: int
+    occurrence_start: str
+    occurrence_end: str
+    event: dict[str, JsonValue]
+
+
+class EventsInRange(_Out):
+    user_id: str
+    from_: datetime = Field(alias="from")
+    to: datetime
+    items: list[Occurrence]
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+
+class EventsImported(_Out):
+    """What a Google Calendar import did (one version for the whole page)."""
+
+    user_id: str
+    status: str
+    version: int
+    created: int
+    updated: int
+    unchanged: int
+    deleted: int
+
+
+class RatingIn(_In):
+    """A feedback rating of one interaction (a repeat for the same interaction replaces it)."""
+
+    interaction_id: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+    rating: int = Field(ge=1, le=5)
+    tags: list[Annotated[str, Field(min_length=1, max_length=50)]] = Field(default_factory=list, max_length=20)
+    comment: str = Field(default="", max_length=2000)
+    rated_at: datetime | None = Field(default=None, description="When it was given (with zone); default now.")
+
+    @field_validator("rated_at")
+    @classmethod
+    def _zoned(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("rated_at needs a time zone")
+        return value
+
+
+class RatingRecorded(_Out):
+    user_id: str
+    interaction_id: str
+    status: Literal["created", "updated", "unchanged"]
+
+
+class Digest(_Out):
+    """A daily digest: due and overdue to-dos, events of the next 7 days, goals near their target."""
+
+    user_id: str
+    digest: dict[str, JsonValue]
+
+
+class SearchHit(_Out):
+    path: str = Field(description="The item's JSON Pointer in the document.")
+    version: int = Field(description="The version that last changed the item.")
+    kind: str = Field(description="leaf, goal, todo, event, part or entry.")
+    text: str
+    value: JsonValue
+    score: float
+    matched_by: list[str] = Field(description="fts, vector or both.")
+
+
+class SearchResults(_Out):
+    user_id: str
+    query: str
+    mode: str = Field(description="What ran: fts, vector or fused.")
+    items: list[SearchHit]
+
+
+class OperatorSearchHit(_Out):
+    user_id: str
+    path: str
+    version: int
+    kind: str
+    text: str
+    score: float
+
+
+class OperatorSearchResults(_Out):
+    query: str
+    items: list[OperatorSearchHit]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from user_memory.domain.service import IdempotencyKeyReused
+from user_memory.domain.elements import ElementExists
+from user_memory.domain.service import IdempotencyKeyReused, WrongSchema
 from user_memory.errors import (
     AccessDenied,
     DocumentTooLarge,
+    EmbeddingsUnavailable,
     Forbidden,
     InvalidDocument,
     InvalidKvEntry,
@@ -53,9 +55,11 @@ UNAUTHENTICATED = Kind(401, "unauthenticated", "No valid credentials")
 FORBIDDEN = Kind(403, "forbidden", "Not allowed for this caller")
 NOT_FOUND = Kind(404, "not-found", "No such resource")
 UNKNOWN_VERSION = Kind(404, "unknown-version", "No such version")
+NOT_ENABLED = Kind(404, "not-enabled", "Not enabled on this deployment")
 METHOD_NOT_ALLOWED = Kind(405, "method-not-allowed", "Method not allowed on this resource")
 VERSION_CONFLICT = Kind(409, "version-conflict", "Another write got in first; retry")
 PATCH_CONFLICT = Kind(409, "patch-does-not-apply", "The patch does not apply to the current document")
+ELEMENT_EXISTS = Kind(409, "element-exists", "An element with this id exists; update it instead")
 PRECONDITION_FAILED = Kind(412, "stale-version", "If-Match names a version that is no longer current")
 TOO_LARGE = Kind(413, "too-large", "The body or the resulting document is too large")
 UNSUPPORTED_MEDIA = Kind(415, "unsupported-media-type", "Unsupported Content-Type")
@@ -64,6 +68,7 @@ INVALID_INPUT = Kind(422, "invalid-input", "The request does not validate")
 PRECONDITION_REQUIRED = Kind(428, "if-match-required", "This deployment requires If-Match on writes")
 UNAVAILABLE = Kind(503, "storage-unavailable", "The storage is unavailable; retry later")
 QUEUE_UNAVAILABLE = Kind(503, "queue-unavailable", "The worker queue is unavailable; retry later")
+EMBEDDINGS_UNAVAILABLE = Kind(503, "embeddings-unavailable", "The embeddings endpoint is unavailable; retry later")
 INTERNAL = Kind(500, "internal", "Internal error")
 
 # The statuses each route can answer with besides its success, for the OpenAPI document.
@@ -75,9 +80,11 @@ ALL_KINDS = (
     FORBIDDEN,
     NOT_FOUND,
     UNKNOWN_VERSION,
+    NOT_ENABLED,
     METHOD_NOT_ALLOWED,
     VERSION_CONFLICT,
     PATCH_CONFLICT,
+    ELEMENT_EXISTS,
     PRECONDITION_FAILED,
     TOO_LARGE,
     UNSUPPORTED_MEDIA,
@@ -86,6 +93,7 @@ ALL_KINDS = (
     PRECONDITION_REQUIRED,
     UNAVAILABLE,
     QUEUE_UNAVAILABLE,
+    EMBEDDINGS_UNAVAILABLE,
     INTERNAL,
 )
 
@@ -111,6 +119,10 @@ def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
         return UNKNOWN_VERSION
     if isinstance(err, NotFound):
         return NOT_FOUND
+    if isinstance(err, WrongSchema):
+        return NOT_ENABLED
+    if isinstance(err, ElementExists):
+        return ELEMENT_EXISTS
     if isinstance(err, PatchError):
         return PATCH_CONFLICT
     if isinstance(err, InvalidDocument | UnknownSection | InvalidUpdate | InvalidToolCall):
@@ -129,6 +141,8 @@ def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
         return UNAVAILABLE
     if isinstance(err, SendFailed):
         return QUEUE_UNAVAILABLE
+    if isinstance(err, EmbeddingsUnavailable):
+        return EMBEDDINGS_UNAVAILABLE
     return INTERNAL
 
 

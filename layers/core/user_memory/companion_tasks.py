@@ -1,0 +1,141 @@
+"""The companion layer's part of the nightly run, per user, after the daily summary.
+
+1. Feedback: the user's unsummarized ratings are folded into the feedback element
+   (`elements.summarize_ratings`) as one new version (source `daily:feedback`), then marked as
+   summarized by it. The version's idempotency key names the ratings it covers, so a retry after
+   a crash between the two steps finds the version and only marks.
+2. The digest: due and overdue to-dos, the next 7 days' event occurrences and the active goals
+   whose target date is within 14 days, read from the item index, stored for the user's today
+   (their basic_info.timezone) in daily_digests (a re-run replaces the day's digest).
+
+Both only for the companion schema. Then, for every schema when embeddings are configured, the
+texts the night's versions added are embedded (failures are logged and counted, the texts stay
+pending: search still finds them by their words).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from user_memory.adapters.companion import PostgresCompanion
+from user_memory.domain.document import validate_document
+from user_memory.domain.elements import (
+    DIGEST_EVENT_DAYS,
+    DIGEST_GOAL_DAYS,
+    day_bounds,
+    summarize_ratings,
+    user_today,
+)
+from user_memory.domain.repository import MemoryStore
+from user_memory.errors import VersionConflict
+
+MAX_TRIES = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompanionOutcome:
+    ratings: int = 0  # ratings summarized
+    feedback_version: int | None = None
+    digest_day: str | None = None
+
+
+def summarize_feedback(
+    user_id: uuid.UUID, run_key: str, *, store: MemoryStore, companion: PostgresCompanion, max_document_bytes: int,
+    now: datetime,
+) -> tuple[int, int | None]:  # fmt: skip
+    """Fold the unsummarized ratings into the feedback element; (ratings, version)."""
+    ratings = companion.unsummarized_ratings(user_id)
+    if not ratings:
+        return 0, None
+    key = f"{run_key}:feedback:{ratings[-1].id}:{len(ratings)}"
+    for attempt in range(MAX_TRIES):
+        head, recorded = store.head_for_run(user_id, key)
+        if recorded is not None:
+            version = recorded
+            break
+        document = validate_document(head.document, "companion", max_bytes=max_document_bytes)
+        document["feedback"] = summarize_ratings(document.get("feedback") or {}, ratings, now)
+        document = validate_document(document, "companion", max_bytes=max_document_bytes)
+        try:
+            result = store.append(
+                user_id,
+                document,
+                expected_version=head.version,
+                source="daily:feedback",
+                idempotency_key=key,
+                base=head,
+                provenance={"mode": "feedback", "ratings": len(ratings)},
+            )
+        except VersionConflict:
+            if attempt == MAX_TRIES - 1:
+                raise
+            continue
+        version = result.version
+        break
+    companion.mark_ratings(user_id, [r.id for r in ratings if r.id is not None], version)
+    return len(ratings), version
+
+
+def make_digest(user_id: uuid.UUID, *, store: MemoryStore, companion: PostgresCompanion, now: datetime) -> str | None:
+    """Build and store the user's digest for their today; the day (ISO), or None with nothing to say."""
+    head = store.head(user_id)
+    if head.version == 0:
+        return None
+    today, zone = user_today(head.document, now)
+    day_start, day_end = day_bounds(today, zone)
+    todos = companion.todos_due(user_id, day_end)
+    overdue = [r for r in todos if _due_before(r.value, day_start, today.isoformat())]
+    due = [r for r in todos if r not in overdue]
+    events = companion.events_between(user_id, now, now + timedelta(days=DIGEST_EVENT_DAYS))
+    goals = companion.active_goals(user_id, target_before=day_end + timedelta(days=DIGEST_GOAL_DAYS))
+    digest = {
+        "day": today.isoformat(),
+        "timezone": zone,
+        "version": head.version,
+        "generated_at": now.astimezone(UTC).isoformat(),
+        "todos_overdue": [_brief(r.value, "text", "due_date") for r in overdue],
+        "todos_due_today": [_brief(r.value, "text", "due_date") for r in due],
+        "events_next_7_days": [
+            {
+                "id": o["id"],
+                "summary": o["event"].get("summary"),
+                "start": o["occurrence_start"],
+                "end": o["occurrence_end"],
+                "location": o["event"].get("location") or "",
+            }
+            for o in events
+        ],  # fmt: skip
+        "goals_near_target": [_brief(r.value, "title", "target_date") for r in goals],
+    }
+    companion.save_digest(user_id, today, digest, head.version)
+    return today.isoformat()
+
+
+def _brief(value: dict, text_field: str, date_field: str) -> dict:  # type: ignore[type-arg]
+    return {"id": value.get("id"), text_field: value.get(text_field), date_field: value.get(date_field)}
+
+
+def _due_before(value: dict, day_start: datetime, day: str) -> bool:  # type: ignore[type-arg]
+    due = value.get("due_date")
+    if not isinstance(due, str):
+        return False
+    if len(due) == 10:
+        return due < day
+    from user_memory.domain.companion import parse_when
+
+    return parse_when(due) < day_start
+
+
+def companion_nightly(
+    user_id: uuid.UUID, run_key: str, *, store: MemoryStore, companion: PostgresCompanion, max_document_bytes: int,
+    now: datetime | None = None,
+) -> CompanionOutcome:  # fmt: skip
+    """The feedback summary, then the digest (companion schema only)."""
+    at = now or datetime.now(UTC)
+    ratings, version = summarize_feedback(
+        user_id, run_key, store=store, companion=companion, max_document_bytes=max_document_bytes, now=at
+    )
+    day = make_digest(user_id, store=store, companion=companion, now=at)
+    return CompanionOutcome(ratings=ratings, feedback_version=version, digest_day=day)
