@@ -1,4 +1,5 @@
-"""Retention Lambda: a daily scheduled event -> purge of expired and stale key-value entries."""
+"""Retention Lambda: a daily scheduled event -> purge of expired and stale key-value entries, then
+the search index's upkeep (reindex users left behind, purge orphaned vectors)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from user_memory.config import RetentionSettings
 from user_memory.observability import logger, metrics, tracer
-from user_memory.retention import purge_kv
+from user_memory.retention import run_retention
 from user_memory.runtime import RetentionServices, build_retention
 
 _services: RetentionServices | None = None
@@ -29,4 +30,4 @@ def handler(event: dict[str, Any], context: LambdaContext, services: RetentionSe
 
     The event's content is not used: the purge runs against the clock at the time it runs.
     """
-    return purge_kv(services or _cold_start_services)
+    return run_retention(services or _cold_start_services)

@@ -317,6 +317,57 @@ def cmd_trigger_conversations(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_search(args: argparse.Namespace) -> int:
+    from user_memory.adapters.postgres import open_pool
+    from user_memory.adapters.search import PostgresSearch
+    from user_memory.config import EmbeddingSettings
+    from user_memory.runtime import build_embedder, embed_after_write
+
+    embedder = build_embedder(EmbeddingSettings.from_env())  # a bad configuration fails first
+    pool = open_pool(database_url(args))
+    try:
+        search = PostgresSearch(pool, embedder)
+        if embedder is not None:
+            embed_after_write(search, args.user)  # texts still pending (a failed write-time embedding)
+        result = search.search(args.user, args.query, args.k, args.mode)
+    finally:
+        pool.close()
+    _print_json(
+        {
+            "user_id": str(args.user),
+            "query": args.query,
+            "mode": result.mode,
+            "items": [
+                {"path": h.path, "version": h.version, "kind": h.kind, "text": h.text, "score": h.score,
+                 "matched_by": list(h.matched_by)}
+                for h in result.hits
+            ],
+        }
+    )  # fmt: skip
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from user_memory.adapters.companion import PostgresCompanion
+    from user_memory.adapters.postgres import open_pool
+    from user_memory.retention import index_upkeep
+    from user_memory.runtime import RetentionServices
+
+    pool = open_pool(database_url(args))
+    try:
+        companion = PostgresCompanion(pool)
+        if args.user is not None:
+            if not companion.reindex(args.user):
+                raise UnknownUser(args.user)
+            _print_json({"user_id": str(args.user), "reindexed": True})
+            return 0
+        services = RetentionServices(settings=None, kv=None, companion=companion)  # type: ignore[arg-type]
+        _print_json(index_upkeep(services, max_users=args.max_users))
+    finally:
+        pool.close()
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from user_memory_local import serve
 
@@ -418,6 +469,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="local run: N demo conversations",
     )
     trigger.set_defaults(func=cmd_trigger_conversations)
+
+    search = sub.add_parser(
+        "search",
+        parents=[common],
+        help="search a user's memory items (full text; fused with vectors when EMBEDDING_MODEL is set)",
+    )
+    search.add_argument("user", type=_user, metavar="USER")
+    search.add_argument("query", metavar="QUERY")
+    search.add_argument("--k", type=_int_at_least(1, "k"), default=10, metavar="K", help="how many items (default 10)")
+    search.add_argument("--mode", choices=["auto", "fts", "vector", "fused"], default="auto")
+    search.set_defaults(func=cmd_search)
+
+    reindex = sub.add_parser(
+        "reindex", parents=[common], help="rebuild the search index of users whose index is behind (or of --user)"
+    )
+    reindex.add_argument("--user", type=_user, default=None, metavar="USER", help="this user only")
+    reindex.add_argument("--max-users", type=_int_at_least(1, "the maximum"), default=100_000, metavar="N")
+    reindex.set_defaults(func=cmd_reindex)
 
     serve = sub.add_parser("serve", parents=[common], help="the HTTP API on this machine (development tokens)")
     serve.add_argument("--host", default="127.0.0.1", metavar="H", help="address to listen on (default 127.0.0.1)")

@@ -13,7 +13,8 @@ database transaction as that end user (row-level security applies), through the 
 
 Domain errors (a bad section, an update that does not fit, a conflict) come back as MCP tool
 errors with a one-line message; the server keeps serving. Tools are registered from
-`MCP_TOOLS`: a new tool (`search_memory`) is a method on `MemoryTools` plus one entry there.
+`MCP_TOOLS`: a tool is a method on `MemoryTools` plus one entry there (read_memory, search_memory,
+update_memory, forget_memory).
 """
 
 from __future__ import annotations
@@ -134,6 +135,20 @@ class MemoryTools:
         """Forget a whole section (it becomes empty) or one member or list item inside it."""
         return self._tool_call(FORGET_TOOL, {"target": target}, ctx)
 
+    def search_memory(
+        self,
+        query: Annotated[str, Field(min_length=1, max_length=500, description="what to look for, in plain words")],
+        k: Annotated[int, Field(ge=1, le=50, description="how many items")] = 5,
+    ) -> dict[str, Any]:
+        """Find the items of the memory (facts, goals, to-dos, events, ...) that best match a query, each with its
+        JSON Pointer (usable with forget_memory) and the version that last changed it."""
+        with self._errors(), self.services.session(self.user_id) as service:
+            result = service.search(query, k)
+        return {
+            "mode": result.mode,
+            "items": [{"path": h.path, "version": h.version, "text": h.text, "score": h.score} for h in result.hits],
+        }
+
     def _tool_call(self, name: str, arguments: dict[str, Any], ctx: Context | None) -> dict[str, Any]:
         call = {
             "id": self.call_id(ctx),
@@ -175,10 +190,11 @@ def _forget_description(schema: str) -> str:
     return f"{tool_definitions(schema)[1]['function']['description']} Sections: {', '.join(section_names(schema))}."
 
 
-# The tools the server registers, in this order. The hook for more: add `search_memory` as a
-# MemoryTools method and one McpTool entry here.
+# The tools the server registers, in this order. A new tool is a MemoryTools method and one
+# McpTool entry here.
 MCP_TOOLS: list[McpTool] = [
     McpTool(name="read_memory", method=lambda tools: tools.read_memory, read_only=True),
+    McpTool(name="search_memory", method=lambda tools: tools.search_memory, read_only=True),
     McpTool(name=UPDATE_TOOL, method=lambda tools: tools.update_memory, describe=_update_description),
     McpTool(name=FORGET_TOOL, method=lambda tools: tools.forget_memory, describe=_forget_description),
 ]

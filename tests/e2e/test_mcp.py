@@ -74,12 +74,13 @@ def test_update_then_read_over_stdio_writes_an_agent_version(server_env, tmp_pat
         )
         read = await client.call_tool("read_memory", {})
         small = await client.call_tool("read_memory", {"budget": 12})
-        return {"tools": tools, "update": update, "append": append, "read": read, "small": small}
+        found = await client.call_tool("search_memory", {"query": "fractions", "k": 3})
+        return {"tools": tools, "update": update, "append": append, "read": read, "small": small, "found": found}
 
     out = with_client(server_env, token, tmp_path / "stderr.log", session)
 
     names = [tool.name for tool in out["tools"].tools]
-    assert names == ["read_memory", "update_memory", "forget_memory"]
+    assert names == ["read_memory", "search_memory", "update_memory", "forget_memory"]
     update_tool = next(tool for tool in out["tools"].tools if tool.name == "update_memory")
     assert "areas_to_improve" in (update_tool.description or "")  # the deployment's schema (tutor)
     assert set(update_tool.input_schema["required"]) == {"section", "mode", "value_json"}
@@ -91,6 +92,10 @@ def test_update_then_read_over_stdio_writes_an_agent_version(server_env, tmp_pat
     assert read["memory"].splitlines()[0] == "Name: Amira"
     assert "Needs work: fractions (severity 3/5)" in read["memory"]
     assert "memory truncated" in out["small"].structured_content["memory"]
+    # And search_memory finds the appended item by a word of it, with its pointer and version (full text, offline)
+    found = out["found"].structured_content
+    assert found["mode"] == "fts"
+    assert [(i["path"], i["version"]) for i in found["items"]] == [("/areas_to_improve/0", 2)]
 
     # The store holds what the tools wrote, as agent versions of this user
     head = store.head(user)

@@ -185,3 +185,36 @@ def test_a_job_that_cannot_start_is_logged_and_fails_the_invocation(monkeypatch,
     [line] = logs.named("retention failed")
     assert line["error_type"] == "ConfigError"
     assert "DATABASE_URL" in line["reason"]
+
+
+def test_the_scheduled_run_reindexes_users_left_behind_and_purges_orphan_vectors(pool, conn, store, logs):
+    # Given a user whose index was left behind (a deployment upgraded to migration 012, or a writer
+    # that sent no item changes): the head is at version 2, memory_items reflect nothing
+    services = build_retention(RetentionSettings.from_env({}), pool=pool)
+    user = uuid.uuid4()
+    store.append(user, {"summary": "likes trains"}, expected_version=0, source="test")
+    store.append(user, {"summary": "likes trains", "safety_notes": "none"}, expected_version=1, source="test")
+    conn.execute("DELETE FROM memory_items WHERE user_id = %s", (user,))
+    conn.execute("UPDATE user_memory_heads SET indexed_version = 0 WHERE user_id = %s", (user,))
+    # And a vector whose text no item of its user has any more
+    conn.execute(
+        "INSERT INTO memory_embeddings (user_id, text_md5, model, embedding) VALUES (%s, md5('gone'), 'm', %s::vector)",
+        (user, "[" + ",".join(["0.1"] * 256) + "]"),
+    )
+    # When the scheduled run invokes the handler
+    result = handler(EVENT, context(), services=services)
+    # Then the user's items are the head's again, and the index is marked in step
+    rows = conn.execute("SELECT path, version FROM memory_items WHERE user_id = %s ORDER BY path", (user,)).fetchall()
+    assert rows == [("/safety_notes", 2), ("/summary", 2)]
+    head = conn.execute("SELECT version, indexed_version FROM user_memory_heads WHERE user_id = %s", (user,))
+    assert head.fetchone() == (2, 2)
+    # And the orphaned vector is gone
+    assert conn.execute("SELECT count(*) FROM memory_embeddings WHERE user_id = %s", (user,)).fetchone()[0] == 0
+    # And the run reports and logs both
+    assert result["reindexed"] >= 1 and result["orphan_vectors"] >= 1
+    [line] = logs.named("index upkeep")
+    assert (line["reindexed"], line["orphan_vectors"]) == (result["reindexed"], result["orphan_vectors"])
+    # And a second run leaves the user as it is (nothing of it is behind any more)
+    handler(EVENT, context(), services=services)
+    assert conn.execute("SELECT path, version FROM memory_items WHERE user_id = %s ORDER BY path", (user,)).fetchall() == rows
+    assert conn.execute("SELECT indexed_version FROM user_memory_heads WHERE user_id = %s", (user,)).fetchone()[0] == 2

@@ -45,6 +45,9 @@ FUNCTION_ENV = {
         "DOCUMENT_SCHEMA",
         "MAX_DOCUMENT_BYTES",
         "QUEUE_URL",
+        "EMBEDDING_MODEL",
+        "EMBEDDING_BASE_URL",
+        "EMBEDDING_API_KEY_SECRET_NAME",
     },
     "ApiFunction": {
         "OPERATOR_SCOPE",
@@ -55,6 +58,9 @@ FUNCTION_ENV = {
         "QUEUE_URL",
         "INACTIVITY_THRESHOLD_MINUTES",
         "CONVERSATIONS_PER_MESSAGE",
+        "EMBEDDING_MODEL",
+        "EMBEDDING_BASE_URL",
+        "EMBEDDING_API_KEY_SECRET_NAME",
     },
     "RetentionFunction": {"KV_MAX_AGE_DAYS"},
 }

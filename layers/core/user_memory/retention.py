@@ -1,4 +1,6 @@
-"""The daily key-value retention job: purge expired and stale entries, log and count the outcome."""
+"""The daily retention job: purge expired and stale key-value entries, and keep the search index
+in step (users whose index is behind their head are reindexed, vectors no item uses are removed);
+log and count the outcome."""
 
 from __future__ import annotations
 
@@ -35,3 +37,50 @@ def purge_kv(services: RetentionServices | Callable[[], RetentionServices]) -> d
     logger.info("kv purged", deleted=deleted, max_age_days=max_age_days, seconds=round(seconds, 3))
     metrics.add_metric(name="KvEntriesPurged", unit=MetricUnit.Count, value=deleted)
     return {"deleted": deleted, "max_age_days": max_age_days}
+
+
+MAX_REINDEX_PER_RUN = 5000
+
+
+def index_upkeep(services: RetentionServices, *, max_users: int = MAX_REINDEX_PER_RUN) -> dict[str, Any]:
+    """Reindex up to `max_users` users whose memory_items are behind their head (a deployment's
+    first run after migration 012, a writer that sent no item changes) and purge orphaned vectors.
+    One user's failure is logged and counted and does not stop the others."""
+    reindexed = failed = 0
+    started = time.perf_counter()
+    for page in services.companion.users_behind():
+        for user_id in page:
+            if reindexed + failed >= max_users:
+                break
+            try:
+                if services.companion.reindex(user_id):
+                    reindexed += 1
+            except Exception as err:  # noqa: BLE001 - one user's failure must not stop the others
+                error, reason = describe_failure(err)
+                logger.warning("reindex failed", user_id=str(user_id), error=error, reason=reason)
+                failed += 1
+        if reindexed + failed >= max_users:
+            break
+    orphans = services.companion.purge_orphan_embeddings()
+    logger.info(
+        "index upkeep", reindexed=reindexed, failed=failed, orphan_vectors=orphans,
+        seconds=round(time.perf_counter() - started, 3),
+    )  # fmt: skip
+    metrics.add_metric(name="UsersReindexed", unit=MetricUnit.Count, value=reindexed)
+    if failed:
+        metrics.add_metric(name="ReindexFailed", unit=MetricUnit.Count, value=failed)
+    return {"reindexed": reindexed, "reindex_failed": failed, "orphan_vectors": orphans}
+
+
+def run_retention(services: RetentionServices | Callable[[], RetentionServices]) -> dict[str, Any]:
+    """The scheduled job: the key-value purge, then the index upkeep."""
+    report = purge_kv(services)
+    built = services() if callable(services) else services
+    try:
+        report.update(index_upkeep(built))
+    except Exception as err:
+        error, reason = describe_failure(err)
+        logger.error("index upkeep failed", error_type=error, reason=reason)
+        metrics.add_metric(name="RetentionFailed", unit=MetricUnit.Count, value=1)
+        raise
+    return report

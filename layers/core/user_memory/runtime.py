@@ -284,6 +284,7 @@ class RetentionServices:
 
     settings: RetentionSettings
     kv: PostgresKv
+    companion: PostgresCompanion
     pool: ConnectionPool | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -295,4 +296,6 @@ def build_retention(settings: RetentionSettings, *, pool: ConnectionPool | None 
     """Compose the retention job's services; a given pool stays the caller's to close."""
     owned = pool is None
     pool = pool or open_pool(database_url(settings))
-    return RetentionServices(settings=settings, kv=PostgresKv(pool), pool=pool if owned else None)
+    return RetentionServices(
+        settings=settings, kv=PostgresKv(pool), companion=PostgresCompanion(pool), pool=pool if owned else None
+    )
