@@ -538,3 +538,40 @@ def test_the_poller_moves_a_failing_message_to_the_dlq_on_its_fifth_receive():
     assert (report.invocations, report.failed_attempts, report.to_dlq, report.succeeded) == (5, 5, 1, 0)
     assert json.loads(attributes["RedrivePolicy"])["maxReceiveCount"] in (5, "5")
     assert in_dlq["Attributes"]["ApproximateNumberOfMessages"] == "1"
+
+
+def test_search_and_reindex_from_the_command_line(capsys, fresh_url, monkeypatch):
+    monkeypatch.delenv("EMBEDDING_MODEL", raising=False)
+    # Given a user whose memory mentions a passport, and whose index was then left behind
+    user = uuid.uuid4()
+    from user_memory.adapters.postgres import PostgresRecorder, open_pool
+
+    pool = open_pool(fresh_url)
+    try:
+        store = MemoryStore(PostgresRecorder(pool))
+        store.append(user, {"summary": "renewing a passport before a trip"}, expected_version=0, source="test")
+        store.append(user, {"summary": "renewing a passport", "safety_notes": "none"}, expected_version=1, source="t")
+    finally:
+        pool.close()
+    # When the CLI searches it (full text: no embeddings configured)
+    found = run(capsys, "search", str(user), "passports", "--database-url", fresh_url)
+    # Then the item is found with its pointer and the version that last changed it
+    assert found.code == 0, found.err
+    body = json.loads(found.out)
+    assert body["mode"] == "fts"
+    assert [(i["path"], i["version"]) for i in body["items"]] == [("/summary", 2)]
+    # When the index is set behind, reindex brings it back
+    with psycopg.connect(fresh_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM memory_items WHERE user_id = %s", (user,))
+        conn.execute("UPDATE user_memory_heads SET indexed_version = 0 WHERE user_id = %s", (user,))
+    assert json.loads(run(capsys, "search", str(user), "passport", "--database-url", fresh_url).out)["items"] == []
+    reindexed = run(capsys, "reindex", "--database-url", fresh_url)
+    assert reindexed.code == 0 and json.loads(reindexed.out)["reindexed"] == 1
+    again = json.loads(run(capsys, "search", str(user), "passport", "--database-url", fresh_url).out)
+    assert [i["path"] for i in again["items"]] == ["/summary"]
+    # And bad input is one error line
+    assert_one_error_line(run(capsys, "search", str(user), "   ", "--database-url", fresh_url), "q must not be empty")
+    assert_one_error_line(
+        run(capsys, "search", str(user), "x", "--mode", "vector", "--database-url", fresh_url), "embeddings"
+    )
+    assert_one_error_line(run(capsys, "reindex", "--user", str(uuid.uuid4()), "--database-url", fresh_url))
