@@ -216,5 +216,6 @@ def test_the_scheduled_run_reindexes_users_left_behind_and_purges_orphan_vectors
     assert (line["reindexed"], line["orphan_vectors"]) == (result["reindexed"], result["orphan_vectors"])
     # And a second run leaves the user as it is (nothing of it is behind any more)
     handler(EVENT, context(), services=services)
-    assert conn.execute("SELECT path, version FROM memory_items WHERE user_id = %s ORDER BY path", (user,)).fetchall() == rows
+    after = conn.execute("SELECT path, version FROM memory_items WHERE user_id = %s ORDER BY path", (user,))
+    assert after.fetchall() == rows
     assert conn.execute("SELECT indexed_version FROM user_memory_heads WHERE user_id = %s", (user,)).fetchone()[0] == 2
