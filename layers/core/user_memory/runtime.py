@@ -65,7 +65,7 @@ def build_summarizer(settings: WorkerSettings) -> Summarizer:
         return OpenAISummarizer.from_settings(settings, api_key=key)
     from user_memory.domain.rules import RuleBasedSummarizer
 
-    return RuleBasedSummarizer()
+    return RuleBasedSummarizer(settings.document_schema)
 
 
 def build_conversation_summarizer(settings: WorkerSettings) -> ConversationSummarizer:

@@ -371,3 +371,98 @@ def summarize_ratings(feedback: dict[str, Any], ratings: Sequence[Rating], now: 
         last_summarized_at=_now_iso(now),
     )
     return summary
+
+
+# -- the rule-based summarizer's fold for the companion schema ------------------------------------
+
+MAX_STATE_LINES = 10
+
+# Understood activity kinds (payload fields); anything else is left to an LLM summarizer.
+COMPANION_KINDS = (
+    "todo_added",  # {id?, text, due_date?, category?, size?, priority?, goal_id?, tags?, notes?}
+    "todo_done",  # {id}
+    "goal_set",  # {id?, title, description?, category?, target_date?, priority?, parent_id?}
+    "goal_progress",  # {id, note?, percent?}
+    "event_added",  # {id?, summary, start, end?, location?, description?, recurrence?}
+    "mood",  # {mood}
+    "win",  # {text}
+    "loss",  # {text}
+    "skill",  # {skill}
+    "pain_point",  # {text}
+    "focus_area",  # {text}
+    "preference",  # {area, value}
+)
+
+
+def _element_id_for(payload: dict[str, Any], fallback: str) -> str:
+    raw = payload.get("id")
+    return raw if isinstance(raw, str) and raw else _google_id(fallback)
+
+
+def _push(values: list[Any], value: Any) -> None:
+    if isinstance(value, str) and value.strip() and value not in values:
+        values.append(value.strip())
+        del values[:-MAX_STATE_LINES]
+
+
+def fold_companion(doc: Document, kind: str, payload: Any, external_id: str, occurred_at: datetime) -> bool:
+    """Fold one activity into a companion document in place; False when it was not understood or
+    its element does not validate (the activity is then left to the summary's other readers)."""
+    p = payload if isinstance(payload, dict) else {}
+    fields = {k: v for k, v in p.items() if k != "id"}
+    try:
+        if kind in ("todo_added", "goal_set", "event_added"):
+            collection: Collection = {"todo_added": "todos", "goal_set": "goals", "event_added": "events"}[kind]
+            element_id = _element_id_for(p, external_id)
+            elements = doc.setdefault(collection, {})
+            if element_id in elements:
+                return False
+            if kind == "goal_set" and "title" not in fields and isinstance(fields.get("goal"), str):
+                fields["title"] = fields.pop("goal")
+            element = validate_element(collection, {**fields, "id": element_id})
+            if collection == "todos" and element.get("goal_id") not in (None, *doc.get("goals", {})):
+                element["goal_id"] = None
+            if collection == "goals" and element.get("parent_id") not in (None, *doc.get("goals", {})):
+                element["parent_id"] = None
+            elements[element_id] = element
+            return True
+        if kind == "todo_done":
+            todo = (doc.get("todos") or {}).get(p.get("id"))
+            if not isinstance(todo, dict) or todo.get("status") == "done":
+                return False
+            todo["status"] = "done"
+            todo["completed_at"] = _now_iso(occurred_at)
+            return True
+        if kind == "goal_progress":
+            goal = (doc.get("goals") or {}).get(p.get("id"))
+            if not isinstance(goal, dict):
+                return False
+            entry = {"at": _now_iso(occurred_at), "note": str(p.get("note") or "")[:2000]}
+            if isinstance(p.get("percent"), int) and 0 <= p["percent"] <= 100:
+                entry["percent"] = p["percent"]
+            goal.setdefault("progress", []).append(entry)
+            return True
+    except UserMemoryError:
+        return False
+    state = doc.setdefault("current_state", {})
+    if kind == "mood" and isinstance(p.get("mood"), str) and p["mood"].strip():
+        state["mood"] = p["mood"].strip()[:200]
+    elif kind in ("win", "loss", "pain_point", "focus_area", "skill"):
+        key = {"win": "recent_wins", "loss": "recent_losses", "pain_point": "pain_points", "focus_area": "focus_areas",
+               "skill": "skills"}[kind]  # fmt: skip
+        before = list(state.get(key) or [])
+        state[key] = before
+        _push(state[key], p.get("skill" if kind == "skill" else "text"))
+        if state[key] == before:
+            return False
+    elif kind == "preference" and isinstance(p.get("area"), str) and isinstance(p.get("value"), str):
+        preferences = doc.setdefault("advanced_info", {}).setdefault("preferences", {})
+        values = preferences.setdefault(p["area"][:100], [])
+        before = list(values)
+        _push(values, p["value"][:200])
+        if values == before:
+            return False
+    else:
+        return False
+    state["last_updated"] = _now_iso(occurred_at)
+    return True

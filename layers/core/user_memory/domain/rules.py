@@ -83,9 +83,17 @@ def fold(doc: dict[str, Any], a: Activity) -> str | None:
 
 
 class RuleBasedSummarizer:
-    """Deterministic summaries with no network; used when no LLM is configured."""
+    """Deterministic summaries with no network; used when no LLM is configured.
+
+    For user_state, the fold above. For companion, `elements.fold_companion` (to-dos, goals,
+    events, progress, mood, wins and losses, skills, pain points, focus areas, preferences). For
+    another schema it has no rules: the document is left as it is (the activity stays stored).
+    """
 
     name = "rules"
+
+    def __init__(self, schema: str = "user_state") -> None:
+        self.schema = schema
 
     def summarize(
         self,
@@ -95,6 +103,8 @@ class RuleBasedSummarizer:
         feedback: str | None = None,
         timeout: float | None = None,
     ) -> SummaryResult:
+        if self.schema != "user_state":
+            return self._other_schema(document, activities)
         doc = copy_json(document) if document else empty_document()
         parts: dict[str, Any] = doc.setdefault("parts", {})
         triggers: list[dict[str, Any]] = doc.setdefault("triggers_and_goals", [])
@@ -121,4 +131,16 @@ class RuleBasedSummarizer:
             + f"; {len(triggers)} triggers tracked."
         )
         doc["last_updated_by"] = "rules"
+        return SummaryResult(document=doc, model="rules (no LLM configured)")
+
+    def _other_schema(self, document: dict[str, Any], activities: list[Activity]) -> SummaryResult:
+        from user_memory.domain.elements import fold_companion
+
+        doc = copy_json(document) if document else empty_document(self.schema)
+        if self.schema == "companion":
+            folded = [
+                fold_companion(doc, a.kind, a.payload, f"{a.source}:{a.external_id}", a.occurred_at) for a in activities
+            ]
+            if any(folded):
+                doc["last_updated_by"] = "rules"
         return SummaryResult(document=doc, model="rules (no LLM configured)")
