@@ -149,6 +149,13 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
             raise ValueError("DEADLINE_MARGIN_MS must be below LAMBDA_TIMEOUT_SECONDS")
         if self.summarizer == "openai" and not (self._has_key or self.openai_base_url):
             raise ValueError("SUMMARIZER=openai needs OPENAI_API_KEY (or its secret or parameter) or OPENAI_BASE_URL")
+        if self.summarizer_kind == "openai" and self.document_schema not in ("user_state", "companion"):
+            raise ValueError(
+                f"the OpenAI summarizer has no instructions for DOCUMENT_SCHEMA={self.document_schema}; "
+                "use user_state or companion, or SUMMARIZER=rules"
+            )
+        if self.summarizer_kind == "openai" and self.summary_mode == "document" and self.document_schema != "user_state":
+            raise ValueError("SUMMARY_MODE=document is for DOCUMENT_SCHEMA=user_state; use SUMMARY_MODE=edit")
         return self
 
     @property

@@ -104,6 +104,8 @@ class LLMEdits(BaseModel):
 # The json_schema name each mode's response_format carries.
 RESPONSE_NAMES: dict[str, str] = {"edit": "memory_edits", "document": "user_memory"}
 _SYSTEM_PROMPTS = {"edit": "system_edit.txt", "document": "system.txt"}
+# Edit mode's instructions per schema (the edits themselves are checked against any schema).
+_EDIT_PROMPTS = {"user_state": "system_edit.txt", "companion": "system_edit_companion.txt"}
 _TASKS = {
     "edit": "Return the edits that bring the document up to date (an empty list when nothing should change).",
     "document": "Return the complete updated document.",
@@ -200,9 +202,16 @@ class OpenAISummarizer:
         sleep: Any = time.sleep,
         mode: SummaryMode = "edit",
         max_prompt_activity_tokens: int = DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS,
+        schema: str = "user_state",
     ) -> None:
         if mode not in RESPONSE_NAMES:
             raise ValueError(f"mode must be one of {', '.join(RESPONSE_NAMES)}, got {mode!r}")
+        if schema not in _EDIT_PROMPTS or (mode == "document" and schema != "user_state"):
+            raise ValueError(
+                f"the OpenAI summarizer knows the schemas {', '.join(_EDIT_PROMPTS)} in edit mode and user_state in "
+                f"document mode, not {schema!r} in {mode} mode"
+            )
+        self.schema = schema
         self.client = client
         self.mode: SummaryMode = mode
         self.max_prompt_activity_tokens = max_prompt_activity_tokens
@@ -222,6 +231,7 @@ class OpenAISummarizer:
             max_retries=settings.openai_max_retries,
             mode=settings.summary_mode,
             max_prompt_activity_tokens=settings.max_prompt_activity_tokens,
+            schema=settings.document_schema,
         )
 
     def messages(
@@ -259,7 +269,11 @@ class OpenAISummarizer:
         answer = "edits" if self.mode == "edit" else "answer"
         user = _prompt("user.txt").format(
             window=span,
-            document=json.dumps(to_llm_shape(document), ensure_ascii=False, separators=(",", ":")),
+            document=json.dumps(
+                to_llm_shape(document) if self.schema == "user_state" else document,
+                ensure_ascii=False,
+                separators=(",", ":"),
+            ),
             count=len(lines.lines),
             merged=f"; {lines.duplicates} repeated lines merged" if lines.duplicates else "",
             activity="\n".join(lines.lines),
@@ -267,7 +281,7 @@ class OpenAISummarizer:
             feedback=f"\nYour previous {answer} could not be used: {feedback}\n" if feedback else "",
             task=_TASKS[self.mode],
         )
-        system = _prompt(_SYSTEM_PROMPTS[self.mode])
+        system = _prompt(_SYSTEM_PROMPTS[self.mode] if self.mode == "document" else _EDIT_PROMPTS[self.schema])
         return [{"role": "system", "content": system}, {"role": "user", "content": user}], lines
 
     def summarize(

@@ -29,7 +29,7 @@ from user_memory.config import ApiSettings
 from user_memory.domain.agent import render_memory
 from user_memory.domain.companion import parse_when
 from user_memory.domain.conversations import ExportedConversation, TriggerReport
-from user_memory.domain.elements import Rating
+from user_memory.domain.elements import Rating, day_bounds, user_today
 from user_memory.domain.kv import MAX_PAGE_SIZE, KvEntry
 from user_memory.domain.messages import MAX_MESSAGE_BYTES
 from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
@@ -240,16 +240,23 @@ def _indexed(row: Any) -> models.IndexedElement:
     return models.IndexedElement(path=row.path, version=row.version, element=row.value)
 
 
-def _before_day(due: Any, day: date, day_start: datetime) -> bool:
-    """Whether a due date (YYYY-MM-DD, or a date-time) falls before `day`."""
+def _due_on(due: Any, day: date, day_start: datetime, day_end: datetime) -> str | None:
+    """Whether a due date (YYYY-MM-DD, or a date-time) falls before `day` ("overdue"), on it ("due")
+    or after it (None); `day_start` and `day_end` are the day's bounds in the user's time zone.
+
+    A date is a calendar day of the user: the index keeps it as that day's UTC midnight, which
+    for a zone west of UTC is before the end of the user's previous day (so the index's rows
+    for a day can hold the next day's to-dos: they are not due yet)."""
     if not isinstance(due, str):
-        return False
+        return None
     if len(due) == 10:
-        return due < day.isoformat()
+        text = day.isoformat()
+        return "overdue" if due < text else "due" if due == text else None
     try:
-        return parse_when(due) < day_start
+        when = parse_when(due)
     except ValueError:
-        return False
+        return None
+    return "overdue" if when < day_start else "due" if when < day_end else None
 
 
 def _written(user_id: object, result: AppendResult) -> Response[models.Written]:
@@ -726,9 +733,11 @@ class MemoryApi:
             read from the item index."""
             with self._me() as service:
                 day, rows = service.todos_due(on)
-            start = datetime.combine(day, datetime.min.time(), UTC)
-            overdue = [_indexed(r) for r in rows if _before_day(r.value.get("due_date"), day, start)]
-            due = [_indexed(r) for r in rows if not _before_day(r.value.get("due_date"), day, start)]
+                _, zone = user_today(service.read().document, datetime.now(UTC))
+            start, end = day_bounds(day, zone)  # the day in the user's zone, as todos_due took it
+            when = [(r, _due_on(r.value.get("due_date"), day, start, end)) for r in rows]
+            overdue = [_indexed(r) for r, on_day in when if on_day == "overdue"]
+            due = [_indexed(r) for r, on_day in when if on_day == "due"]
             return models.TodosDue(user_id=str(service.user_id), day=day.isoformat(), overdue=overdue, due=due)
 
         WithinDays = Annotated[
