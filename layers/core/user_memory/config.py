@@ -154,7 +154,8 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
                 f"the OpenAI summarizer has no instructions for DOCUMENT_SCHEMA={self.document_schema}; "
                 "use user_state or companion, or SUMMARIZER=rules"
             )
-        if self.summarizer_kind == "openai" and self.summary_mode == "document" and self.document_schema != "user_state":
+        whole_documents = self.summarizer_kind == "openai" and self.summary_mode == "document"
+        if whole_documents and self.document_schema != "user_state":
             raise ValueError("SUMMARY_MODE=document is for DOCUMENT_SCHEMA=user_state; use SUMMARY_MODE=edit")
         return self
 
