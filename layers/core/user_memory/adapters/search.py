@@ -66,7 +66,8 @@ class EmbedReport:
 _FTS = """
 SELECT i.path, i.version, i.kind, i.text, i.value, ts_rank_cd(i.tsv, q.q) AS rank
   FROM memory_items i,
-       (SELECT nullif(replace(plainto_tsquery('english', %(q)s)::text, ' & ', ' | '), '')::tsquery AS q) q
+       (SELECT nullif(regexp_replace(plainto_tsquery('english', %(q)s)::text, ' (&|<->|<[0-9]+>) ', ' | ', 'g'),
+                      '')::tsquery AS q) q
  WHERE i.user_id = %(u)s AND i.tsv @@ q.q
  ORDER BY rank DESC, i.path
  LIMIT %(n)s
@@ -202,6 +203,8 @@ class PostgresSearch(_Database):
                     (user_id, md5),
                 ).fetchall()
                 for path, version, kind, item_text in items:
+                    if len(found) == k:  # one text can be several items of a user
+                        break
                     found.append(
                         {
                             "user_id": str(user_id),

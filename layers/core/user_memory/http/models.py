@@ -353,7 +353,7 @@ class EventsImported(_Out):
 class RatingIn(_In):
     """A feedback rating of one interaction (a repeat for the same interaction replaces it)."""
 
-    interaction_id: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+    interaction_id: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")
     rating: int = Field(ge=1, le=5)
     tags: list[Annotated[str, Field(min_length=1, max_length=50)]] = Field(default_factory=list, max_length=20)
     comment: str = Field(default="", max_length=2000)
