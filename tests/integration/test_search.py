@@ -392,3 +392,18 @@ def test_an_endpoint_error_leaves_the_items_pending_for_the_next_run(store, sear
     assert report.inputs == len(item_texts(doc)) and report.stored == len(item_texts(doc))
     assert embedding_count(conn, uid) == len(item_texts(doc))
     assert len(fake.requests) == 2
+
+
+def test_a_failing_endpoint_leaves_auto_search_to_full_text_and_fails_an_explicit_vector_search(store, search, fake):
+    # Given a user whose items are embedded, then an endpoint that fails
+    uid = new_user(store)
+    search.embed_pending(uid)
+    fake.fail_next(10, status=500)
+    # When auto mode searches
+    result = search.search(uid, "wedding", k=3)
+    # Then the words still answer (mode fts), and the failure is not the caller's
+    assert result.mode == "fts"
+    assert paths(result) == ["/events/wedding"]
+    # And a search that asks for vectors fails with the endpoint's error
+    with pytest.raises(EmbeddingsUnavailable):
+        search.search(uid, "wedding", k=3, mode="fused")

@@ -240,8 +240,21 @@ class ApiServices:
             )
             yield service
         if self.embedder is not None and service.versions_written:
+            self._embed_after_commit(uid, end_user)
+
+    def _embed_after_commit(self, uid: Any, end_user: Any) -> None:
+        """The write is committed: whatever happens here (the endpoint, the database) is logged and
+        counted, never the request's failure."""
+        from user_memory.errors import describe_failure
+        from user_memory.observability import logger, metrics
+
+        try:
             with transaction(self.pool, end_user=end_user) as tx:
                 embed_after_write(PostgresSearch(tx, self.embedder), uid)
+        except Exception as err:  # noqa: BLE001 - see the docstring
+            error, reason = describe_failure(err)
+            logger.warning("embedding failed", user_id=str(uid), error=error, reason=reason)
+            metrics.add_metric(name="EmbeddingsFailed", unit="Count", value=1)
 
     def search_all(self, query: str, k: int) -> list[dict[str, Any]]:
         """Operators: nearest item texts across every user (the route checks the caller)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from user_memory.adapters.postgres import ConnectionSource, _Database
-from user_memory.errors import InvalidRequest
+from user_memory.errors import EmbeddingsUnavailable, InvalidRequest
 
 Mode = Literal["auto", "fts", "vector", "fused"]
 RRF_K = 60
@@ -172,7 +172,20 @@ class PostgresSearch(_Database):
         if run in ("fts", "fused"):
             rankings.append(self.full_text(user_id, text, depth))
         if run in ("vector", "fused"):
-            rankings.append(self.nearest(user_id, self._embed_query(text), depth))
+            try:
+                vector = self._embed_query(text)
+            except EmbeddingsUnavailable as err:
+                if mode != "auto":
+                    raise
+                # auto: the words still answer; the endpoint's failure is seen, not the caller's
+                from user_memory.errors import describe_failure
+                from user_memory.observability import logger, metrics
+
+                error, reason = describe_failure(err)
+                logger.warning("query embedding failed", user_id=str(user_id), error=error, reason=reason)
+                metrics.add_metric(name="EmbeddingsFailed", unit="Count", value=1)
+                return SearchResult(hits=rankings[0][:k], mode="fts")
+            rankings.append(self.nearest(user_id, vector, depth))
         hits = rankings[0][:k] if len(rankings) == 1 else fuse(rankings, k)
         return SearchResult(hits=hits, mode=run)
 
