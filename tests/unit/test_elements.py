@@ -23,6 +23,7 @@ from user_memory.domain.elements import (
     occurrences,
     summarize_ratings,
     update,
+    validate_element,
 )
 from user_memory.errors import InvalidDocument, InvalidRequest, NotFound
 
@@ -350,6 +351,7 @@ def test_google_events_are_mapped_to_ours():
         "description": "Bring the exercise sheet",
         "start": "2026-03-03T10:00:00-05:00",
         "end": "2026-03-03T11:00:00-05:00",
+        "timezone": "America/New_York",
         "location": "Clinic, 10 Main Street",
         "attendees": [
             {"name": "Therapist", "email": "therapist@example.org", "response_status": "accepted"},
@@ -696,3 +698,70 @@ def test_each_list_keeps_its_newest_lines():
     assert summary["positives"][-3:] == ["great, could do more 0", "great, could do more 1", "great, could do more 2"]
     assert summary["suggestions"] == ["great, could do more 0", "great, could do more 1", "great, could do more 2"]
     assert (summary["ratings_count"], summary["average_rating"]) == (23, 5.0)
+
+
+def test_a_weekly_event_keeps_its_wall_clock_time_across_a_daylight_saving_change():
+    # Given a weekly 10:00 event in New York, starting before the change of 8 March 2026
+    event = validate_element(
+        "events",
+        {
+            "id": "w1",
+            "summary": "Physiotherapy",
+            "start": "2026-03-03T10:00:00-05:00",
+            "end": "2026-03-03T11:00:00-05:00",
+            "timezone": "America/New_York",
+            "recurrence": ["RRULE:FREQ=WEEKLY;COUNT=3"],
+        },
+    )
+    # When its occurrences are expanded
+    found = occurrences(event, datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 31, tzinfo=UTC))
+    # Then each is at 10:00 New York time: 15:00 UTC before the change, 14:00 UTC after it
+    starts = [datetime.fromisoformat(o["occurrence_start"]).astimezone(UTC).hour for o in found]
+    assert starts == [15, 14, 14]
+    # And without the zone the same rule would drift to 11:00 local after the change
+    floating = {**event, "timezone": ""}
+    drift = occurrences(floating, datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 31, tzinfo=UTC))
+    assert [datetime.fromisoformat(o["occurrence_start"]).astimezone(UTC).hour for o in drift] == [15, 15, 15]
+
+
+def test_a_cancelled_or_moved_occurrence_of_a_series_is_skipped_by_the_series():
+    # Given an imported weekly series
+    series = {
+        "id": "series1",
+        "status": "confirmed",
+        "summary": "Team sync",
+        "start": {"dateTime": "2026-04-06T09:00:00+01:00", "timeZone": "Europe/Lisbon"},
+        "end": {"dateTime": "2026-04-06T09:30:00+01:00", "timeZone": "Europe/Lisbon"},
+        "recurrence": ["RRULE:FREQ=WEEKLY;COUNT=4"],
+        "updated": "2026-04-01T08:00:00Z",
+    }
+    doc, _ = run_import({}, [series])
+    # When an incremental sync sends one occurrence cancelled and another moved
+    cancelled = {
+        "id": "series1_20260413T080000Z",
+        "status": "cancelled",
+        "recurringEventId": "series1",
+        "originalStartTime": {"dateTime": "2026-04-13T09:00:00+01:00", "timeZone": "Europe/Lisbon"},
+    }
+    moved = {
+        "id": "series1_20260420T080000Z",
+        "status": "confirmed",
+        "summary": "Team sync (moved)",
+        "recurringEventId": "series1",
+        "originalStartTime": {"dateTime": "2026-04-20T09:00:00+01:00", "timeZone": "Europe/Lisbon"},
+        "start": {"dateTime": "2026-04-21T15:00:00+01:00", "timeZone": "Europe/Lisbon"},
+        "end": {"dateTime": "2026-04-21T15:30:00+01:00", "timeZone": "Europe/Lisbon"},
+        "updated": "2026-04-10T08:00:00Z",
+    }
+    doc, report = run_import(doc, [cancelled, moved])
+    # Then the series skips both original dates, and the moved one is an event of its own
+    assert doc["events"]["series1"]["recurrence"] == [
+        "RRULE:FREQ=WEEKLY;COUNT=4",
+        "EXDATE:20260413T080000Z",
+        "EXDATE:20260420T080000Z",
+    ]
+    assert (report.deleted, report.created) == (1, 1)
+    april = (datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC))
+    series_days = [o["occurrence_start"][:10] for o in occurrences(doc["events"]["series1"], *april)]
+    assert series_days == ["2026-04-06", "2026-04-27"]
+    assert doc["events"]["series1_20260420T080000Z"]["start"] == "2026-04-21T15:00:00+01:00"

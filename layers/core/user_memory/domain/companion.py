@@ -65,6 +65,19 @@ def _timezone(value: str) -> str:
     return value
 
 
+def event_start(event: dict[str, Any]) -> datetime:
+    """An event's start as an aware time, on the event's own clock when it names a time zone, so
+    that a recurrence keeps its wall-clock time across daylight-saving changes."""
+    start = parse_when(event["start"])
+    zone = event.get("timezone")
+    if zone:
+        try:
+            return start.astimezone(ZoneInfo(zone))
+        except (ZoneInfoNotFoundError, ValueError):
+            return start
+    return start
+
+
 def _email(value: str) -> str:
     if value and not re.match(r"^[^@\s]+@[^@\s]+\.[^@\s]+$", value):
         raise ValueError("must be an email address")
@@ -144,6 +157,9 @@ class Event(_Strict):
     description: str = Field(default="", max_length=8000)
     start: When
     end: When | None = None
+    timezone: Annotated[str, AfterValidator(_timezone)] = Field(
+        default="", max_length=64, description="IANA zone its recurrence follows (wall-clock times across DST)"
+    )
     location: str = Field(default="", max_length=1000)
     attendees: list[Attendee] = Field(default_factory=list, max_length=200)
     recurrence: list[str] = Field(default_factory=list, max_length=10, description="RFC 5545 RRULE/EXDATE lines")

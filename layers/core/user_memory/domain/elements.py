@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
-from user_memory.domain.companion import ELEMENT_KINDS, ELEMENT_MODELS, parse_when
+from user_memory.domain.companion import ELEMENT_KINDS, ELEMENT_MODELS, event_start, parse_when
 from user_memory.domain.items import recurrence_lines
 from user_memory.domain.model import Document
 from user_memory.domain.patching import copy_json
@@ -167,6 +167,35 @@ def _google_time(value: Any, name: str) -> str | None:
     return when
 
 
+def _google_zone(event: dict[str, Any]) -> str:
+    """The IANA zone a timed event's recurrence follows (start.timeZone), when it is a valid one."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    start = event.get("start") if isinstance(event.get("start"), dict) else {}
+    zone = start.get("timeZone") if isinstance(start, dict) else None
+    if not isinstance(zone, str) or not zone:
+        return ""
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return ""
+    return zone
+
+
+def _exdate(original: Any) -> str | None:
+    """The EXDATE line that removes one occurrence, from an instance's originalStartTime."""
+    when = original.get("dateTime") or original.get("date") if isinstance(original, dict) else None
+    if not isinstance(when, str):
+        return None
+    try:
+        parsed = parse_when(when)
+    except ValueError:
+        return None
+    if len(when) == 10:
+        return f"EXDATE;VALUE=DATE:{when.replace('-', '')}"
+    return "EXDATE:" + parsed.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
 def from_google_event(event: Any) -> tuple[str, dict[str, Any] | None]:
     """A Google Calendar event resource (Events.list / Events.get JSON) as our event.
 
@@ -195,6 +224,7 @@ def from_google_event(event: Any) -> tuple[str, dict[str, Any] | None]:
         "description": str(event.get("description") or ""),
         "start": start,
         "end": _google_time(event.get("end"), "end"),
+        "timezone": _google_zone(event),
         "location": str(event.get("location") or ""),
         "attendees": attendees,
         "recurrence": [str(r) for r in event.get("recurrence") or []],
@@ -234,8 +264,17 @@ def import_google_events(events: Any, report: ImportReport) -> Callable[[Documen
         doc = copy_json(document)
         ours = doc.setdefault("events", {})
         counts = ImportReport()
-        for element_id, element in mapped:
+        for (element_id, element), raw in zip(mapped, events, strict=True):
             counts.ids.append(element_id)
+            # One occurrence of a recurring event changed or cancelled (Google sends it as its own
+            # item naming the series): the series skips that date; a changed one is kept as an event.
+            parent = ours.get(_google_id(raw.get("recurringEventId"))) if raw.get("recurringEventId") else None
+            skip = _exdate(raw.get("originalStartTime")) if parent is not None else None
+            if parent is not None and skip is not None and skip not in parent.setdefault("recurrence", []):
+                parent["recurrence"].append(skip)
+                if element is None:
+                    counts.deleted += 1
+                    continue
             current = ours.get(element_id)
             if element is None:
                 if current is not None:
@@ -271,7 +310,7 @@ def _newer(incoming: str | None, current: str | None) -> bool:
 
 def occurrences(event: dict[str, Any], start: datetime, end: datetime) -> list[dict[str, Any]]:
     """The event's occurrences that overlap [start, end): itself, or its recurrence expanded."""
-    first = parse_when(event["start"])
+    first = event_start(event)
     length = (parse_when(event["end"]) - first) if event.get("end") else timedelta(0)
     rules = [r for r in event.get("recurrence") or [] if isinstance(r, str)]
     if not rules:

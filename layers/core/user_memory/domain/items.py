@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
-from user_memory.domain.companion import ELEMENT_KINDS, SENSITIVE_FIELDS, parse_when
+from user_memory.domain.companion import ELEMENT_KINDS, SENSITIVE_FIELDS, event_start, parse_when
 from user_memory.domain.model import Document, Patch
 from user_memory.domain.patching import escape_token
 
@@ -152,7 +152,7 @@ def _element(path: str, kind: str, value: Any) -> Item:
                 rules = [r for r in value.get("recurrence") or [] if isinstance(r, str)]
                 if rules:
                     typed["recurring"] = True
-                    typed["recur_until"] = recurrence_end(rules, typed["starts_at"])
+                    typed["recur_until"] = recurrence_end(rules, event_start(value))
         except (TypeError, ValueError):  # a document that was never validated: leave the column empty
             pass
     return Item(path=path, kind=kind, text=text[:MAX_TEXT_CHARS], value=value, **typed)
