@@ -25,6 +25,7 @@ from user_memory.domain.elements import (
     DIGEST_EVENT_DAYS,
     DIGEST_GOAL_DAYS,
     day_bounds,
+    split_due,
     summarize_ratings,
     user_today,
 )
@@ -85,9 +86,7 @@ def make_digest(user_id: uuid.UUID, *, store: MemoryStore, companion: PostgresCo
         return None
     today, zone = user_today(head.document, now)
     day_start, day_end = day_bounds(today, zone)
-    todos = companion.todos_due(user_id, day_end)
-    overdue = [r for r in todos if _due_before(r.value, day_start, today.isoformat())]
-    due = [r for r in todos if r not in overdue]
+    overdue, due = split_due(companion.todos_due(user_id, day_end), today, zone)
     events = companion.events_between(user_id, now, now + timedelta(days=DIGEST_EVENT_DAYS))
     goals = companion.active_goals(user_id, target_before=day_end + timedelta(days=DIGEST_GOAL_DAYS))
     digest = {
@@ -115,17 +114,6 @@ def make_digest(user_id: uuid.UUID, *, store: MemoryStore, companion: PostgresCo
 
 def _brief(value: dict, text_field: str, date_field: str) -> dict:  # type: ignore[type-arg]
     return {"id": value.get("id"), text_field: value.get(text_field), date_field: value.get(date_field)}
-
-
-def _due_before(value: dict, day_start: datetime, day: str) -> bool:  # type: ignore[type-arg]
-    due = value.get("due_date")
-    if not isinstance(due, str):
-        return False
-    if len(due) == 10:
-        return due < day
-    from user_memory.domain.companion import parse_when
-
-    return parse_when(due) < day_start
 
 
 def companion_nightly(

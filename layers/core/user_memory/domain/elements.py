@@ -64,7 +64,8 @@ def create(collection: Collection, fields: Any) -> tuple[str, Callable[[Document
         doc = copy_json(document)
         elements = doc.setdefault(collection, {})
         if element_id in elements:
-            raise ElementExists(f"{collection}/{element_id} already exists; update it with PATCH")
+            # Ids stay out of the message (it is logged): a client may put anything in an id.
+            raise ElementExists(f"this {collection[:-1]} id is taken; update the {collection[:-1]} with PATCH")
         elements[element_id] = element
         return doc
 
@@ -74,7 +75,7 @@ def create(collection: Collection, fields: Any) -> tuple[str, Callable[[Document
 def _existing(doc: Document, collection: Collection, element_id: str) -> dict[str, Any]:
     element = (doc.get(collection) or {}).get(element_id)
     if not isinstance(element, dict):
-        raise NotFound(f"no {collection[:-1]} {element_id!r}")
+        raise NotFound(f"no {collection[:-1]} with this id")  # the id stays out of logs
     return element
 
 
@@ -286,7 +287,11 @@ def import_google_events(events: Any, report: ImportReport) -> Callable[[Documen
                 ours[element_id] = element
                 counts.created += 1
             elif element != current and _newer(element.get("last_modified"), current.get("last_modified")):
-                ours[element_id] = element
+                # Google's series never lists the dates its cancelled or moved instances took out
+                # (they came as items of their own): keep the EXDATE lines they added.
+                skipped = [r for r in current.get("recurrence") or [] if r.startswith("EXDATE")]
+                kept = [r for r in skipped if r not in element.get("recurrence", [])]
+                ours[element_id] = {**element, "recurrence": [*element.get("recurrence", []), *kept]}
                 counts.updated += 1
             else:
                 counts.unchanged += 1
@@ -347,6 +352,32 @@ def user_today(document: Document, now: datetime) -> tuple[date, str]:
     except Exception:  # noqa: BLE001 - a bad name was never validated: fall back to UTC
         name, zone = "UTC", ZoneInfo("UTC")
     return now.astimezone(zone).date(), name
+
+
+def due_on(due: Any, day: date, day_start: datetime, day_end: datetime) -> str | None:
+    """Whether a due date (YYYY-MM-DD, or a date-time) falls before `day` ("overdue"), on it ("due")
+    or after it (None); `day_start` and `day_end` are the day's bounds in the user's time zone.
+
+    A date is a calendar day of the user: the index keeps it as that day's UTC midnight, which
+    for a zone west of UTC is before the end of the user's previous day (so the index's rows
+    for a day can hold the next day's to-dos: they are not due yet)."""
+    if not isinstance(due, str):
+        return None
+    if len(due) == 10:
+        text = day.isoformat()
+        return "overdue" if due < text else "due" if due == text else None
+    try:
+        when = parse_when(due)
+    except ValueError:
+        return None
+    return "overdue" if when < day_start else "due" if when < day_end else None
+
+
+def split_due(rows: Sequence[Any], day: date, zone_name: str) -> tuple[list[Any], list[Any]]:
+    """Index rows of open to-dos (`.value` the to-do) as (overdue, due on `day`); later ones dropped."""
+    start, end = day_bounds(day, zone_name)
+    when = [(r, due_on(r.value.get("due_date"), day, start, end)) for r in rows]
+    return [r for r, on in when if on == "overdue"], [r for r, on in when if on == "due"]
 
 
 def day_bounds(day: date, zone_name: str) -> tuple[datetime, datetime]:

@@ -362,7 +362,7 @@ class MemoryService:
         head = self.store.head(self.user_id)
         found = (head.document.get(name) or {}).get(element_id)
         if not isinstance(found, dict):
-            raise NotFound(f"no {name[:-1]} {element_id!r}")
+            raise NotFound(f"no {name[:-1]} with this id")  # the id stays out of logs
         return found, head.version
 
     def create_element(self, collection: str, fields: Any, edit: Edit) -> tuple[str, AppendResult]:
@@ -392,14 +392,16 @@ class MemoryService:
         report = elements.ImportReport()
         return report, self._edit(elements.import_google_events(events, report), edit)
 
-    def todos_due(self, on: date | None = None) -> tuple[date, list[Any]]:
-        """Open to-dos due on or before `on` (the user's today by default), from the item index."""
+    def todos_due(self, on: date | None = None) -> tuple[date, list[Any], list[Any]]:
+        """Open to-dos overdue and due on `on` (the user's today in their time zone by default),
+        from the item index: (day, overdue, due)."""
         companion = self._companion_schema()
         head = self.store.head(self.user_id)
         today, zone = elements.user_today(head.document, datetime.now(UTC))
         day = on or today
         _, end = elements.day_bounds(day, zone)
-        return day, companion.todos_due(self.user_id, end)
+        overdue, due = elements.split_due(companion.todos_due(self.user_id, end), day, zone)
+        return day, overdue, due
 
     def events_between(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
         """Occurrences of the user's events overlapping [start, end), from the item index."""

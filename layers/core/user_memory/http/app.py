@@ -27,9 +27,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Pat
 
 from user_memory.config import ApiSettings
 from user_memory.domain.agent import render_memory
-from user_memory.domain.companion import parse_when
 from user_memory.domain.conversations import ExportedConversation, TriggerReport
-from user_memory.domain.elements import Rating, day_bounds, user_today
+from user_memory.domain.elements import Rating
 from user_memory.domain.kv import MAX_PAGE_SIZE, KvEntry
 from user_memory.domain.messages import MAX_MESSAGE_BYTES
 from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
@@ -238,25 +237,6 @@ def _element_written(
 
 def _indexed(row: Any) -> models.IndexedElement:
     return models.IndexedElement(path=row.path, version=row.version, element=row.value)
-
-
-def _due_on(due: Any, day: date, day_start: datetime, day_end: datetime) -> str | None:
-    """Whether a due date (YYYY-MM-DD, or a date-time) falls before `day` ("overdue"), on it ("due")
-    or after it (None); `day_start` and `day_end` are the day's bounds in the user's time zone.
-
-    A date is a calendar day of the user: the index keeps it as that day's UTC midnight, which
-    for a zone west of UTC is before the end of the user's previous day (so the index's rows
-    for a day can hold the next day's to-dos: they are not due yet)."""
-    if not isinstance(due, str):
-        return None
-    if len(due) == 10:
-        text = day.isoformat()
-        return "overdue" if due < text else "due" if due == text else None
-    try:
-        when = parse_when(due)
-    except ValueError:
-        return None
-    return "overdue" if when < day_start else "due" if when < day_end else None
 
 
 def _written(user_id: object, result: AppendResult) -> Response[models.Written]:
@@ -732,13 +712,13 @@ class MemoryApi:
             """Open to-dos due on or before a day (the user's today in basic_info.timezone), overdue first;
             read from the item index."""
             with self._me() as service:
-                day, rows = service.todos_due(on)
-                _, zone = user_today(service.read().document, datetime.now(UTC))
-            start, end = day_bounds(day, zone)  # the day in the user's zone, as todos_due took it
-            when = [(r, _due_on(r.value.get("due_date"), day, start, end)) for r in rows]
-            overdue = [_indexed(r) for r, on_day in when if on_day == "overdue"]
-            due = [_indexed(r) for r, on_day in when if on_day == "due"]
-            return models.TodosDue(user_id=str(service.user_id), day=day.isoformat(), overdue=overdue, due=due)
+                day, overdue, due = service.todos_due(on)
+            return models.TodosDue(
+                user_id=str(service.user_id),
+                day=day.isoformat(),
+                overdue=[_indexed(r) for r in overdue],
+                due=[_indexed(r) for r in due],
+            )
 
         WithinDays = Annotated[
             int | None, Query(ge=0, le=3660, description="Only goals whose target date is within this many days.")

@@ -1,0 +1,175 @@
+"""Property-based tests of the companion and search routes, generated from the committed OpenAPI
+document (schemathesis, Python API), on a deployment with DOCUMENT_SCHEMA=companion.
+
+The same setup and checks as test_api_schemathesis.py (real HTTP to `ApiServer`, the Lambda
+handler behind it, real PostgreSQL in a database of its own, a development token; answers must not
+be 5xx and must conform to the document: status codes, content types, headers, response schemas),
+but here the goals, to-dos, events, ratings, digest and search routes do their work instead of
+answering not-enabled, the memory routes edit companion documents, and embeddings are configured
+(a local OpenAI-compatible endpoint), so every write also embeds its new texts and search fuses
+full text with vectors. Bounded and derandomized: the file runs the same way every time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from user_memory.adapters.migrations import migrate
+from user_memory.adapters.postgres import open_pool
+from user_memory.config import ApiSettings
+from user_memory.http.app import create_api, openapi_text
+from user_memory.runtime import build_api
+from user_memory_local.serve import ApiServer
+from user_memory_local.tokens import issue_token
+
+from tests.fake_embeddings import fake_embeddings_server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
+
+SECRET = "schemathesis-companion-secret-of-32-bytes"
+OPERATOR = "user-memory/operator"
+MAX_EXAMPLES = 25
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+
+# The companion layer's operations, search (the user's and the operators'), and the memory and
+# account routes whose documents are companion documents here.
+COMPANION_PATHS = (
+    r"^/me/(goals|todos|events)(/\{element_id\}(/complete)?)?$"
+    r"|^/me/(todos/due|events/import|ratings|digest|memory/search)$"
+    r"|^/admin/memory/search$"
+    r"|^/me/(memory|export)$"
+    r"|^/me$"
+)
+
+schema = schemathesis.openapi.from_dict(json.loads(openapi_text())).include(path_regex=COMPANION_PATHS)
+
+EXAMPLES = settings(
+    max_examples=MAX_EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+def test_the_selection_holds_every_companion_and_search_operation():
+    # Given the committed document; When its operations are filtered as above
+    selected = {(op.method.upper(), op.path) for op in (r.ok() for r in schema.get_all_operations())}
+    document = json.loads(openapi_text())
+    tagged = {
+        (method.upper(), path)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if "companion" in operation.get("tags", [])
+    }
+    # Then every companion-tagged operation is in, with both searches and the memory routes
+    assert len(tagged) == 21, sorted(tagged)  # 5 per collection, due, goals, events, import, ratings, digest
+    assert tagged <= selected
+    assert {("GET", "/me/memory/search"), ("GET", "/admin/memory/search"), ("PATCH", "/me/memory")} <= selected
+    assert ("DELETE", "/me") in selected and ("GET", "/me/kv/{namespace}") not in selected
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quiet_service_log() -> Iterator[None]:
+    """Thousands of refused requests: the service's INFO lines would drown the report."""
+    log = logging.getLogger("user-memory")
+    level = log.level
+    log.setLevel(logging.ERROR)  # failed embeddings are warnings; generated texts may be refused
+    yield
+    log.setLevel(level)
+
+
+@pytest.fixture(scope="module")
+def own_pool(database_url: str) -> Iterator[ConnectionPool]:
+    """A database of its own: generated requests store arbitrary companion documents, ratings and
+    embeddings that other tests' queries and fan-outs would otherwise find."""
+    name = f"user_memory_schemathesis_companion_{os.getpid()}"
+    try:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    except psycopg.errors.InsufficientPrivilege:  # a server where the tests may not create databases
+        pool = open_pool(database_url, size=4)
+        yield pool
+        pool.close()
+        return
+    params = psycopg.conninfo.conninfo_to_dict(database_url)
+    params["dbname"] = name
+    url = psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
+    migrate(url)
+    pool = open_pool(url, size=4)
+    try:
+        yield pool
+    finally:
+        pool.close()
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="module")
+def server(own_pool: ConnectionPool) -> Iterator[ApiServer]:
+    with fake_embeddings_server() as (_, base_url):
+        settings_ = ApiSettings.from_env(
+            {
+                "DOCUMENT_SCHEMA": "companion",
+                "EMBEDDING_MODEL": "text-embedding-3-small",
+                "EMBEDDING_BASE_URL": base_url,
+                "EMBEDDING_API_KEY": "test-key",
+            }
+        )
+        api = create_api(build_api(settings_, pool=own_pool), settings_)
+        with ApiServer(api, secret=SECRET) as running:
+            yield running
+
+
+@pytest.fixture(scope="module")
+def user_token() -> str:
+    return issue_token(uuid.uuid4(), secret=SECRET)
+
+
+@pytest.fixture(scope="module")
+def operator_token() -> str:
+    return issue_token(uuid.uuid4(), secret=SECRET, scopes=[OPERATOR])
+
+
+@schema.parametrize()
+@EXAMPLES
+def test_every_companion_operation_as_an_end_user(case, server, user_token):
+    case.call_and_validate(base_url=server.url, headers={"Authorization": f"Bearer {user_token}"}, checks=CHECKS)
+
+
+@schema.parametrize()
+@settings(max_examples=10, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+def test_every_companion_operation_as_an_operator(case, server, operator_token):
+    case.call_and_validate(base_url=server.url, headers={"Authorization": f"Bearer {operator_token}"}, checks=CHECKS)
+
+
+@schema.parametrize()
+@settings(max_examples=3, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+def test_every_companion_operation_without_a_token_is_a_documented_401(case, server):
+    response = case.call_and_validate(base_url=server.url, checks=CHECKS)
+    assert response.status_code == 401
