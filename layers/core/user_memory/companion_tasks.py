@@ -1,9 +1,10 @@
 """The companion layer's part of the nightly run, per user, after the daily summary.
 
 1. Feedback: the user's unsummarized ratings are folded into the feedback element
-   (`elements.summarize_ratings`) as one new version (source `daily:feedback`), then marked as
-   summarized by it. The version's idempotency key names the ratings it covers, so a retry after
-   a crash between the two steps finds the version and only marks.
+   (`elements.summarize_ratings`) as one new version (source `daily:feedback`, the rating ids in
+   its provenance), then marked as summarized by it. A run that finds unsummarized ratings a
+   feedback version already names (a crash between the two steps, whatever came after it) marks
+   them with that version instead of folding them in again.
 2. The digest: due and overdue to-dos, the next 7 days' event occurrences and the active goals
    whose target date is within 14 days, read from the item index, stored for the user's today
    (their basic_info.timezone) in daily_digests (a re-run replaces the day's digest).
@@ -50,6 +51,14 @@ def summarize_feedback(
     ratings = companion.unsummarized_ratings(user_id)
     if not ratings:
         return 0, None
+    # A feedback version written before a crash (or by a run whose message then went to the DLQ)
+    # names its ratings in its provenance: they are marked with it, never folded in again.
+    covered = companion.feedback_versions_of(user_id, [r.id for r in ratings if r.id is not None])
+    for version in sorted(set(covered.values())):
+        companion.mark_ratings(user_id, [i for i, v in covered.items() if v == version], version)
+    ratings = [r for r in ratings if r.id not in covered]
+    if not ratings:
+        return len(covered), max(covered.values())
     key = f"{run_key}:feedback:{ratings[-1].id}:{len(ratings)}"
     for attempt in range(MAX_TRIES):
         head, recorded = store.head_for_run(user_id, key)
@@ -67,7 +76,7 @@ def summarize_feedback(
                 source="daily:feedback",
                 idempotency_key=key,
                 base=head,
-                provenance={"mode": "feedback", "ratings": len(ratings)},
+                provenance={"mode": "feedback", "rating_ids": [r.id for r in ratings]},
             )
         except VersionConflict:
             if attempt == MAX_TRIES - 1:
@@ -76,7 +85,7 @@ def summarize_feedback(
         version = result.version
         break
     companion.mark_ratings(user_id, [r.id for r in ratings if r.id is not None], version)
-    return len(ratings), version
+    return len(ratings) + len(covered), version
 
 
 def make_digest(user_id: uuid.UUID, *, store: MemoryStore, companion: PostgresCompanion, now: datetime) -> str | None:

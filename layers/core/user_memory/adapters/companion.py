@@ -119,6 +119,23 @@ class PostgresCompanion(_Database):
             )
         return cur.rowcount
 
+    def feedback_versions_of(self, user_id: uuid.UUID, rating_ids: Sequence[int]) -> dict[int, int]:
+        """The feedback version (source daily:feedback) whose provenance names each of these
+        ratings, for those one does: {rating id: version}."""
+        if not rating_ids:
+            return {}
+        with self.connection() as conn:
+            rows = conn.execute(
+                """SELECT r.id::bigint, max(s.version) FROM user_memory_snapshots s
+                     CROSS JOIN LATERAL jsonb_array_elements_text(s.provenance -> 'rating_ids') AS r(id)
+                    WHERE s.user_id = %s AND s.source_description = 'daily:feedback'
+                      AND jsonb_typeof(s.provenance -> 'rating_ids') = 'array'
+                      AND r.id::bigint = ANY(%s)
+                    GROUP BY r.id""",
+                (user_id, list(rating_ids)),
+            ).fetchall()
+        return {int(r[0]): int(r[1]) for r in rows}
+
     def ratings(self, user_id: uuid.UUID) -> list[dict[str, Any]]:
         """Every rating of the user (an export)."""
         with self.connection() as conn:

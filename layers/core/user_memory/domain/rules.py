@@ -91,6 +91,7 @@ class RuleBasedSummarizer:
     """
 
     name = "rules"
+    schema = "user_state"  # also for subclasses that do not call __init__
 
     def __init__(self, schema: str = "user_state") -> None:
         self.schema = schema
