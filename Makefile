@@ -23,13 +23,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP)  ## every benchmark (about 25 minutes); figures go into the README by hand
+bench: $(STAMP)  ## every benchmark (about 30 minutes); figures go into the README by hand
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/bench_store.py
 	$(BIN)/python bench/bench_store.py --compare-eventsourcing
 	$(BIN)/python bench/bench_worker.py --users 10000 --profile
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_conversations.py
+	$(BIN)/python bench/bench_search.py
 
 migrate: $(STAMP)
 	$(BIN)/user-memory migrate

@@ -16,8 +16,9 @@ disabled, logs at INFO; the log lines go to a counting sink instead of stdout).
 The floor, per user, on a plain connection with prepared statements: read the message body,
 the head (SELECT version, document FROM user_memory_heads), the unsummarized activity (the
 adapter's own query), the same rule-based summarizer call, one unverified
-`jsonpatch.make_patch`, and `user_memory_append` called directly (insert + head update +
-activity marks in one statement, one round trip). No validation, no verification, no batch
+`jsonpatch.make_patch`, the search index's item changes (`domain.items.item_changes`), and
+`user_memory_append` called directly (insert + head update + activity marks + item rows in one
+statement, one round trip). No validation, no verification, no batch
 machinery, no logging. Worker and floor alternate event by event (10 users each) over
 different users of the same shape, so both see the same database state.
 
@@ -66,6 +67,7 @@ from user_memory.adapters.postgres import _UNSUMMARIZED, PostgresActivity, open_
 from user_memory.config import WorkerSettings  # noqa: E402
 from user_memory.domain.document import encode  # noqa: E402
 from user_memory.domain.fanout import FanoutPlan, refresh_bodies  # noqa: E402
+from user_memory.domain.items import item_changes  # noqa: E402
 from user_memory.domain.model import Activity, Window  # noqa: E402
 from user_memory.domain.rules import RuleBasedSummarizer  # noqa: E402
 from user_memory.observability import logger, metrics  # noqa: E402
@@ -210,7 +212,9 @@ def seed_large(pool: Any, dsn: str, n: int, seed_value: int) -> list[uuid.UUID]:
 # -- the floor -----------------------------------------------------------------------------------
 
 _FLOOR_HEAD = "SELECT version, document FROM user_memory_heads WHERE user_id = %s"
-_FLOOR_APPEND = "SELECT status, version, created_at FROM user_memory_append(%s, %s, %s, %s, %s::jsonb, %s, %s, %s)"
+_FLOOR_APPEND = (
+    "SELECT status, version, created_at FROM user_memory_append(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, NULL, %s)"
+)
 
 
 class Floor:
@@ -230,7 +234,7 @@ class Floor:
                 activities = self.activities(user, end)
                 new = self.summarize(old, activities)
                 patch = self.diff(old, new)
-                self.append(user, version, patch, self.encode(new), activities, run_key)
+                self.append(user, version, patch, self.encode(new), activities, run_key, self.items(old, new, patch))
 
     def message(self, body: str) -> tuple[list[uuid.UUID], datetime, str]:
         message = json.loads(body)
@@ -254,6 +258,11 @@ class Floor:
     def diff(self, old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
         return jsonpatch.make_patch(old, new).patch
 
+    def items(self, old: dict[str, Any], new: dict[str, Any], patch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The search index's changes for the version (the product keeps the index in the version's
+        transaction: that is part of the same work)."""
+        return item_changes(old, new, patch)
+
     def encode(self, document: dict[str, Any]) -> str:
         return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
@@ -265,6 +274,7 @@ class Floor:
         document_json: str,
         activities: list[Activity],
         run_key: str,
+        items: list[dict[str, Any]],
     ) -> None:
         self.conn.execute(
             _FLOOR_APPEND,
@@ -277,6 +287,7 @@ class Floor:
                 f"daily summary, {len(activities)} activities, model rules",
                 run_key,
                 [a.id for a in activities],
+                Jsonb(items),
             ),
             prepare=True,
         ).fetchone()
@@ -487,6 +498,7 @@ def timed_passes(
         ("summarize", SUMMARIZER, "RuleBasedSummarizer.summarize"),
         ("diff", DIFF, "jsonpatch.make_patch (unverified)"),
         ("encode", JSON_CAT, "json.dumps of the document"),
+        ("items", OTHER, "item_changes (the search index)"),
         ("append", DB, "user_memory_append"),
     ]
     with ExitStack() as stack:
@@ -842,7 +854,7 @@ def main() -> None:
     print("Powertools: POWERTOOLS_METRICS_DISABLED=true, POWERTOOLS_TRACE_DISABLED=true, POWERTOOLS_LOG_LEVEL=INFO")
     print(
         "floor: head SELECT + the adapter's activity query + the same summarizer call + jsonpatch.make_patch + "
-        "user_memory_append, plain connection"
+        "the search index's item changes + user_memory_append with them, plain connection"
     )
     print(f"\n{'documents':<10}{'':<8}{'users':>8}{'seconds':>10}{'users/s':>10}{'ms/user':>10}{'trips/user':>12}")
     for r in results:

@@ -1,6 +1,6 @@
 """Search over a user's memory items: PostgreSQL full text, pgvector when embeddings are on, fused.
 
-Full text is always there (memory_items.tsv, GIN): the query's words are ORed, so an item that
+Full text is always there (memory_items.tsv over the user's rows): the query's words are ORed, so an item that
 has some of them still ranks (ts_rank_cd). With an embedder configured and pgvector installed,
 the query is embedded once and the user's items are ranked by cosine distance too, and the two
 rankings are fused by reciprocal rank (k = 60). A user's search reads only that user's rows
