@@ -30,8 +30,8 @@
 --   anon           nothing.
 --   authenticated  SELECT of its own rows of the four tables (RLS); its own ratings only through
 --                  user_memory_record_rating (never summarized_version); its own items only through
---                  user_memory_append (as its own versions), its own vectors only through
---                  user_memory_store_embeddings (texts of its own items).
+--                  user_memory_append (as its own versions, bounded); no vectors (the service
+--                  embeds, so nobody can plant a vector in the operators' search across users).
 --   service_role   SELECT of all, writes through the functions, ratings and digests directly.
 -- user_memory_erase (and so user_memory_erase_me) now removes all four.
 
@@ -56,7 +56,8 @@ CREATE TABLE memory_items (
   text_md5 text GENERATED ALWAYS AS (md5(text)) STORED,
   tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, text)) STORED,
   CONSTRAINT memory_items_pkey PRIMARY KEY (user_id, path),
-  CONSTRAINT memory_items_path_check CHECK (left(path, 1) = '/' AND char_length(path) <= 1000),
+  -- The service leaves longer pointers out of the index (domain/items.py: MAX_PATH_BYTES).
+  CONSTRAINT memory_items_path_check CHECK (left(path, 1) = '/' AND octet_length(path) <= 1000),
   CONSTRAINT memory_items_version_check CHECK (version >= 1),
   CONSTRAINT memory_items_text_check CHECK (octet_length(text) <= 16384)
 );
@@ -266,6 +267,13 @@ BEGIN
       RAISE EXCEPTION 'user_memory_append: only the service records provenance'
         USING ERRCODE = 'insufficient_privilege';
     END IF;
+    -- An end user's item changes are its own rows only; bounded, so they cannot be used to store
+    -- far more than the document's own size limit allows.
+    IF p_items IS NOT NULL AND (jsonb_typeof(p_items) <> 'array' OR jsonb_array_length(p_items) > 50000
+        OR octet_length(p_items::text) > 16 * coalesce(nullif(current_setting('user_memory.max_document_bytes', true), ''), '524288')::integer) THEN
+      RAISE EXCEPTION 'user_memory_append: the item changes are over their limit'
+        USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_source IS NULL OR NOT (left(p_source, 3) = 'api' OR left(p_source, 6) = 'agent:') THEN
       RAISE EXCEPTION 'user_memory_append: an end user''s source must start with ''api'' or ''agent:'''
         USING ERRCODE = 'insufficient_privilege';
@@ -445,7 +453,8 @@ GRANT EXECUTE ON FUNCTION public.user_memory_reindex(uuid, integer, jsonb) TO se
 -- ---------------------------------------------------------------------------------------------
 
 -- p_rows: [{"text_md5": ..., "embedding": [256 numbers]}]. Only texts some item of the user has
--- are stored (others are skipped); returns how many rows were stored.
+-- are stored (others are skipped); returns how many rows were stored. The service's only (the
+-- API embeds a user's new texts with the service's rights, after the user's write committed).
 CREATE FUNCTION public.user_memory_store_embeddings(p_user_id uuid, p_model text, p_rows jsonb)
 RETURNS integer
 LANGUAGE plpgsql
@@ -475,8 +484,9 @@ BEGIN
   RETURN stored;
 END
 $$;
-REVOKE ALL ON FUNCTION public.user_memory_store_embeddings(uuid, text, jsonb) FROM PUBLIC, anon;
-GRANT EXECUTE ON FUNCTION public.user_memory_store_embeddings(uuid, text, jsonb) TO authenticated, service_role;
+-- The service only: a vector an end user chose would take over the operators' search across users.
+REVOKE ALL ON FUNCTION public.user_memory_store_embeddings(uuid, text, jsonb) FROM PUBLIC, anon, authenticated;
+GRANT EXECUTE ON FUNCTION public.user_memory_store_embeddings(uuid, text, jsonb) TO service_role;
 
 -- ---------------------------------------------------------------------------------------------
 -- user_memory_record_rating: a rating, new or changed (then summarized again)
@@ -495,6 +505,9 @@ DECLARE
   old public.feedback_ratings%ROWTYPE;
 BEGIN
   PERFORM public.user_memory_check_owner(p_user_id, 'user_memory_record_rating');
+  IF EXISTS (SELECT 1 FROM unnest(coalesce(p_tags, '{}')) t WHERE char_length(t) NOT BETWEEN 1 AND 50) THEN
+    RAISE EXCEPTION 'user_memory_record_rating: a tag is 1 to 50 characters' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
   SELECT * INTO old FROM public.feedback_ratings f
    WHERE f.user_id = p_user_id AND f.interaction_id = p_interaction_id FOR UPDATE;
   IF NOT FOUND THEN

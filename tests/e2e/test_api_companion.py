@@ -978,3 +978,36 @@ def test_an_endpoint_failure_does_not_fail_the_write_and_search_still_answers(em
     assert sorted(fake.requests[-1]["inputs"]) == ["todo: Bleed the radiators", "todo: Schedule the boiler service"]
     vector = ok(user.get("/me/memory/search", query={"q": "boiler service", "mode": "fused", "k": 1}))["items"]
     assert [(h["path"], h["matched_by"]) for h in vector] == [("/todos/t1", ["fts", "vector"])]
+
+
+def test_a_create_without_an_id_retried_under_its_key_replays_with_the_same_id(user):
+    key = {"Idempotency-Key": "create-water"}
+    # Given a to-do created without an id, under a key (the client timed out before the answer)
+    first = ok(user.post("/me/todos", json_body={"text": "Water the plants"}, headers=key))
+    # When the client sends the same request again
+    again = user.post("/me/todos", json_body={"text": "Water the plants"}, headers=key)
+    # Then it is a replay that names the same to-do, and nothing was written twice
+    body = ok(again)
+    assert (body["status"], body["id"], body["version"]) == ("idempotent", first["id"], first["version"])
+    assert head_version(user) == first["version"]
+    # And without a key, two creates are two to-dos with their own ids
+    a = ok(user.post("/me/todos", json_body={"text": "Call the bank"}))
+    b = ok(user.post("/me/todos", json_body={"text": "Call the bank"}))
+    assert a["id"] != b["id"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "body", "status"),
+    [
+        ("GET", "/me/todos/due", {"on": "9999-12-31"}, None, 400),
+        ("GET", "/me/events", {"from": "9999-12-30T00:00:00Z"}, None, 400),
+        ("GET", "/me/memory/search", {"q": "marathon\x00"}, None, 400),
+        ("POST", "/me/events/import", None, {"id": "e1", "start": {"date": "2026-01-01"}, "attendees": 5}, 400),
+    ],
+)
+def test_edge_inputs_are_clear_errors_not_500(user, method, path, query, body, status):
+    # When a request carries an input at the edge of what the routes take
+    reply = user.request(method, path, query=query, json_body=body)
+    # Then it is a 4xx problem, not a 500, and nothing was written
+    assert reply.status == status, reply.text
+    assert head_version(user) == 0

@@ -41,7 +41,7 @@ from tests.fake_embeddings import hash_embedding
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
 
 # The nightly run's clock: a Wednesday, 13:00 in the user's Lisbon (UTC+1 in May).
-NOW = datetime(2031, 5, 14, 12, 0, tzinfo=UTC)
+NOW = datetime(2031, 5, 14, 0, 15, tzinfo=UTC)  # the schedule's time (Lisbon: 01:15, the day ahead is today)
 # The schedule fires just after midnight UTC: window 2031-05-13, run key daily:2031-05-13.
 SCHEDULED = {**json.loads((EVENTS / "scheduled_event.json").read_text()), "time": "2031-05-14T00:15:00Z"}
 RUN_KEY = "daily:2031-05-13"
@@ -237,7 +237,7 @@ EXPECTED_FEEDBACK = {
     "suggestions": [SUGGESTION],
     "ratings_count": 3,
     "average_rating": 3.0,
-    "last_summarized_at": "2031-05-14T12:00:00Z",
+    "last_summarized_at": "2031-05-14T00:15:00Z",
 }
 
 
@@ -247,7 +247,7 @@ def expected_digest(version: int, *, overdue: bool = True) -> dict[str, Any]:
         "day": "2031-05-14",
         "timezone": "Europe/Lisbon",
         "version": version,
-        "generated_at": "2031-05-14T12:00:00+00:00",
+        "generated_at": "2031-05-14T00:15:00+00:00",
         "todos_overdue": (
             [{"id": "insurance", "text": "Renew the car insurance", "due_date": "2031-05-10"}] if overdue else []
         ),

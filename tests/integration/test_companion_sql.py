@@ -466,29 +466,51 @@ def embeddings(conn: psycopg.Connection, user: uuid.UUID) -> list[str]:
     return [r[0] for r in rows]
 
 
-def test_an_end_user_cannot_store_vectors_for_another_user(conn, two_users):
+def test_an_end_user_cannot_store_vectors_at_all(conn, two_users):
     a, b = two_users
-    md5 = item_md5(conn, b, "/todos/shoes")
-    with pytest.raises(pgerrors.InsufficientPrivilege, match="may only write own rows") as err, conn.transaction():
-        as_role(conn, "authenticated", a)
-        store_embeddings(conn, b, [{"text_md5": md5, "embedding": vector(1.0)}])
-    assert err.value.sqlstate == "42501"
-    assert embeddings(conn, b) == []
+    # Given user a's claims, and a's own item and b's
+    own, other = item_md5(conn, a, "/todos/shoes"), item_md5(conn, b, "/todos/shoes")
+    # When a tries to store a vector, for its own text or b's
+    # Then both are refused: vectors are the service's (a chosen one would take over the operators' search)
+    for target, md5 in ((a, own), (b, other)):
+        with pytest.raises(pgerrors.InsufficientPrivilege) as err, conn.transaction():
+            as_role(conn, "authenticated", a)
+            store_embeddings(conn, target, [{"text_md5": md5, "embedding": vector(1.0)}])
+        assert err.value.sqlstate == "42501"
+    assert embeddings(conn, a) == [] and embeddings(conn, b) == []
 
 
 def test_only_texts_of_the_users_own_items_get_vectors(conn, two_users):
     a, b = two_users
     own = item_md5(conn, a, "/todos/shoes")
-    # Given user a's claims
+    # Given the service's rights
     with conn.transaction():
-        as_role(conn, "authenticated", a)
-        # When a stores a vector for a text it has no item of
+        as_role(conn, "service_role")
+        # When it stores a vector for a text user a has no item of
         assert store_embeddings(conn, a, [{"text_md5": "0" * 32, "embedding": vector(1.0)}]) == 0
-        # And one for its own item's text
+        # And one for a's own item's text
         assert store_embeddings(conn, a, [{"text_md5": own, "embedding": vector(0.5)}]) == 1
-    # Then only its own text has a vector, and nothing was stored for b
+    # Then only a's text has a vector, and nothing was stored for b
     assert embeddings(conn, a) == [own]
     assert embeddings(conn, b) == []
+
+
+def test_an_end_users_item_changes_are_bounded(conn, two_users):
+    a, _ = two_users
+    # Given user a's claims and a tiny document with far more item rows than any document has
+    junk = [{"path": f"/todos/t{i}", "kind": "todo", "text": "x", "value": "x"} for i in range(50_001)]
+    # When a appends it directly, then it is refused and nothing is written
+    with pytest.raises(pgerrors.InvalidParameterValue, match="item changes are over their limit"), conn.transaction():
+        as_role(conn, "authenticated", a)
+        conn.execute(
+            "SELECT user_memory_append(%s, 1, '[]', true, '{}', 'api', NULL, NULL, NULL, %s)", (a, Jsonb(junk))
+        )
+
+
+def test_a_rating_tag_is_1_to_50_characters_whoever_records_it(conn, user):
+    with pytest.raises(pgerrors.InvalidParameterValue, match="a tag is 1 to 50 characters"), conn.transaction():
+        as_role(conn, "authenticated", user)
+        conn.execute("SELECT user_memory_record_rating(%s, 'i1', 3, %s, '', now())", (user, ["x" * 51]))
 
 
 # -- reindex ------------------------------------------------------------------------------------------
@@ -603,3 +625,54 @@ def test_a_digest_round_trips_latest_and_by_day(companion):
         {"day": "2026-03-03", "todos_due": ["again"]},
         {"day": "2026-03-04", "todos_due": [{"path": "/todos/a"}]},
     ]
+
+
+def test_a_changed_rating_is_summarized_again_and_counted_once(store, companion, user):
+    from user_memory.companion_tasks import summarize_feedback
+
+    # Given a rating of 5 summarized by a first nightly run
+    first = Rating(interaction_id="chat-1", rating=5, comment="Loved it", rated_at=datetime(2031, 1, 1, tzinfo=UTC))
+    assert companion.record_rating(user, first) == "created"
+    now = datetime(2031, 1, 2, tzinfo=UTC)
+    assert (
+        summarize_feedback(user, "night-1", store=store, companion=companion, max_document_bytes=262144, now=now)[0]
+        == 1
+    )
+    # When the user changes it to 1 and the next night runs
+    changed = Rating(
+        interaction_id="chat-1", rating=1, comment="Actually it was wrong", rated_at=datetime(2031, 1, 2, tzinfo=UTC)
+    )
+    assert companion.record_rating(user, changed) == "updated"
+    count, version = summarize_feedback(
+        user, "night-2", store=store, companion=companion, max_document_bytes=262144, now=now
+    )
+    # Then the change is folded in (not marked with the old version), and counted once
+    assert count == 1 and version == store.head(user).version
+    feedback = store.head(user).document["feedback"]
+    assert (feedback["ratings_count"], feedback["average_rating"]) == (1, 1.0)
+    assert feedback["negatives"] == ["Actually it was wrong"]
+    assert companion.unsummarized_ratings(user) == []
+
+
+def test_the_digest_is_for_the_day_ahead_of_the_user_and_lists_every_overdue_to_do(store, companion):
+    from user_memory.companion_tasks import make_digest
+
+    # Given a user in Los Angeles with 600 overdue to-dos, one due on the 14th and one on the 15th
+    u = uuid.uuid4()
+    todos = {f"old{i}": {"id": f"old{i}", "text": f"old {i}", "due_date": "2031-05-01"} for i in range(600)}
+    todos["d14"] = {"id": "d14", "text": "due the 14th", "due_date": "2031-05-14"}
+    todos["d15"] = {"id": "d15", "text": "due the 15th", "due_date": "2031-05-15"}
+    doc = validate_document({"basic_info": {"timezone": "America/Los_Angeles"}, "todos": todos}, "companion")
+    store.append(u, doc, expected_version=0, source=SOURCE)
+    # When the nightly run makes the digest at 00:15 UTC (17:15 the evening before, in Los Angeles)
+    day = make_digest(u, store=store, companion=companion, now=datetime(2031, 5, 15, 0, 15, tzinfo=UTC))
+    # Then the digest is for the day ahead of the user (the 15th there), not the evening's own day
+    digest = companion.digest(u)
+    assert day == digest["day"] == "2031-05-15"
+    assert [t["id"] for t in digest["todos_due_today"]] == ["d15"]
+    # And every overdue to-do is listed (the 14th's among them), none cut off by a page limit
+    assert len(digest["todos_overdue"]) == 601 and "d14" in {t["id"] for t in digest["todos_overdue"]}
+    # And before the user's noon the digest is for their own today
+    assert (
+        make_digest(u, store=store, companion=companion, now=datetime(2031, 5, 15, 15, 0, tzinfo=UTC)) == "2031-05-15"
+    )

@@ -545,7 +545,6 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
             "public.user_memory_erase_me",
             "public.user_memory_record_messages",
             "public.user_memory_record_rating",
-            "public.user_memory_store_embeddings",
         }
         | uid
     )

@@ -463,7 +463,7 @@ def test_a_single_event_or_a_list_is_imported_too():
 @pytest.mark.parametrize(
     "bad, message",
     [
-        pytest.param({"id": "nostart", "summary": "x"}, "event nostart: start is required", id="no-start"),
+        pytest.param({"id": "nostart", "summary": "x"}, "an event has no start", id="no-start"),
         pytest.param({"id": "s", "start": "2026-03-01"}, "start must be an object", id="start-not-an-object"),
         pytest.param({"id": "s", "start": {"timeZone": "UTC"}}, "start needs date or dateTime", id="start-empty"),
         pytest.param({"summary": "no id", "start": {"date": "2026-03-01"}}, "with an id", id="no-id"),
@@ -757,8 +757,7 @@ def test_a_cancelled_or_moved_occurrence_of_a_series_is_skipped_by_the_series():
     # Then the series skips both original dates, and the moved one is an event of its own
     assert doc["events"]["series1"]["recurrence"] == [
         "RRULE:FREQ=WEEKLY;COUNT=4",
-        "EXDATE:20260413T080000Z",
-        "EXDATE:20260420T080000Z",
+        "EXDATE:20260413T080000Z,20260420T080000Z",
     ]
     assert (report.deleted, report.created) == (1, 1)
     april = (datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC))
@@ -791,3 +790,63 @@ def test_a_newer_series_keeps_the_dates_its_cancelled_instances_took_out():
     assert report.updated == 1
     assert doc["events"]["yoga"]["location"] == "Studio B"
     assert doc["events"]["yoga"]["recurrence"] == ["RRULE:FREQ=WEEKLY", "EXDATE:20260616T180000Z"]
+
+
+@pytest.mark.parametrize(
+    ("recurrence", "message"),
+    [
+        (["RRULE:FREQ=SECONDLY"], "FREQ must be DAILY, WEEKLY, MONTHLY or YEARLY"),
+        (["RRULE:FREQ=MINUTELY;COUNT=10"], "FREQ must be DAILY, WEEKLY, MONTHLY or YEARLY"),
+        (["RRULE:INTERVAL=2"], "FREQ must be DAILY, WEEKLY, MONTHLY or YEARLY"),
+        (["RRULE:FREQ=DAILY;COUNT=1000000"], "COUNT must be at most 5000"),
+        (["RRULE:FREQ=WEEKLY", "RDATE:2026-01-05T09:00"], "recurrence cannot be"),
+        (["RRULE:FREQ=NOPE"], "FREQ must be"),
+    ],
+)
+def test_recurrences_that_cannot_be_expanded_cheaply_and_safely_are_refused(recurrence, message):
+    # Given an event whose recurrence would be costly or fail when expanded
+    event = {"id": "e", "summary": "x", "start": "2026-01-05T09:00:00Z", "recurrence": recurrence}
+    # When it is validated, then it is refused with the reason
+    with pytest.raises(InvalidDocument, match=message):
+        validate_element("events", event)
+
+
+def test_expanding_an_old_or_unreadable_recurrence_is_bounded_and_never_fails():
+    # Given a daily event that started 40 years before the range, and one stored before its lines
+    # were checked (a naive RDATE beside an aware start)
+    old = {"id": "o", "summary": "x", "start": "1986-01-01T08:00:00Z", "recurrence": ["RRULE:FREQ=DAILY"]}
+    bad = {"id": "b", "summary": "y", "start": "2026-01-05T09:00:00Z", "recurrence": ["RDATE:20260106T090000"]}
+    week = (datetime(2026, 3, 2, tzinfo=UTC), datetime(2026, 3, 9, tzinfo=UTC))
+    # When their occurrences in a week are read
+    # Then the old one has its seven (the walk from 1986 is within the bound), the bad one its start only
+    assert len(occurrences(old, *week)) == 7
+    assert occurrences(bad, datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 2, 1, tzinfo=UTC))[0]["id"] == "b"
+
+
+def test_many_cancelled_occurrences_share_one_exdate_line():
+    # Given a weekly series and twelve of its occurrences cancelled one sync at a time
+    series = {
+        "id": "w",
+        "status": "confirmed",
+        "summary": "Swim",
+        "start": {"dateTime": "2026-01-05T07:00:00Z"},
+        "recurrence": ["RRULE:FREQ=WEEKLY"],
+        "updated": "2026-01-01T00:00:00Z",
+    }
+    doc, _ = run_import({}, [series])
+    for week in range(12):
+        day = datetime(2026, 1, 5, 7, tzinfo=UTC) + timedelta(weeks=week)
+        cancelled = {
+            "id": f"w_{day:%Y%m%dT%H%M%SZ}",
+            "status": "cancelled",
+            "recurringEventId": "w",
+            "originalStartTime": {"dateTime": day.isoformat()},
+        }
+        doc, report = run_import(doc, [cancelled])
+        assert report.deleted == 1
+    # Then the event still validates: one RRULE line and one EXDATE line with the twelve dates
+    recurrence = validate_element("events", doc["events"]["w"])["recurrence"]
+    assert len(recurrence) == 2 and recurrence[1].count(",") == 11
+    # And the same cancellation again changes nothing
+    doc2, report = run_import(doc, [cancelled])
+    assert doc2 == doc and (report.deleted, report.unchanged) == (0, 1)

@@ -505,3 +505,28 @@ def test_a_patch_naming_one_element_does_not_see_changes_elsewhere():
     # Then only the named section is walked (which is why the service passes the real patch)
     assert [c["path"] for c in changes] == ["/todos/shoes"]
     assert changes[0]["text"] == "todo: Buy trail shoes · run"
+
+
+def test_an_item_whose_pointer_is_too_long_for_the_index_is_left_out():
+    # Given a document with a key of 1,200 characters (and one of 300 four-byte characters)
+    doc = {"summary": "short", "parts": {"p" * 1200: {"name": "Long"}, "\U0001f600" * 300: {"name": "Wide"}}}
+    # When its items are listed
+    found = document_items(doc)
+    # Then only the item whose pointer fits is there (the version can still be written)
+    assert sorted(found) == ["/summary"]
+
+
+def test_schema_free_documents_keep_the_index_in_step():
+    # Given schema-free documents: a list where an element map usually is, and a null element
+    old = {"todos": ["call", "write"], "parts": {"a": {"name": "A"}}}
+    new = {"todos": ["call", "write", "read"], "parts": {"a": {"name": "A"}, "b": None}}
+    patch = make_patch(old, new)
+    # When the changes are computed, then applying them to the old items gives exactly the new items
+    rows = {path: item.row() for path, item in document_items(old).items()}
+    for change in item_changes(old, new, patch):
+        if change.get("remove"):
+            rows.pop(change["path"])
+        else:
+            rows[change["path"]] = change
+    assert rows == {path: item.row() for path, item in document_items(new).items()}
+    assert "/todos/2" in rows and "/parts/b" not in rows

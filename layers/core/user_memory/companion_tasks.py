@@ -7,7 +7,8 @@
    them with that version instead of folding them in again.
 2. The digest: due and overdue to-dos, the next 7 days' event occurrences and the active goals
    whose target date is within 14 days, read from the item index, stored for the user's today
-   (their basic_info.timezone) in daily_digests (a re-run replaces the day's digest).
+   (their basic_info.timezone; after their noon, their tomorrow) in daily_digests (a re-run
+   replaces the day's digest).
 
 Both only for the companion schema. Then, for every schema when embeddings are configured, the
 texts the night's versions added are embedded (failures are logged and counted, the texts stay
@@ -18,7 +19,8 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from user_memory.adapters.companion import PostgresCompanion
 from user_memory.domain.document import validate_document
@@ -66,7 +68,9 @@ def summarize_feedback(
             version = recorded
             break
         document = validate_document(head.document, "companion", max_bytes=max_document_bytes)
-        document["feedback"] = summarize_ratings(document.get("feedback") or {}, ratings, now)
+        document["feedback"] = summarize_ratings(
+            document.get("feedback") or {}, ratings, now, totals=companion.rating_totals(user_id)
+        )
         document = validate_document(document, "companion", max_bytes=max_document_bytes)
         try:
             result = store.append(
@@ -88,15 +92,30 @@ def summarize_feedback(
     return len(ratings) + len(covered), version
 
 
+DIGEST_TURNS_AT_HOUR = 12
+
+
+def digest_day(document: dict, now: datetime) -> tuple[date, str]:  # type: ignore[type-arg]
+    """The day a digest made now is for: the day ahead of the user, in their time zone (their
+    today until noon, else their tomorrow: a run at 00:15 UTC is still the evening before for
+    a user west of UTC)."""
+    today, zone = user_today(document, now)
+    local = now.astimezone(ZoneInfo(zone))
+    return (today if local.hour < DIGEST_TURNS_AT_HOUR else today + timedelta(days=1)), zone
+
+
 def make_digest(user_id: uuid.UUID, *, store: MemoryStore, companion: PostgresCompanion, now: datetime) -> str | None:
-    """Build and store the user's digest for their today; the day (ISO), or None with nothing to say."""
+    """Build and store the user's digest for the day ahead of them (`digest_day`): overdue and due
+    to-dos of that day, event occurrences from then (not before now) for 7 days, active goals whose
+    target is within 14 days of it. Returns the day (ISO), or None for a user with no memory."""
     head = store.head(user_id)
     if head.version == 0:
         return None
-    today, zone = user_today(head.document, now)
+    today, zone = digest_day(head.document, now)
     day_start, day_end = day_bounds(today, zone)
     overdue, due = split_due(companion.todos_due(user_id, day_end), today, zone)
-    events = companion.events_between(user_id, now, now + timedelta(days=DIGEST_EVENT_DAYS))
+    since = max(now, day_start)
+    events = companion.events_between(user_id, since, day_start + timedelta(days=DIGEST_EVENT_DAYS))
     goals = companion.active_goals(user_id, target_before=day_end + timedelta(days=DIGEST_GOAL_DAYS))
     digest = {
         "day": today.isoformat(),

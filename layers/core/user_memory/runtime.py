@@ -240,16 +240,17 @@ class ApiServices:
             )
             yield service
         if self.embedder is not None and service.versions_written:
-            self._embed_after_commit(uid, end_user)
+            self._embed_after_commit(uid)
 
-    def _embed_after_commit(self, uid: Any, end_user: Any) -> None:
+    def _embed_after_commit(self, uid: Any) -> None:
         """The write is committed: whatever happens here (the endpoint, the database) is logged and
         counted, never the request's failure."""
         from user_memory.errors import describe_failure
         from user_memory.observability import logger, metrics
 
         try:
-            with transaction(self.pool, end_user=end_user) as tx:
+            # With the service's rights: vectors are the service's to store (migration 012).
+            with transaction(self.pool) as tx:
                 embed_after_write(PostgresSearch(tx, self.embedder), uid)
         except Exception as err:  # noqa: BLE001 - see the docstring
             error, reason = describe_failure(err)

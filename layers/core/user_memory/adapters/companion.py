@@ -17,6 +17,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from user_memory.adapters.postgres import _Database
+from user_memory.domain.companion import MAX_ELEMENTS
 from user_memory.domain.elements import Rating, occurrences
 from user_memory.domain.items import document_items
 
@@ -60,7 +61,7 @@ class PostgresCompanion(_Database):
 
     # -- element queries (from the index) -----------------------------------------------------------
 
-    def todos_due(self, user_id: uuid.UUID, before: datetime, *, limit: int = 500) -> list[ElementRow]:
+    def todos_due(self, user_id: uuid.UUID, before: datetime, *, limit: int = MAX_ELEMENTS) -> list[ElementRow]:
         """Open and in-progress to-dos due before `before`, soonest first."""
         with self.connection() as conn:
             rows = conn.execute(_TODOS_DUE, (user_id, before, limit), prepare=True).fetchall()
@@ -79,7 +80,7 @@ class PostgresCompanion(_Database):
         return sorted(found, key=lambda o: (o["occurrence_start"], o["path"]))
 
     def active_goals(
-        self, user_id: uuid.UUID, *, target_before: datetime | None = None, limit: int = 500
+        self, user_id: uuid.UUID, *, target_before: datetime | None = None, limit: int = MAX_ELEMENTS
     ) -> list[ElementRow]:
         """Active goals, nearest target date first (those without one last); only those whose
         target is before `target_before` when given."""
@@ -128,13 +129,23 @@ class PostgresCompanion(_Database):
             rows = conn.execute(
                 """SELECT r.id::bigint, max(s.version) FROM user_memory_snapshots s
                      CROSS JOIN LATERAL jsonb_array_elements_text(s.provenance -> 'rating_ids') AS r(id)
+                     JOIN feedback_ratings f ON f.user_id = s.user_id AND f.id = r.id::bigint
                     WHERE s.user_id = %s AND s.source_description = 'daily:feedback'
                       AND jsonb_typeof(s.provenance -> 'rating_ids') = 'array'
                       AND r.id::bigint = ANY(%s)
+                      AND f.recorded_at <= s.created_at  -- a rating changed since is summarized again
                     GROUP BY r.id""",
                 (user_id, list(rating_ids)),
             ).fetchall()
         return {int(r[0]): int(r[1]) for r in rows}
+
+    def rating_totals(self, user_id: uuid.UUID) -> tuple[int, float | None]:
+        """How many ratings the user has and their average (each interaction once, as last rated)."""
+        with self.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*), avg(rating)::float FROM feedback_ratings WHERE user_id = %s", (user_id,)
+            ).fetchone()
+        return (int(row[0]), float(row[1]) if row[1] is not None else None) if row else (0, None)
 
     def ratings(self, user_id: uuid.UUID) -> list[dict[str, Any]]:
         """Every rating of the user (an export)."""

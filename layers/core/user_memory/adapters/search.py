@@ -110,6 +110,8 @@ def check_query(query: str, k: int) -> str:
     text = (query or "").strip()
     if not text:
         raise InvalidRequest("q must not be empty")
+    if "\x00" in text:
+        raise InvalidRequest("q must not contain NUL characters")
     if len(text) > MAX_QUERY_CHARS:
         raise InvalidRequest(f"q must be at most {MAX_QUERY_CHARS} characters")
     if not 1 <= k <= MAX_K:

@@ -174,6 +174,10 @@ class Event(_Strict):
         for line in self.recurrence:
             if not line.startswith(("RRULE:", "EXRULE:", "RDATE", "EXDATE")):
                 raise ValueError("recurrence lines must start with RRULE:, EXRULE:, RDATE or EXDATE")
+        if self.recurrence:
+            from user_memory.domain.recurrence import check_recurrence
+
+            check_recurrence(self.recurrence, event_start({"start": self.start, "timezone": self.timezone}))
         return self
 
 

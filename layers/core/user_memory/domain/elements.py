@@ -18,9 +18,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
 from user_memory.domain.companion import ELEMENT_KINDS, ELEMENT_MODELS, event_start, parse_when
-from user_memory.domain.items import recurrence_lines
 from user_memory.domain.model import Document
 from user_memory.domain.patching import copy_json
+from user_memory.domain.recurrence import MAX_WALK, rule_set, walk
 from user_memory.errors import InvalidRequest, NotFound, UserMemoryError
 
 Collection = Literal["goals", "todos", "events"]
@@ -53,10 +53,13 @@ def _fields(collection: Collection, fields: Any) -> dict[str, Any]:
     return dict(fields)
 
 
-def create(collection: Collection, fields: Any) -> tuple[str, Callable[[Document], Document]]:
-    """The new element's id (given, or a fresh one) and the edit that adds it (ElementExists if taken)."""
+def create(
+    collection: Collection, fields: Any, default_id: str | None = None
+) -> tuple[str, Callable[[Document], Document]]:
+    """The new element's id (given, else `default_id`, else a fresh one) and the edit that adds it
+    (ElementExists if taken)."""
     element = _fields(collection, fields)
-    element_id = element.setdefault("id", uuid.uuid4().hex[:12])
+    element_id = element.setdefault("id", default_id or uuid.uuid4().hex[:12])
     if not isinstance(element_id, str):
         raise InvalidRequest("id must be a string")
 
@@ -197,6 +200,20 @@ def _exdate(original: Any) -> str | None:
     return "EXDATE:" + parsed.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
+def add_exdate(recurrence: list[str], line: str) -> list[str]:
+    """The recurrence with the dates of an EXDATE line added to the EXDATE line of the same form
+    (one line per form, however many occurrences are skipped: an event keeps at most 10 lines)."""
+    prefix, _, values = line.rpartition(":")
+    out = list(recurrence)
+    for i, existing in enumerate(out):
+        head, _, have = existing.rpartition(":")
+        if head == prefix:
+            known = have.split(",")
+            out[i] = f"{head}:{','.join(known + [v for v in values.split(',') if v not in known])}"
+            return out
+    return [*out, line]
+
+
 def from_google_event(event: Any) -> tuple[str, dict[str, Any] | None]:
     """A Google Calendar event resource (Events.list / Events.get JSON) as our event.
 
@@ -209,7 +226,9 @@ def from_google_event(event: Any) -> tuple[str, dict[str, Any] | None]:
         return element_id, None
     start = _google_time(event.get("start"), "start")
     if start is None:
-        raise InvalidRequest(f"event {element_id}: start is required")
+        raise InvalidRequest("an event has no start (start.date or start.dateTime)")  # ids stay out of logs
+    if not isinstance(event.get("attendees") or [], list) or not isinstance(event.get("recurrence") or [], list):
+        raise InvalidRequest("an event's attendees and recurrence must be lists")
     attendees = [
         {
             "name": str(a.get("displayName") or ""),
@@ -271,9 +290,10 @@ def import_google_events(events: Any, report: ImportReport) -> Callable[[Documen
             # item naming the series): the series skips that date; a changed one is kept as an event.
             parent = ours.get(_google_id(raw.get("recurringEventId"))) if raw.get("recurringEventId") else None
             skip = _exdate(raw.get("originalStartTime")) if parent is not None else None
-            if parent is not None and skip is not None and skip not in parent.setdefault("recurrence", []):
-                parent["recurrence"].append(skip)
-                if element is None:
+            if parent is not None and skip is not None:
+                before = list(parent.get("recurrence") or [])
+                parent["recurrence"] = add_exdate(before, skip)
+                if element is None and parent["recurrence"] != before:
                     counts.deleted += 1
                     continue
             current = ours.get(element_id)
@@ -289,9 +309,11 @@ def import_google_events(events: Any, report: ImportReport) -> Callable[[Documen
             elif element != current and _newer(element.get("last_modified"), current.get("last_modified")):
                 # Google's series never lists the dates its cancelled or moved instances took out
                 # (they came as items of their own): keep the EXDATE lines they added.
-                skipped = [r for r in current.get("recurrence") or [] if r.startswith("EXDATE")]
-                kept = [r for r in skipped if r not in element.get("recurrence", [])]
-                ours[element_id] = {**element, "recurrence": [*element.get("recurrence", []), *kept]}
+                recurrence = list(element.get("recurrence", []))
+                for line in current.get("recurrence") or []:
+                    if line.startswith("EXDATE"):
+                        recurrence = add_exdate(recurrence, line)
+                ours[element_id] = {**element, "recurrence": recurrence}
                 counts.updated += 1
             else:
                 counts.unchanged += 1
@@ -321,14 +343,14 @@ def occurrences(event: dict[str, Any], start: datetime, end: datetime) -> list[d
     if not rules:
         starts = [first]
     else:
-        from dateutil.rrule import rruleset, rrulestr
-
+        # Walked from the event's start, bounded (domain/recurrence.py); lines that cannot be
+        # read (a document written before they were checked) count as the first occurrence only.
         try:
-            rules_set = rrulestr("\n".join(recurrence_lines(rules, first)), dtstart=first, forceset=True)
-        except (ValueError, TypeError):
-            rules_set = rruleset()
-            rules_set.rdate(first)
-        starts = list(rules_set.between(start - length, end, inc=True))[:MAX_OCCURRENCES]
+            starts = [s for s in walk(rule_set(rules, first), until=end, limit=MAX_WALK) if s + length >= start][
+                :MAX_OCCURRENCES
+            ]
+        except ValueError:
+            starts = [first]
     found = []
     for s in starts:
         e = s + length
@@ -408,7 +430,12 @@ _SUGGESTION = re.compile(r"\b(should|could|would be (nice|better)|wish|please|su
 MAX_FEEDBACK_LINES = 20
 
 
-def summarize_ratings(feedback: dict[str, Any], ratings: Sequence[Rating], now: datetime) -> dict[str, Any]:
+def summarize_ratings(
+    feedback: dict[str, Any],
+    ratings: Sequence[Rating],
+    now: datetime,
+    totals: tuple[int, float | None] | None = None,
+) -> dict[str, Any]:
     """The feedback element with a batch of ratings folded in (rules, no model): comments of
     ratings 4-5 are positives, 1-2 negatives, and comments that ask for something suggestions;
     the count and the running average move; each list keeps its newest MAX_FEEDBACK_LINES."""
@@ -428,10 +455,14 @@ def summarize_ratings(feedback: dict[str, Any], ratings: Sequence[Rating], now: 
             negatives.append(line)
         if comment and (_SUGGESTION.search(comment) or "suggestion" in r.tags) and comment not in suggestions:
             suggestions.append(comment)
-    count = int(summary.get("ratings_count") or 0)
-    average = summary.get("average_rating")
-    total = (float(average) * count if average is not None else 0.0) + sum(r.rating for r in ratings)
-    count += len(ratings)
+    if totals is not None:  # the table's own count and average: a changed rating counts once
+        count, mean = totals
+        total = (mean or 0.0) * count
+    else:  # a running total (no table at hand)
+        count = int(summary.get("ratings_count") or 0)
+        average = summary.get("average_rating")
+        total = (float(average) * count if average is not None else 0.0) + sum(r.rating for r in ratings)
+        count += len(ratings)
     summary.update(
         positives=positives[-MAX_FEEDBACK_LINES:],
         negatives=negatives[-MAX_FEEDBACK_LINES:],

@@ -15,15 +15,15 @@ is removed with the version that removed it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, tzinfo
+from datetime import datetime
 from typing import Any
 
 from user_memory.domain.companion import ELEMENT_KINDS, SENSITIVE_FIELDS, event_start, parse_when
 from user_memory.domain.model import Document, Patch
 from user_memory.domain.patching import escape_token
+from user_memory.domain.recurrence import recurrence_end
 
 # Keys whose values are bookkeeping, not something a person would search for.
 SKIPPED_KEYS = frozenset(
@@ -158,55 +158,13 @@ def _element(path: str, kind: str, value: Any) -> Item:
     return Item(path=path, kind=kind, text=text[:MAX_TEXT_CHARS], value=value, **typed)
 
 
-_FLOATING_UNTIL = re.compile(r"(UNTIL=)(\d{8}(?:T\d{6})?)(?=;|$)")
-_FLOATING_DATES = re.compile(r"^(EXDATE|RDATE)(?:;VALUE=DATE(?:-TIME)?)?:(\d{8}(?:T\d{6})?(?:,\d{8}(?:T\d{6})?)*)$")
-
-
-def _utc_stamp(value: str, zone: tzinfo, end_of_day: bool) -> str:
-    if len(value) == 8:
-        value += "T235959" if end_of_day else "T000000"
-    local = datetime.strptime(value, "%Y%m%dT%H%M%S").replace(tzinfo=zone)
-    return local.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-
-
-def recurrence_lines(rules: list[str], start: datetime) -> list[str]:
-    """The recurrence lines as dateutil can read them against an aware start: a date or floating
-    UNTIL, EXDATE or RDATE (RFC 5545's form for an all-day event, which Google Calendar sends) is
-    read on the start's clock and written in UTC (a date UNTIL: through the end of that day);
-    dateutil refuses, or fails while iterating, when floating and aware times are mixed."""
-    zone = start.tzinfo
-    if zone is None:
-        return list(rules)
-    fixed = []
-    for line in rules:
-        if line.startswith(("RRULE:", "EXRULE:")):
-            line = _FLOATING_UNTIL.sub(lambda m: m.group(1) + _utc_stamp(m.group(2), zone, True), line)
-        elif match := _FLOATING_DATES.match(line):
-            values = ",".join(_utc_stamp(v, zone, False) for v in match.group(2).split(","))
-            line = f"{match.group(1)}:{values}"
-        fixed.append(line)
-    return fixed
-
-
-def recurrence_end(rules: list[str], start: datetime) -> datetime | None:
-    """The last occurrence's start of a recurring event (None: it recurs for ever); RDATE and
-    EXDATE lines count, so an added date after the rules' last one is not missed."""
-    from dateutil.rrule import rrulestr
-
-    lines = recurrence_lines(rules, start)
-    rule_lines = [r for r in lines if r.startswith("RRULE:")]
-    if not rule_lines or not all(("UNTIL=" in r or "COUNT=" in r) for r in rule_lines):
-        return None
-    occurrences = list(rrulestr("\n".join(lines), dtstart=start, forceset=True))
-    return max(occurrences) if occurrences else None
-
-
 def _walk(value: Any, path: str, key: str | None, depth: int) -> Iterator[Item]:
     if key is not None and (key in SKIPPED_KEYS or key in SENSITIVE_FIELDS):
         return
     if depth == 1 and key in ELEMENT_MAPS and isinstance(value, dict):
         for element_id, element in value.items():
-            yield _element(f"{path}/{escape_token(element_id)}", ELEMENT_MAPS[key], element)
+            if element is not None:
+                yield _element(f"{path}/{escape_token(element_id)}", ELEMENT_MAPS[key], element)
         return
     if isinstance(value, str):
         if value.strip():
@@ -224,25 +182,37 @@ def _walk(value: Any, path: str, key: str | None, depth: int) -> Iterator[Item]:
                 yield from _walk(v, f"{path}/{i}", key, depth + 1)
 
 
+# memory_items.path is a primary-key column: a pointer longer than this (a key of a thousand
+# characters somewhere) is not indexed, so the version is still written.
+MAX_PATH_BYTES = 1000
+
+
 def document_items(document: Document, sections: set[str] | None = None) -> dict[str, Item]:
-    """The document's items by path; only those under `sections` (pointers) when given."""
+    """The document's items by path; only those under `sections` (pointers) when given. Items
+    whose pointer is over MAX_PATH_BYTES are left out (not searchable, never an error)."""
+    return {
+        path: item for path, item in _document_items(document, sections).items() if len(path.encode()) <= MAX_PATH_BYTES
+    }
+
+
+def _document_items(document: Document, sections: set[str] | None) -> dict[str, Item]:
     items: dict[str, Item] = {}
     if not isinstance(document, dict):
         return items
     for key, value in document.items():
         top = f"/{escape_token(key)}"
         if sections is not None and top not in sections:
-            if not (key in ELEMENT_MAPS and isinstance(value, dict)):
-                continue
-            # An element map: only the elements the patch touched.
             wanted = {s for s in sections if s.startswith(top + "/")}
             if not wanted:
                 continue
-            for element_id, element in value.items():
-                path = f"{top}/{escape_token(element_id)}"
-                if path in wanted:
-                    items[path] = _element(path, ELEMENT_MAPS[key], element)
-            continue
+            if key in ELEMENT_MAPS and isinstance(value, dict):
+                # An element map: only the elements the patch touched.
+                for element_id, element in value.items():
+                    path = f"{top}/{escape_token(element_id)}"
+                    if path in wanted and element is not None:
+                        items[path] = _element(path, ELEMENT_MAPS[key], element)
+                continue
+            # Not a map of elements here (a schema-free document): the whole section, as walked.
         for item in _walk(value, top, key, 1):
             items[item.path] = item
     return items

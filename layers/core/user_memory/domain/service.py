@@ -10,6 +10,7 @@ the changes-since feed, export and erasure, key-value memory and the agent's too
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -85,12 +86,12 @@ class CompanionData(Protocol):
     """The companion layer's rows beside the document: element queries from the item index,
     ratings and digests (adapters/companion.py)."""
 
-    def todos_due(self, user_id: uuid.UUID, before: datetime, *, limit: int = 500) -> list[Any]: ...
+    def todos_due(self, user_id: uuid.UUID, before: datetime, *, limit: int = 2000) -> list[Any]: ...
 
     def events_between(self, user_id: uuid.UUID, start: datetime, end: datetime) -> list[dict[str, Any]]: ...
 
     def active_goals(
-        self, user_id: uuid.UUID, *, target_before: datetime | None = None, limit: int = 500
+        self, user_id: uuid.UUID, *, target_before: datetime | None = None, limit: int = 2000
     ) -> list[Any]: ...
 
     def record_rating(self, user_id: uuid.UUID, rating: elements.Rating) -> str: ...
@@ -368,7 +369,12 @@ class MemoryService:
     def create_element(self, collection: str, fields: Any, edit: Edit) -> tuple[str, AppendResult]:
         """A new goal, to-do or event (ElementExists when its id is taken) as a new version."""
         self._companion_schema()
-        element_id, change = elements.create(elements.check_collection(collection), fields)
+        # With an Idempotency-Key and no id, the id comes from the key: a retry is the same
+        # request (the same id), so it replays instead of being refused as another request.
+        keyed = None
+        if edit.idempotency_key is not None:
+            keyed = hashlib.sha256(f"{self.user_id}:{collection}:{edit.idempotency_key}".encode()).hexdigest()[:12]
+        element_id, change = elements.create(elements.check_collection(collection), fields, keyed)
         return element_id, self._edit(change, edit)
 
     def update_element(self, collection: str, element_id: str, fields: Any, edit: Edit) -> AppendResult:
@@ -399,6 +405,8 @@ class MemoryService:
         head = self.store.head(self.user_id)
         today, zone = elements.user_today(head.document, datetime.now(UTC))
         day = on or today
+        if not 2 <= day.year <= 9998:
+            raise InvalidRequest("on must be a day between the years 2 and 9998")
         _, end = elements.day_bounds(day, zone)
         overdue, due = elements.split_due(companion.todos_due(self.user_id, end), day, zone)
         return day, overdue, due
@@ -410,6 +418,8 @@ class MemoryService:
             raise InvalidRequest("from and to need a time zone (for example 2026-11-23T00:00:00Z)")
         if end <= start:
             raise InvalidRequest("to must be after from")
+        if not (start.year >= 2 and end.year <= 9998):
+            raise InvalidRequest("from and to must be between the years 2 and 9998")
         if end - start > timedelta(days=366):
             raise InvalidRequest("a range is at most 366 days")
         return companion.events_between(self.user_id, start, end)

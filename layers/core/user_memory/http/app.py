@@ -33,7 +33,7 @@ from user_memory.domain.kv import MAX_PAGE_SIZE, KvEntry
 from user_memory.domain.messages import MAX_MESSAGE_BYTES
 from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
 from user_memory.domain.service import Edit, MemoryService, Sessions, WrongSchema, idempotency_key
-from user_memory.errors import Forbidden, NotFound, SendFailed, describe_failure
+from user_memory.errors import Forbidden, InvalidRequest, NotFound, SendFailed, describe_failure
 from user_memory.http import models
 from user_memory.http.auth import Caller, caller_from_claims
 from user_memory.http.problems import (
@@ -94,7 +94,8 @@ _JSON_BODIES = {
 def _responses(model: type, *, etag: bool = False) -> dict[int, Any]:
     ok: dict[str, Any] = {"description": "OK", "content": {"application/json": {"model": model}}}
     if etag:
-        ok["headers"] = {**_ETAG, **_REPLAYED} if model is models.Written else _ETAG
+        writes = (models.Written, models.ElementWritten, models.EventsImported)
+        ok["headers"] = {**_ETAG, **_REPLAYED} if model in writes else _ETAG
     return {200: ok, **_PROBLEM_RESPONSES}
 
 
@@ -741,6 +742,8 @@ class MemoryApi:
             """Occurrences of the user's events overlapping [from, to) (recurring events expanded); the
             candidates are read from the item index."""
             start = range_from or datetime.now(UTC)
+            if range_to is None and start.year > 9997:
+                raise InvalidRequest("from must be before the year 9998")
             end = range_to or start + timedelta(days=7)
             with self._me() as service:
                 found = service.events_between(start, end)
@@ -768,7 +771,10 @@ class MemoryApi:
                 user_id=str(service.user_id), status=result.status.value, version=result.version,
                 created=report.created, updated=report.updated, unchanged=report.unchanged, deleted=report.deleted,
             )  # fmt: skip
-            return Response(200, "application/json", body, headers={"ETag": _etag(result.version)})
+            headers = {"ETag": _etag(result.version)}
+            if result.status == "idempotent":
+                headers["Idempotent-Replayed"] = "true"
+            return Response(200, "application/json", body, headers=headers)
 
         element_route("goals")
         element_route("todos")
