@@ -232,7 +232,8 @@ class PostgresCompanion(_Database):
     def purge_orphan_embeddings(self) -> int:
         """Vectors no item of their user has the text of any more (the retention run)."""
         with self.connection() as conn:
-            if conn.execute("SELECT to_regclass('public.memory_embeddings')").fetchone()[0] is None:
+            table = conn.execute("SELECT to_regclass('public.memory_embeddings')").fetchone()
+            if table is None or table[0] is None:
                 return 0
             cur = conn.execute(
                 """DELETE FROM memory_embeddings e

@@ -7,10 +7,15 @@ rather than stored.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import openai
 
 from user_memory.adapters.search import DIMENSIONS
 from user_memory.errors import EmbeddingsUnavailable
+
+if TYPE_CHECKING:
+    from user_memory.config import EmbeddingSettings
 
 __all__ = ["EmbeddingsUnavailable", "OpenAIEmbedder"]
 
@@ -26,11 +31,11 @@ class OpenAIEmbedder:
         self.inputs = 0
 
     @classmethod
-    def from_settings(cls, settings: object, *, api_key: str | None = None) -> OpenAIEmbedder:
+    def from_settings(cls, settings: EmbeddingSettings, *, api_key: str | None = None) -> OpenAIEmbedder:
         client = openai.OpenAI(
-            api_key=api_key or getattr(settings, "embedding_api_key", None) or "not-needed-for-local-endpoints",
-            base_url=getattr(settings, "embedding_base_url", None),
-            timeout=float(getattr(settings, "embedding_timeout_seconds", 10.0)),
+            api_key=api_key or settings.embedding_api_key or "not-needed-for-local-endpoints",
+            base_url=settings.embedding_base_url,
+            timeout=settings.embedding_timeout_seconds,
             max_retries=1,
         )
         return cls(client, str(settings.embedding_model))
@@ -41,8 +46,12 @@ class OpenAIEmbedder:
         self.calls += 1
         self.inputs += len(texts)
         try:
-            extra = {"dimensions": DIMENSIONS} if self.send_dimensions else {}
-            answer = self.client.embeddings.create(model=self.model, input=texts, encoding_format="float", **extra)
+            if self.send_dimensions:
+                answer = self.client.embeddings.create(
+                    model=self.model, input=texts, encoding_format="float", dimensions=DIMENSIONS
+                )
+            else:
+                answer = self.client.embeddings.create(model=self.model, input=texts, encoding_format="float")
         except openai.OpenAIError as err:
             raise EmbeddingsUnavailable(f"embeddings endpoint failed: {type(err).__name__}") from err
         data = sorted(answer.data, key=lambda d: d.index)

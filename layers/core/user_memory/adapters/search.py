@@ -210,7 +210,7 @@ class PostgresSearch(_Database):
         with self.connection() as conn, conn.transaction():
             conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
             rows = conn.execute(_ALL, {"v": vector, "n": k}).fetchall()
-            found = []
+            found: list[dict[str, Any]] = []
             for user_id, md5, similarity in rows:
                 items = conn.execute(
                     "SELECT path, version, kind, text FROM memory_items"

@@ -513,7 +513,8 @@ def fold_companion(doc: Document, kind: str, payload: Any, external_id: str, occ
     fields = {k: v for k, v in p.items() if k != "id"}
     try:
         if kind in ("todo_added", "goal_set", "event_added"):
-            collection: Collection = {"todo_added": "todos", "goal_set": "goals", "event_added": "events"}[kind]
+            targets: dict[str, Collection] = {"todo_added": "todos", "goal_set": "goals", "event_added": "events"}
+            collection = targets[kind]
             element_id = _element_id_for(p, external_id)
             elements = doc.setdefault(collection, {})
             if element_id in elements:
