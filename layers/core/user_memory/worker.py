@@ -112,6 +112,15 @@ def refresh_users(
     """One run per user; a user's failure does not stop the others, and a retry skips the done ones."""
     failures: dict[str, str] = {}
     errors: list[BaseException] = []
+
+    def failed(what: str, user_id: Any, err: BaseException) -> None:
+        error, reason = describe_failure(err)
+        logger.warning(
+            what, message_id=message_id, user_id=str(user_id), run_key=message.run_key, error=error, reason=reason
+        )
+        metrics.add_metric(name="UsersFailed", unit=MetricUnit.Count, value=1)
+        failures[str(user_id)] = f"{error}: {reason}"
+        errors.append(err)
     for user_id in message.user_ids:
         try:
             outcome = refresh_user(
@@ -127,18 +136,7 @@ def refresh_users(
         except DeadlineReached:
             raise  # the rest of the message waits for the retry
         except Exception as err:  # noqa: BLE001 - one user's failure, whatever it is, must not stop the others
-            error, reason = describe_failure(err)
-            logger.warning(
-                "user refresh failed",
-                message_id=message_id,
-                user_id=str(user_id),
-                run_key=message.run_key,
-                error=error,
-                reason=reason,
-            )
-            metrics.add_metric(name="UsersFailed", unit=MetricUnit.Count, value=1)
-            failures[str(user_id)] = f"{error}: {reason}"
-            errors.append(err)
+            failed("user refresh failed", user_id, err)
             continue
         tally.add(outcome)
         try:
@@ -146,18 +144,7 @@ def refresh_users(
         except DeadlineReached:
             raise
         except Exception as err:  # noqa: BLE001 - as a summary's failure: logged, counted, retried
-            error, reason = describe_failure(err)
-            logger.warning(
-                "companion nightly failed",
-                message_id=message_id,
-                user_id=str(user_id),
-                run_key=message.run_key,
-                error=error,
-                reason=reason,
-            )
-            metrics.add_metric(name="UsersFailed", unit=MetricUnit.Count, value=1)
-            failures[str(user_id)] = f"{error}: {reason}"
-            errors.append(err)
+            failed("companion nightly failed", user_id, err)
             continue
         if outcome.deferred:
             logger.warning(
