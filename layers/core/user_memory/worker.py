@@ -121,6 +121,7 @@ def refresh_users(
         metrics.add_metric(name="UsersFailed", unit=MetricUnit.Count, value=1)
         failures[str(user_id)] = f"{error}: {reason}"
         errors.append(err)
+
     for user_id in message.user_ids:
         try:
             outcome = refresh_user(

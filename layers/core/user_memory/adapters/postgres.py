@@ -270,8 +270,9 @@ ON CONFLICT (user_id, source, external_id) DO NOTHING
 #
 # The companion layer adds the users the night has work for without new activity: unsummarized
 # feedback ratings (summarized into the feedback element) and open to-dos, active goals or events
-# still to come (the daily digest). Each branch walks its own partial index in user order and
-# stops at the page's size, so a page costs the same however many users there are.
+# still to come (the daily digest), as they stood at the window's end. Each branch walks its own
+# partial index in user order and stops at the page's size, so a page costs the same however many
+# users there are.
 _ACTIVE_PAGE = """
 SELECT user_id FROM (
   (SELECT DISTINCT user_id FROM user_activity
@@ -279,19 +280,19 @@ SELECT user_id FROM (
     ORDER BY user_id LIMIT %(limit)s)
   UNION
   (SELECT DISTINCT user_id FROM feedback_ratings
-    WHERE summarized_version IS NULL AND user_id > %(after)s
+    WHERE summarized_version IS NULL AND user_id > %(after)s AND recorded_at < %(end)s
     ORDER BY user_id LIMIT %(limit)s)
   UNION
   (SELECT DISTINCT user_id FROM memory_items
-    WHERE kind = 'todo' AND status IN ('open', 'in_progress') AND user_id > %(after)s
+    WHERE kind = 'todo' AND status IN ('open', 'in_progress') AND user_id > %(after)s AND updated_at < %(end)s
     ORDER BY user_id LIMIT %(limit)s)
   UNION
   (SELECT DISTINCT user_id FROM memory_items
-    WHERE kind = 'goal' AND status = 'active' AND user_id > %(after)s
+    WHERE kind = 'goal' AND status = 'active' AND user_id > %(after)s AND updated_at < %(end)s
     ORDER BY user_id LIMIT %(limit)s)
   UNION
   (SELECT DISTINCT user_id FROM memory_items
-    WHERE kind = 'event' AND user_id > %(after)s AND (ends_at >= %(end)s OR recurring)
+    WHERE kind = 'event' AND user_id > %(after)s AND updated_at < %(end)s AND (ends_at >= %(end)s OR recurring)
     ORDER BY user_id LIMIT %(limit)s)
 ) users
  ORDER BY user_id
