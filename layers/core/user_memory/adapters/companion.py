@@ -17,9 +17,8 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from user_memory.adapters.postgres import _Database
-from user_memory.domain.companion import MAX_ELEMENTS
 from user_memory.domain.elements import Rating, occurrences
-from user_memory.domain.items import document_items
+from user_memory.domain.items import MAX_ELEMENTS, document_items
 
 
 @dataclass(frozen=True, kw_only=True)

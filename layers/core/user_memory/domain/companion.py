@@ -11,17 +11,19 @@ in the search index (domain/items.py), covered by erase and export with the docu
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, Field, model_validator
 
 from user_memory.domain.document import IsoDate, _Strict, register_schema
+from user_memory.domain.items import ELEMENT_KINDS, MAX_ELEMENTS, SENSITIVE_FIELDS
+from user_memory.domain.recurrence import event_start, parse_when
 
-SENSITIVE_FIELDS = frozenset({"date_of_birth", "email", "phone"})
-ELEMENT_KINDS = {"goals": "goal", "todos": "todo", "events": "event"}
-MAX_ELEMENTS = 2000  # per collection: a user's memory stays one document under its size limit
+# The element collections, the sensitive fields and the collections' size live with the item
+# index (domain/items.py), which every writer imports; this module's models load on first use of
+# the schema (document.get_schema), not at every cold start.
+__all__ = ["ELEMENT_KINDS", "MAX_ELEMENTS", "SENSITIVE_FIELDS", "event_start", "parse_when"]
 
 _ID = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
@@ -33,16 +35,6 @@ def _element_id(value: str) -> str:
 
 
 ElementId = Annotated[str, AfterValidator(_element_id)]
-
-
-def parse_when(value: str) -> datetime:
-    """A date (YYYY-MM-DD: that day's start, UTC) or an ISO 8601 date-time with an offset."""
-    if len(value) == 10:
-        return datetime.combine(date.fromisoformat(value), datetime.min.time(), UTC)
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if parsed.tzinfo is None:
-        raise ValueError("a date-time needs an offset (Z or +HH:MM)")
-    return parsed
 
 
 def _when(value: str) -> str:
@@ -63,19 +55,6 @@ def _timezone(value: str) -> str:
         except (ZoneInfoNotFoundError, ValueError):
             raise ValueError("must be an IANA time zone name such as Europe/Lisbon") from None
     return value
-
-
-def event_start(event: dict[str, Any]) -> datetime:
-    """An event's start as an aware time, on the event's own clock when it names a time zone, so
-    that a recurrence keeps its wall-clock time across daylight-saving changes."""
-    start = parse_when(event["start"])
-    zone = event.get("timezone")
-    if zone:
-        try:
-            return start.astimezone(ZoneInfo(zone))
-        except (ZoneInfoNotFoundError, ValueError):
-            return start
-    return start
 
 
 def _email(value: str) -> str:

@@ -66,12 +66,22 @@ def register_schema(name: str, model: type[BaseModel]) -> None:
     _SCHEMAS[name] = model
 
 
+# Schemas whose module registers them when first asked for (their models are not built at every
+# cold start of a function that never uses them).
+_LAZY_SCHEMAS = {"companion": "user_memory.domain.companion"}
+
+
 def get_schema(name: str) -> type[BaseModel]:
     """Return the schema registered under `name`."""
+    if name not in _SCHEMAS and name in _LAZY_SCHEMAS:
+        import importlib
+
+        importlib.import_module(_LAZY_SCHEMAS[name])
     try:
         return _SCHEMAS[name]
     except KeyError:
-        raise InvalidDocument(f"unknown document schema {name!r}; known: {sorted(_SCHEMAS)}") from None
+        known = sorted({*_SCHEMAS, *_LAZY_SCHEMAS})
+        raise InvalidDocument(f"unknown document schema {name!r}; known: {known}") from None
 
 
 def encode(document: Any) -> str:
@@ -179,7 +189,3 @@ class TutorMemory(_Strict):
 
 
 register_schema("tutor", TutorMemory)
-
-
-# The "companion" schema registers itself (domain/companion.py imports the helpers above).
-from user_memory.domain import companion as _companion  # noqa: E402,F401

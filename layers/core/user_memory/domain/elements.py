@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
-from user_memory.domain.companion import ELEMENT_KINDS, ELEMENT_MODELS, event_start, parse_when
+from user_memory.domain.items import ELEMENT_KINDS
 from user_memory.domain.model import Document
 from user_memory.domain.patching import copy_json
-from user_memory.domain.recurrence import MAX_WALK, rule_set, walk
+from user_memory.domain.recurrence import MAX_WALK, event_start, parse_when, rule_set, walk
 from user_memory.errors import InvalidRequest, NotFound, UserMemoryError
 
 Collection = Literal["goals", "todos", "events"]
@@ -142,6 +142,7 @@ def validate_element(collection: Collection, element: dict[str, Any]) -> dict[st
     """The element in stored form (its model's defaults filled), or InvalidDocument."""
     from pydantic import ValidationError
 
+    from user_memory.domain.companion import ELEMENT_MODELS
     from user_memory.errors import InvalidDocument, describe_validation_error
 
     try:

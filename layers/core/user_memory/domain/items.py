@@ -20,11 +20,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from user_memory.domain.companion import ELEMENT_KINDS, SENSITIVE_FIELDS, event_start, parse_when
 from user_memory.domain.model import Document, Patch
 from user_memory.domain.patching import escape_token
-from user_memory.domain.recurrence import recurrence_end
+from user_memory.domain.recurrence import event_start, parse_when, recurrence_end
 
+# The companion schema's element collections (maps keyed by id; domain/companion.py), and at most
+# how many elements each holds (a user's memory stays one document under its size limit).
+ELEMENT_KINDS = {"goals": "goal", "todos": "todo", "events": "event"}
+MAX_ELEMENTS = 2000
+# Never items (so never in the index, nor sent to an embeddings endpoint), never logged.
+SENSITIVE_FIELDS = frozenset({"date_of_birth", "email", "phone"})
 # Keys whose values are bookkeeping, not something a person would search for.
 SKIPPED_KEYS = frozenset(
     {

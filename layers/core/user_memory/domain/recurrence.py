@@ -1,5 +1,6 @@
-"""Recurring events (RFC 5545 RRULE, EXRULE, RDATE and EXDATE lines, as Google Calendar sends
-them), read with dateutil, and bounded.
+"""Calendar times (a date or a date-time with an offset, an event's start on its own clock) and
+recurring events (RFC 5545 RRULE, EXRULE, RDATE and EXDATE lines, as Google Calendar sends them),
+read with dateutil, and bounded.
 
 A rule is walked from the event's start, so the cost of expanding it grows with its age and its
 frequency: only calendar frequencies are accepted (DAILY, WEEKLY, MONTHLY, YEARLY), COUNT is
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 ALLOWED_FREQUENCIES = frozenset({"DAILY", "WEEKLY", "MONTHLY", "YEARLY"})
 MAX_COUNT = 5000
@@ -23,6 +25,29 @@ _FREQ = re.compile(r"(?:^|;|:)FREQ=([A-Za-z]+)")
 _COUNT = re.compile(r"(?:^|;|:)COUNT=(\d+)")
 _FLOATING_UNTIL = re.compile(r"(UNTIL=)(\d{8}(?:T\d{6})?)(?=;|$)")
 _FLOATING_DATES = re.compile(r"^(EXDATE|RDATE)(?:;VALUE=DATE(?:-TIME)?)?:(\d{8}(?:T\d{6})?(?:,\d{8}(?:T\d{6})?)*)$")
+
+
+def parse_when(value: str) -> datetime:
+    """A date (YYYY-MM-DD: that day's start, UTC) or an ISO 8601 date-time with an offset."""
+    if len(value) == 10:
+        return datetime.combine(date.fromisoformat(value), datetime.min.time(), UTC)
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        raise ValueError("a date-time needs an offset (Z or +HH:MM)")
+    return parsed
+
+
+def event_start(event: dict[str, Any]) -> datetime:
+    """An event's start as an aware time, on the event's own clock when it names a time zone, so
+    that a recurrence keeps its wall-clock time across daylight-saving changes."""
+    start = parse_when(event["start"])
+    zone = event.get("timezone")
+    if zone:
+        try:
+            return start.astimezone(ZoneInfo(zone))
+        except (ZoneInfoNotFoundError, ValueError):
+            return start
+    return start
 
 
 def _utc_stamp(value: str, zone: tzinfo, end_of_day: bool) -> str:
