@@ -51,7 +51,7 @@ from search_corpus import (  # noqa: E402
     labelled_queries,
 )
 from user_memory.adapters.postgres import PostgresRecorder, open_pool  # noqa: E402
-from user_memory.adapters.search import _ALL, PostgresSearch, fuse, vector_literal  # noqa: E402
+from user_memory.adapters.search import _NEAREST, PostgresSearch, fuse, vector_literal  # noqa: E402
 from user_memory.domain.document import validate_document  # noqa: E402
 from user_memory.domain.items import document_items, item_changes  # noqa: E402
 from user_memory.domain.patching import make_patch  # noqa: E402
@@ -209,15 +209,15 @@ def hnsw_recall(search: PostgresSearch, embedder: HashingEmbedder, queries: list
         with search.connection() as conn, conn.transaction():
             for s in settings:
                 conn.execute(s)
-            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + _ALL, {"v": vectors[0], "n": 10}).fetchall())
+            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + _NEAREST, {"v": vectors[0], "n": 10}).fetchall())
             if label == "exact":
                 exact_plan = plan
             else:
                 ann_plan = plan
             for v in vectors[:3]:  # warm-up
-                conn.execute(_ALL, {"v": v, "n": 10}, prepare=False).fetchall()
+                conn.execute(_NEAREST, {"v": v, "n": 10}, prepare=False).fetchall()
             for v in vectors:
-                elapsed, rows = timed(lambda: conn.execute(_ALL, {"v": v, "n": 10}, prepare=False).fetchall())  # noqa: B023
+                elapsed, rows = timed(lambda: conn.execute(_NEAREST, {"v": v, "n": 10}, prepare=False).fetchall())  # noqa: B023
                 times[label].append(elapsed)
                 results[label].append([(f"{r[0]}/{r[1]}", 1.0 - float(r[2])) for r in rows])
 

@@ -212,6 +212,7 @@ class ApiServices:
     owned: bool = False
     sqs_client: Any = field(default=None, repr=False)
     embedder: Embedder | None = field(default=None, repr=False)
+    _pool_search: PostgresSearch | None = field(default=None, repr=False)
 
     @contextmanager
     def session(self, user_id: object, *, operator: str | None = None) -> Iterator[MemoryService]:
@@ -233,33 +234,30 @@ class ApiServices:
                 account=PostgresAccount(tx, end_user=operator is None),
                 conversations=PostgresConversations(tx),
                 companion=PostgresCompanion(tx),
-                search=PostgresSearch(tx, self.embedder),
+                search=PostgresSearch(
+                    tx, self.embedder, vectors=self.pool_search.vectors_available() if self.embedder else False
+                ),
                 schema=settings.document_schema,
                 max_document_bytes=settings.max_document_bytes,
                 require_if_match=settings.require_if_match,
             )
             yield service
         if self.embedder is not None and service.versions_written:
-            self._embed_after_commit(uid)
+            # The write is committed: whatever happens now is logged and counted, never the request's.
+            embed_after_write(self.pool_search, uid)
 
-    def _embed_after_commit(self, uid: Any) -> None:
-        """The write is committed: whatever happens here (the endpoint, the database) is logged and
-        counted, never the request's failure."""
-        from user_memory.errors import describe_failure
-        from user_memory.observability import logger, metrics
-
-        try:
-            # With the service's rights: vectors are the service's to store (migration 012).
-            with transaction(self.pool) as tx:
-                embed_after_write(PostgresSearch(tx, self.embedder), uid)
-        except Exception as err:  # noqa: BLE001 - see the docstring
-            error, reason = describe_failure(err)
-            logger.warning("embedding failed", user_id=str(uid), error=error, reason=reason)
-            metrics.add_metric(name="EmbeddingsFailed", unit="Count", value=1)
+    @property
+    def pool_search(self) -> PostgresSearch:
+        """Search with the service's rights on the pool, built once: it stores vectors (the
+        service's to store, migration 012), serves the operators' search across users, and knows
+        once per process whether the database has the vector table."""
+        if self._pool_search is None:
+            self._pool_search = PostgresSearch(self.pool, self.embedder)
+        return self._pool_search
 
     def search_all(self, query: str, k: int) -> list[dict[str, Any]]:
         """Operators: nearest item texts across every user (the route checks the caller)."""
-        return PostgresSearch(self.pool, self.embedder).search_all(query, k)
+        return self.pool_search.search_all(query, k)
 
     def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport:
         """The conversation-memory trigger with the service's rights (operators only: the route checks)."""

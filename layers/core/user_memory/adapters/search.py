@@ -86,10 +86,20 @@ SELECT path, version, kind, text, value, 1 - (embedding <=> %(v)s::vector) AS si
  LIMIT %(n)s
 """
 
-_ALL = """
-SELECT e.user_id, e.text_md5, 1 - (e.embedding <=> %(v)s::vector) AS similarity
+# The k nearest vectors through the HNSW index, then their items (a text can be several items of
+# its user: the first k rows are kept); vectors no item has any more are skipped.
+_NEAREST = """
+SELECT e.user_id, e.text_md5, e.embedding <=> %(v)s::vector AS distance
   FROM memory_embeddings e
  ORDER BY e.embedding <=> %(v)s::vector
+ LIMIT %(n)s
+"""
+
+_ALL = f"""
+SELECT i.user_id, i.path, i.version, i.kind, i.text, 1 - n.distance AS similarity
+  FROM ({_NEAREST}) n
+  JOIN memory_items i ON i.user_id = n.user_id AND i.text_md5 = n.text_md5
+ ORDER BY n.distance, i.user_id, i.path
  LIMIT %(n)s
 """
 
@@ -147,10 +157,13 @@ def fuse(rankings: list[list[SearchHit]], k: int) -> list[SearchHit]:
 class PostgresSearch(_Database):
     """Search and embedding upkeep over memory_items (and memory_embeddings)."""
 
-    def __init__(self, pool: ConnectionSource, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self, pool: ConnectionSource, embedder: Embedder | None = None, *, vectors: bool | None = None
+    ) -> None:
+        """`vectors`: whether the vector table exists, when the caller knows (else asked once)."""
         super().__init__(pool)
         self.embedder = embedder
-        self._vectors: bool | None = None
+        self._vectors = vectors
 
     def vectors_available(self) -> bool:
         """An embedder is configured and the database has the memory_embeddings table (pgvector)."""
@@ -210,27 +223,8 @@ class PostgresSearch(_Database):
         with self.connection() as conn, conn.transaction():
             conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
             rows = conn.execute(_ALL, {"v": vector, "n": k}).fetchall()
-            found: list[dict[str, Any]] = []
-            for user_id, md5, similarity in rows:
-                items = conn.execute(
-                    "SELECT path, version, kind, text FROM memory_items"
-                    " WHERE user_id = %s AND text_md5 = %s ORDER BY path",
-                    (user_id, md5),
-                ).fetchall()
-                for path, version, kind, item_text in items:
-                    if len(found) == k:  # one text can be several items of a user
-                        break
-                    found.append(
-                        {
-                            "user_id": str(user_id),
-                            "path": path,
-                            "version": version,
-                            "kind": kind,
-                            "text": item_text,
-                            "score": round(float(similarity), 6),
-                        }
-                    )
-        return found
+        keys = ("user_id", "path", "version", "kind", "text", "score")
+        return [dict(zip(keys, (str(r[0]), *r[1:5], round(float(r[5]), 6)), strict=True)) for r in rows]
 
     def _embed_query(self, text: str) -> list[float]:
         assert self.embedder is not None
