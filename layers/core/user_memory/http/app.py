@@ -222,9 +222,6 @@ def _element_written(
     user_id: object, collection: str, element_id: str, result: AppendResult
 ) -> Response[models.ElementWritten]:
     element = (result.document.get(collection) or {}).get(element_id) if isinstance(result.document, dict) else None
-    headers = {"ETag": _etag(result.version)}
-    if result.status == "idempotent":
-        headers["Idempotent-Replayed"] = "true"
     body = models.ElementWritten(
         user_id=str(user_id),
         collection=collection,  # type: ignore[arg-type]
@@ -233,17 +230,22 @@ def _element_written(
         version=result.version,
         element=element,
     )
-    return Response(status_code=200, content_type="application/json", body=body, headers=headers)
+    return Response(status_code=200, content_type="application/json", body=body, headers=_write_headers(result))
 
 
 def _indexed(row: Any) -> models.IndexedElement:
     return models.IndexedElement(path=row.path, version=row.version, element=row.value)
 
 
-def _written(user_id: object, result: AppendResult) -> Response[models.Written]:
+def _write_headers(result: AppendResult) -> dict[str, str]:
+    """A write's headers: the version as ETag, and Idempotent-Replayed on a key's repeat."""
     headers = {"ETag": _etag(result.version)}
     if result.status == "idempotent":
         headers["Idempotent-Replayed"] = "true"
+    return headers
+
+
+def _written(user_id: object, result: AppendResult) -> Response[models.Written]:
     body = models.Written.model_construct(
         user_id=str(user_id),
         status=result.status.value,
@@ -251,7 +253,7 @@ def _written(user_id: object, result: AppendResult) -> Response[models.Written]:
         document=result.document,
         patch=result.patch,
     )
-    return Response(status_code=200, content_type="application/json", body=body, headers=headers)
+    return Response(status_code=200, content_type="application/json", body=body, headers=_write_headers(result))
 
 
 @runtime_checkable
@@ -347,6 +349,10 @@ class MemoryApi:
         version = parse_if_match(if_match)
         self.app.append_context(if_match=version is not None)
         return Edit(source=source, idempotency_key=idempotency_key(key), if_match=version)
+
+    def _content_type(self) -> str:
+        """The request's media type, without parameters, lower-cased."""
+        return (self.app.current_event.headers.get("content-type") or "").split(";")[0].strip().lower()
 
     def _body(self, limit: int) -> Any:
         event = self.app.current_event
@@ -507,7 +513,7 @@ class MemoryApi:
         @app.patch("/me/memory", responses=_responses(models.Written, etag=True), tags=["memory"])
         def patch_memory(if_match: IfMatch = None, idempotency_key_: IdemKey = None) -> Response[models.Written]:
             """Edit with RFC 6902 (application/json-patch+json) or RFC 7396 (application/merge-patch+json)."""
-            content_type = (self.app.current_event.headers.get("content-type") or "").split(";")[0].strip().lower()
+            content_type = self._content_type()
             if content_type not in (models.JSON_PATCH, models.MERGE_PATCH):
                 raise HttpProblem(UNSUPPORTED_MEDIA, f"PATCH takes {models.JSON_PATCH} or {models.MERGE_PATCH}")
             edit = self._edit(if_match, idempotency_key_)
@@ -665,7 +671,7 @@ class MemoryApi:
             def update_element(
                 element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
             ) -> Response[models.ElementWritten]:
-                content_type = (self.app.current_event.headers.get("content-type") or "").split(";")[0].strip().lower()
+                content_type = self._content_type()
                 if content_type != models.MERGE_PATCH:
                     raise HttpProblem(UNSUPPORTED_MEDIA, f"updating a {singular} takes {models.MERGE_PATCH}")
                 edit = self._edit(if_match, idempotency_key_)
@@ -771,10 +777,7 @@ class MemoryApi:
                 user_id=str(service.user_id), status=result.status.value, version=result.version,
                 created=report.created, updated=report.updated, unchanged=report.unchanged, deleted=report.deleted,
             )  # fmt: skip
-            headers = {"ETag": _etag(result.version)}
-            if result.status == "idempotent":
-                headers["Idempotent-Replayed"] = "true"
-            return Response(200, "application/json", body, headers=headers)
+            return Response(200, "application/json", body, headers=_write_headers(result))
 
         element_route("goals")
         element_route("todos")
