@@ -291,7 +291,9 @@ def openai_tokens() -> list[tuple[str, str]]:
     answer = json.dumps(to_llm_shape(doc), separators=(",", ":"))
     with fake_openai_server() as (fake, url):
         fake.default = completion(answer, 0, 0)
-        settings = WorkerSettings.from_env({}, openai_base_url=url, openai_api_key="k")
+        # The whole-document mode: this measures what a full document costs (edit mode's answer is
+        # measured by bench/sim_30_days.py).
+        settings = WorkerSettings.from_env({}, openai_base_url=url, openai_api_key="k", summary_mode="document")
         summarizer = OpenAISummarizer.from_settings(settings)
         summarizer.summarize(doc, day)
         sent = fake.requests[0]["body"]

@@ -175,6 +175,7 @@ def main() -> None:
         return sum(conn.execute("SELECT pg_total_relation_size(%s)", (t,)).fetchone()[0] for t in tables)
 
     ours = size("user_memory_snapshots", "user_memory_heads")
+    items = size("memory_items")  # the search index, written with each version (migration 012)
     history_only = size("user_memory_snapshots")
     full = size("bench_full_copy")
     n = len(append_s)
@@ -200,6 +201,7 @@ def main() -> None:
             ("at(random version)", summary_ms(at_s)),
             ("snapshots + heads bytes", f"{ours / 1e6:,.1f} MB (history alone {history_only / 1e6:,.1f} MB)"),
             ("full copy per version bytes", f"{full / 1e6:,.1f} MB"),
+            ("search index (memory_items) bytes", f"{items / 1e6:,.1f} MB (not in the ratios)"),
             (
                 "storage vs full copy",
                 f"{ours / full * 100:.1f}% (history alone {history_only / full * 100:.1f}%)",
@@ -207,7 +209,7 @@ def main() -> None:
         ],
     )
 
-    print_relation_bytes(conn, "Bytes per relation", ["user_memory_snapshots", "user_memory_heads"])
+    print_relation_bytes(conn, "Bytes per relation", ["user_memory_snapshots", "user_memory_heads", "memory_items"])
 
 
 # -- bytes per relation ---------------------------------------------------------------------------
