@@ -15,8 +15,17 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)  ## the daily job on local stand-ins (PostgreSQL in $USER_MEMORY_HOME/pgdata, moto SQS), then the report
 	$(BIN)/user-memory demo $(ARGS)
 
+# The whole suite runs as an owner like RDS's master user (no SUPERUSER, no BYPASSRLS); then the
+# migrations, integration and security suites again as a Supabase-like owner and as a superuser
+# (tests/owners.py). With ARGS or DATABASE_URL, only the first run.
 test: $(STAMP)  ## the whole suite: unit, integration (embedded PostgreSQL), e2e, template checks
 	$(BIN)/python -m pytest $(ARGS)
+	@if [ -z "$(ARGS)" ] && [ -z "$$DATABASE_URL" ]; then \
+	  for owner in supabase superuser; do \
+	    echo "make test: tests/integration as the $$owner owner"; \
+	    USER_MEMORY_TEST_OWNER=$$owner $(BIN)/python -m pytest -q tests/integration || exit 1; \
+	  done; \
+	fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -14,8 +14,15 @@ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'authenticated') THEN
     CREATE ROLE authenticated NOLOGIN NOINHERIT;
   END IF;
+  -- BYPASSRLS only where the owner may grant it (a superuser, or an owner that has it): RDS's
+  -- and Aurora's master user has neither, so there service_role reads and writes under RLS
+  -- through policies that admit it (migration 013), with the same result.
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'service_role') THEN
-    CREATE ROLE service_role NOLOGIN NOINHERIT BYPASSRLS;
+    IF (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user) THEN
+      CREATE ROLE service_role NOLOGIN NOINHERIT BYPASSRLS;
+    ELSE
+      CREATE ROLE service_role NOLOGIN NOINHERIT;
+    END IF;
   END IF;
 END
 $$;

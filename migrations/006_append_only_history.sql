@@ -118,13 +118,24 @@ CREATE TRIGGER user_memory_snapshots_no_truncate
 --     service's: a user claiming one would make that day's summary a no-op),
 --   * p_activity_ids must be NULL (only a summary run marks activity as summarized),
 -- each refused with SQLSTATE 42501. For every caller: p_document must be a JSON object no
--- larger than user_memory.max_document_bytes (default 524288) as measured by
+-- larger than the owner's setting max_document_bytes (default 524288) as measured by
 -- octet_length(p_document::text), p_patch a JSON array, p_expected >= 0; else SQLSTATE 22023.
 -- The size check is a backstop for writers that bypass the service: jsonb's text form has a
 -- space after every ':' and ',', so it measures more than the compact JSON the service limits
 -- to MAX_DOCUMENT_BYTES (default 256 KiB) first; the default leaves room for that difference.
--- A deployment that raises MAX_DOCUMENT_BYTES sets user_memory.max_document_bytes too
--- (ALTER DATABASE ... SET user_memory.max_document_bytes = ...).
+-- A deployment that raises MAX_DOCUMENT_BYTES raises the database's limit too, as the owner:
+--   UPDATE user_memory_settings SET value = '...' WHERE name = 'max_document_bytes';
+-- (A table, not a custom setting in the function's SET clause: only a superuser may create a
+-- function that sets a custom parameter, and RDS, Aurora and Supabase give nobody one.)
+CREATE TABLE public.user_memory_settings (
+  name text PRIMARY KEY,
+  value text NOT NULL
+);
+COMMENT ON TABLE public.user_memory_settings IS
+  'Limits the database functions enforce, written by the owner only (read by SECURITY DEFINER functions).';
+INSERT INTO public.user_memory_settings (name, value) VALUES ('max_document_bytes', '524288');
+REVOKE ALL ON public.user_memory_settings FROM PUBLIC, anon, authenticated, service_role;
+
 CREATE OR REPLACE FUNCTION public.user_memory_append(
   p_user_id uuid,
   p_expected integer,
@@ -138,7 +149,6 @@ CREATE OR REPLACE FUNCTION public.user_memory_append(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-SET user_memory.max_document_bytes = '524288'
 AS $$
 DECLARE
   caller text := current_setting('role');
@@ -200,9 +210,8 @@ BEGIN
     RAISE EXCEPTION 'user_memory_append: the patch must be a JSON array, got %', coalesce(jsonb_typeof(p_patch), 'NULL')
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  -- Fixed by the function's own SET clause (a caller's session value does not apply); a
-  -- deployment changes it with ALTER FUNCTION ... SET user_memory.max_document_bytes = '...'.
-  max_bytes := coalesce(nullif(current_setting('user_memory.max_document_bytes', true), ''), '524288')::integer;
+  -- The owner's setting (user_memory_settings, migration 006); a caller's session cannot change it.
+  max_bytes := coalesce((SELECT s.value::integer FROM public.user_memory_settings s WHERE s.name = 'max_document_bytes'), 524288);
   document_bytes := octet_length(p_document::text);
   IF document_bytes > max_bytes THEN
     RAISE EXCEPTION 'user_memory_append: document is % bytes, over the limit of %', document_bytes, max_bytes

@@ -24,19 +24,6 @@ COMMENT ON COLUMN user_memory_snapshots.provenance IS
   'with reasons, refused edits, activity left out of the prompt); NULL otherwise. Written only by '
   'the service, through user_memory_append.';
 
--- The deployment's own size limit of the old function (its SET clause), kept for the new one.
-DO $$
-DECLARE
-  kept text;
-BEGIN
-  SELECT substr(c, length('user_memory.max_document_bytes=') + 1) INTO kept
-    FROM pg_proc p, unnest(p.proconfig) c
-   WHERE p.oid = 'public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[])'::regprocedure
-     AND c LIKE 'user_memory.max_document_bytes=%';
-  PERFORM set_config('user_memory.migration_010_max_document_bytes', coalesce(kept, ''), true);
-END
-$$;
-
 DROP FUNCTION public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[]);
 
 -- Migration 006's rules, unchanged, and for provenance:
@@ -57,7 +44,6 @@ CREATE FUNCTION public.user_memory_append(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-SET user_memory.max_document_bytes = '524288'
 AS $$
 DECLARE
   caller text := current_setting('role');
@@ -127,9 +113,8 @@ BEGIN
     RAISE EXCEPTION 'user_memory_append: provenance must be a JSON object or NULL, got %', jsonb_typeof(p_provenance)
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  -- Fixed by the function's own SET clause (a caller's session value does not apply); a
-  -- deployment changes it with ALTER FUNCTION ... SET user_memory.max_document_bytes = '...'.
-  max_bytes := coalesce(nullif(current_setting('user_memory.max_document_bytes', true), ''), '524288')::integer;
+  -- The owner's setting (user_memory_settings, migration 006); a caller's session cannot change it.
+  max_bytes := coalesce((SELECT s.value::integer FROM public.user_memory_settings s WHERE s.name = 'max_document_bytes'), 524288);
   document_bytes := octet_length(p_document::text);
   IF document_bytes > max_bytes THEN
     RAISE EXCEPTION 'user_memory_append: document is % bytes, over the limit of %', document_bytes, max_bytes
@@ -188,15 +173,3 @@ $$;
 
 REVOKE ALL ON FUNCTION public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[], jsonb) FROM PUBLIC, anon;
 GRANT EXECUTE ON FUNCTION public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[], jsonb) TO authenticated, service_role;
-
-DO $$
-DECLARE
-  kept text := nullif(current_setting('user_memory.migration_010_max_document_bytes', true), '');
-BEGIN
-  IF kept IS NOT NULL AND kept <> '524288' THEN
-    EXECUTE format(
-      'ALTER FUNCTION public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[], jsonb) SET user_memory.max_document_bytes = %L', kept);
-  END IF;
-  PERFORM set_config('user_memory.migration_010_max_document_bytes', '', true);
-END
-$$;

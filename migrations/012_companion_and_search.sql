@@ -113,10 +113,21 @@ CREATE TABLE daily_digests (
 -- Vectors (only where pgvector is available)
 -- ---------------------------------------------------------------------------------------------
 
+-- The extension is created here only when the owner may (a superuser; RDS's rds_superuser;
+-- Supabase's postgres). Otherwise the migration goes on without vectors (full-text search works)
+-- and says so; migration 013's user_memory_enable_vectors() adds the table once an administrator
+-- has created the extension (`user-memory migrate` calls it every time).
 DO $$
 BEGIN
-  IF EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') THEN
-    CREATE EXTENSION IF NOT EXISTS vector;
+  IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')
+     AND EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') THEN
+    BEGIN
+      CREATE EXTENSION vector;
+    EXCEPTION WHEN insufficient_privilege THEN
+      RAISE NOTICE 'pgvector is available but this role may not create it: vector search stays off';
+    END;
+  END IF;
+  IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') THEN
     CREATE TABLE public.memory_embeddings (
       user_id uuid NOT NULL,
       text_md5 text NOT NULL,
@@ -199,18 +210,6 @@ REVOKE ALL ON FUNCTION public.user_memory_check_owner(uuid, text) FROM PUBLIC, a
 -- and the index was in step with the previous head. As in 010, the old function is dropped (its
 -- size limit kept), not overloaded.
 
-DO $$
-DECLARE
-  kept text;
-BEGIN
-  SELECT substr(c, length('user_memory.max_document_bytes=') + 1) INTO kept
-    FROM pg_proc p, unnest(p.proconfig) c
-   WHERE p.oid = 'public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[], jsonb)'::regprocedure
-     AND c LIKE 'user_memory.max_document_bytes=%';
-  PERFORM set_config('user_memory.migration_012_max_document_bytes', coalesce(kept, ''), true);
-END
-$$;
-
 DROP FUNCTION public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[], jsonb);
 
 CREATE FUNCTION public.user_memory_append(
@@ -228,7 +227,6 @@ CREATE FUNCTION public.user_memory_append(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-SET user_memory.max_document_bytes = '524288'
 AS $$
 DECLARE
   caller text := current_setting('role');
@@ -270,7 +268,7 @@ BEGIN
     -- An end user's item changes are its own rows only; bounded, so they cannot be used to store
     -- far more than the document's own size limit allows.
     IF p_items IS NOT NULL AND (jsonb_typeof(p_items) <> 'array' OR jsonb_array_length(p_items) > 50000
-        OR octet_length(p_items::text) > 16 * coalesce(nullif(current_setting('user_memory.max_document_bytes', true), ''), '524288')::integer) THEN
+        OR octet_length(p_items::text) > 16 * coalesce((SELECT s.value::integer FROM public.user_memory_settings s WHERE s.name = 'max_document_bytes'), 524288)) THEN
       RAISE EXCEPTION 'user_memory_append: the item changes are over their limit'
         USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -310,9 +308,8 @@ BEGIN
     RAISE EXCEPTION 'user_memory_append: provenance must be a JSON object or NULL, got %', jsonb_typeof(p_provenance)
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  -- Fixed by the function's own SET clause (a caller's session value does not apply); a
-  -- deployment changes it with ALTER FUNCTION ... SET user_memory.max_document_bytes = '...'.
-  max_bytes := coalesce(nullif(current_setting('user_memory.max_document_bytes', true), ''), '524288')::integer;
+  -- The owner's setting (user_memory_settings, migration 006); a caller's session cannot change it.
+  max_bytes := coalesce((SELECT s.value::integer FROM public.user_memory_settings s WHERE s.name = 'max_document_bytes'), 524288);
   document_bytes := octet_length(p_document::text);
   IF document_bytes > max_bytes THEN
     RAISE EXCEPTION 'user_memory_append: document is % bytes, over the limit of %', document_bytes, max_bytes
@@ -398,18 +395,6 @@ $$;
 
 REVOKE ALL ON FUNCTION public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[], jsonb, jsonb) FROM PUBLIC, anon;
 GRANT EXECUTE ON FUNCTION public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[], jsonb, jsonb) TO authenticated, service_role;
-
-DO $$
-DECLARE
-  kept text := nullif(current_setting('user_memory.migration_012_max_document_bytes', true), '');
-BEGIN
-  IF kept IS NOT NULL AND kept <> '524288' THEN
-    EXECUTE format(
-      'ALTER FUNCTION public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[], jsonb, jsonb) SET user_memory.max_document_bytes = %L', kept);
-  END IF;
-  PERFORM set_config('user_memory.migration_012_max_document_bytes', '', true);
-END
-$$;
 
 -- ---------------------------------------------------------------------------------------------
 -- user_memory_reindex: replace a user's items with the full set for its head version

@@ -15,32 +15,49 @@ from user_memory.adapters.migrations import migrate
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
 from user_memory.domain.repository import MemoryStore
 
+from tests import owners
+
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "tests" / "events"
 
 
 @pytest.fixture(scope="session")
-def database_url() -> Iterator[str]:
-    """A migrated, empty database for this session; dropped afterwards when embedded."""
-    url = os.environ.get("DATABASE_URL")
-    if url:
-        migrate(url)
-        yield url
+def owner_mode() -> str:
+    """Who owns the test database: superuser, rds or supabase (tests/owners.py); `url` when
+    DATABASE_URL names a database of its own."""
+    return "url" if os.environ.get("DATABASE_URL") else owners.mode()
+
+
+@pytest.fixture(scope="session")
+def cluster_admin_url(owner_mode: str) -> Iterator[str | None]:
+    """The embedded cluster's superuser (a cluster per owner mode), or None with DATABASE_URL."""
+    if owner_mode == "url":
+        yield None
         return
     from user_memory_local.embedded import start_embedded
 
-    server, _ = start_embedded(ROOT / ".pgdata" / "test", database="postgres")
-    name = f"user_memory_test_{os.getpid()}"
-    admin_url = server.get_uri()
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = server.get_uri(name)
-    migrate(url)
-    yield url
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    folder = "test" if owner_mode == "superuser" else f"test-{owner_mode}"
+    server, _ = start_embedded(ROOT / ".pgdata" / folder, database="postgres")
+    yield server.get_uri()
     server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def database_url(owner_mode: str, cluster_admin_url: str | None) -> Iterator[str]:
+    """A migrated, empty database for this session, owned as the mode says; dropped afterwards
+    when embedded."""
+    if cluster_admin_url is None:
+        url = os.environ["DATABASE_URL"]
+        migrate(url)
+        yield url
+        return
+    name = f"user_memory_test_{os.getpid()}"
+    url = owners.create_database(cluster_admin_url, name, owner_mode)
+    migrate(url)
+    owners.after_migrations(url, owner_mode)
+    yield url
+    with psycopg.connect(cluster_admin_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 @pytest.fixture(scope="session")

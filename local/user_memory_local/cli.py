@@ -181,10 +181,31 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from user_memory.adapters.migrations import migrate
+    from user_memory.adapters.migrations import migrate, vectors_enabled
 
-    applied = migrate(database_url(args, migrate_embedded=False))
+    dsn = database_url(args, migrate_embedded=False)
+    applied = migrate(dsn)
     print(f"applied {len(applied)} migration(s): {', '.join(applied)}" if applied else "database is up to date")
+    if not vectors_enabled(dsn):
+        print(
+            "vector search is off: pgvector is not installed in this database (full-text search works); "
+            "to turn it on, CREATE EXTENSION vector as a role allowed to, then run migrate again"
+        )
+    return 0
+
+
+LOGIN_PASSWORD_ENV = "USER_MEMORY_LOGIN_PASSWORD"
+
+
+def cmd_create_login(args: argparse.Namespace) -> int:
+    from user_memory.adapters.migrations import create_login
+
+    password = sys.stdin.readline().rstrip("\n") if args.password_stdin else os.environ.get(LOGIN_PASSWORD_ENV, "")
+    if not password:
+        raise UsageError(f"give the login's password in ${LOGIN_PASSWORD_ENV} or on standard input (--password-stdin)")
+    created = create_login(database_url(args, migrate_embedded=False), args.name, password, args.group)
+    group = {"api": "user_memory_api", "service": "user_memory_service"}[args.group]
+    print(f"{'created' if created else 'updated'} login {args.name} in {group}")
     return 0
 
 
@@ -393,6 +414,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sub.add_parser("migrate", parents=[common], help="apply pending migrations").set_defaults(func=cmd_migrate)
+
+    login = sub.add_parser(
+        "create-login",
+        parents=[common],
+        help="create (or set the password of) a function's login role: api or service (run as the owner)",
+    )
+    login.add_argument("name", metavar="NAME", help="the login role, e.g. user_memory_api_login")
+    login.add_argument("--group", choices=["api", "service"], required=True, help="what the login may do")
+    login.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help=f"read the password from standard input (default: ${LOGIN_PASSWORD_ENV})",
+    )
+    login.set_defaults(func=cmd_create_login)
 
     demo = sub.add_parser("demo", parents=[common], help="the daily job end to end on local stand-ins")
     demo.add_argument("--users", type=_users, default=200, metavar="N", help="demo users to seed (default 200)")

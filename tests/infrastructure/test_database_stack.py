@@ -95,46 +95,61 @@ def test_aurora_serverless_v2_postgresql_16_encrypted_and_protected(stack):
     assert "MasterSecret" in set(references(cluster["MasterUserPassword"]))
 
 
-def test_the_proxy_requires_tls_and_authenticates_with_the_master_secret(stack):
+def test_the_proxy_requires_tls_and_authenticates_the_owner_and_each_functions_login(stack):
     # Given the RDS Proxy
     proxy = _props(stack, "DatabaseProxy")
     # Then it is a PostgreSQL proxy that refuses plain-text connections
     assert proxy["EngineFamily"] == "POSTGRESQL" and proxy["RequireTLS"] is True
-    # And clients authenticate with the credentials of the master secret it can read
-    (auth,) = proxy["Auth"]
-    assert auth["AuthScheme"] == "SECRETS" and auth["SecretArn"] == {"Ref": "MasterSecret"}
+    # And clients authenticate with the credentials of the owner's and the two logins' secrets
+    secrets = [auth["SecretArn"] for auth in proxy["Auth"]]
+    assert all(auth["AuthScheme"] == "SECRETS" for auth in proxy["Auth"])
+    assert secrets == [{"Ref": "MasterSecret"}, {"Ref": "ApiLoginSecret"}, {"Ref": "ServiceLoginSecret"}]
+    # which it can read, and nothing else
     role = _props(stack, proxy["RoleArn"]["GetAtt"].split(".")[0])
     statements = [s for p in role["Policies"] for s in p["PolicyDocument"]["Statement"]]
-    assert {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": "MasterSecret"}} in (
-        statements
-    )
+    assert statements == [{"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secrets}]
     # And its target is the cluster
     (target,) = resources_of_type(stack, "AWS::RDS::DBProxyTargetGroup").values()
     assert target["Properties"]["DBClusterIdentifiers"] == [{"Ref": "DatabaseCluster"}]
 
 
-def test_the_dsn_secret_is_a_postgresql_url_to_the_proxy(stack):
-    # Given the secret the application reads
-    text, variables = _props(stack, "DatabaseDsnSecret")["SecretString"]["Sub"]
+@pytest.mark.parametrize(
+    ("dsn", "user", "password_secret"),
+    [
+        ("DatabaseDsnSecret", r"\$\{MasterUsername\}", "MasterSecret"),
+        ("ServiceDsnSecret", "user_memory_service_login", "ServiceLoginSecret"),
+        ("ApiDsnSecret", "user_memory_api_login", "ApiLoginSecret"),
+    ],
+)
+def test_each_dsn_secret_is_a_postgresql_url_to_the_proxy(stack, dsn, user, password_secret):
+    # Given a DSN secret: the owner's (migrations, create-login) or a function's login
+    text, variables = _props(stack, dsn)["SecretString"]["Sub"]
     # Then it is postgresql://user:password@proxy:5432/db with TLS required
     assert re.fullmatch(
-        r"postgresql://\$\{MasterUsername\}:"
-        r"\{\{resolve:secretsmanager:\$\{MasterSecret\}:SecretString:password\}\}"
+        rf"postgresql://{user}:"
+        rf"\{{\{{resolve:secretsmanager:\$\{{{password_secret}\}}:SecretString:password\}}\}}"
         r"@\$\{Endpoint\}:5432/\$\{DatabaseName\}\?sslmode=require",
         text,
     ), text
     assert variables == {"Endpoint": {"GetAtt": "DatabaseProxy.Endpoint"}}
     # And the password is alphanumeric, so the URL needs no escaping
-    generated = _props(stack, "MasterSecret")["GenerateSecretString"]
+    generated = _props(stack, password_secret)["GenerateSecretString"]
     assert generated["ExcludePunctuation"] is True and generated["GenerateStringKey"] == "password"
+    # And a login's user name is the one its secret carries (create-login makes that role)
+    if password_secret != "MasterSecret":
+        assert f'"username": "{user}"' in generated["SecretStringTemplate"]
 
 
 def test_the_outputs_feed_the_application_parameters(stack, app):
     # Given the stack's outputs
     outputs = stack["Outputs"]
-    # Then the ones named after application parameters are those parameters' values
-    assert {"DatabaseSecretArn", "VpcSubnetIds", "VpcSecurityGroupIds"} <= set(outputs) & set(app["Parameters"])
-    assert outputs["DatabaseSecretArn"]["Value"] == {"Ref": "DatabaseDsnSecret"}
+    # Then the ones named after application parameters are those parameters' values: each
+    # function's stack parameter is its own login's DSN, never the owner's
+    names = {"DatabaseSecretArn", "ApiDatabaseSecretArn", "VpcSubnetIds", "VpcSecurityGroupIds"}
+    assert names <= set(outputs) & set(app["Parameters"])
+    assert outputs["DatabaseSecretArn"]["Value"] == {"Ref": "ServiceDsnSecret"}
+    assert outputs["ApiDatabaseSecretArn"]["Value"] == {"Ref": "ApiDsnSecret"}
+    assert outputs["OwnerDatabaseSecretArn"]["Value"] == {"Ref": "DatabaseDsnSecret"}
     assert outputs["VpcSubnetIds"]["Value"] == {"Join": [",", [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}]]}
     assert outputs["VpcSecurityGroupIds"]["Value"] == {"Ref": "LambdaSecurityGroup"}
     assert app["Parameters"]["VpcSubnetIds"]["Type"] == "CommaDelimitedList"

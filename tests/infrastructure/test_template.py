@@ -18,6 +18,7 @@ pytestmark = pytest.mark.infrastructure
 GLOBAL_ENV = {
     "DATABASE_URL",
     "DATABASE_SECRET_NAME",
+    "DATABASE_ROLE",
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
     "POWERTOOLS_LOG_LEVEL",
@@ -50,6 +51,7 @@ FUNCTION_ENV = {
         "EMBEDDING_API_KEY_SECRET_NAME",
     },
     "ApiFunction": {
+        "DATABASE_SECRET_NAME",  # its own login's DSN, not the service's
         "OPERATOR_SCOPE",
         "REQUIRE_IF_MATCH",
         "DOCUMENT_SCHEMA",
@@ -247,15 +249,36 @@ def test_a_local_invoke_needs_no_secret_and_the_dsn_parameter_is_hidden(template
     # Then DATABASE_URL comes from a hidden parameter that is empty by default
     assert env["DATABASE_URL"] == {"Ref": "DatabaseUrl"}
     assert params["DatabaseUrl"]["Default"] == "" and params["DatabaseUrl"]["NoEcho"] is True
-    # And the secret is optional: its read permission is attached only when it is set
+    # And the secrets are optional: a read permission is attached only when its secret is set
     assert env["DATABASE_SECRET_NAME"] == {"Ref": "DatabaseSecretArn"}
-    assert params["DatabaseSecretArn"]["Default"] == ""
+    assert params["DatabaseSecretArn"]["Default"] == "" and params["ApiDatabaseSecretArn"]["Default"] == ""
     for name, props in _functions(template).items():
-        secret_policies = [p for p in props["Policies"] if "DatabaseSecretArn" in set(references(p))]
+        own = "ApiDatabaseSecretArn" if name == "ApiFunction" else "DatabaseSecretArn"
+        secret_policies = [p for p in props["Policies"] if own in set(references(p))]
         assert secret_policies, name
         for policy in secret_policies:
-            assert "If" in policy and policy["If"][0] == "HasDatabaseSecret", name
+            assert "If" in policy and policy["If"][0] == f"Has{own.removesuffix('Arn')}", name
     assert template["Conditions"]["HasDatabaseSecret"] == {"Not": [{"Equals": [{"Ref": "DatabaseSecretArn"}, ""]}]}
+    assert template["Conditions"]["HasApiDatabaseSecret"] == {
+        "Not": [{"Equals": [{"Ref": "ApiDatabaseSecretArn"}, ""]}]
+    }
+
+
+def test_each_function_gets_only_its_own_logins_secret_and_acts_as_service_role(template):
+    # Given the two DSN secrets: the API's login and the service's login (infra/database.yaml)
+    functions = _functions(template)
+    for name, props in functions.items():
+        env = props.get("Environment", {}).get("Variables", {})
+        readable = {r for policy in props["Policies"] for r in references(policy)}
+        # Then the API reads only the API login's DSN, the others only the service login's
+        if name == "ApiFunction":
+            assert env["DATABASE_SECRET_NAME"] == {"Ref": "ApiDatabaseSecretArn"}
+            assert "DatabaseSecretArn" not in readable, name
+        else:
+            assert "DATABASE_SECRET_NAME" not in env and "ApiDatabaseSecretArn" not in readable, name
+    # And every function's connections take service_role after login (the API then an end user's role)
+    assert template["Globals"]["Function"]["Environment"]["Variables"]["DATABASE_ROLE"] == {"Ref": "DatabaseRole"}
+    assert template["Parameters"]["DatabaseRole"]["Default"] == "service_role"
 
 
 def test_visibility_timeout_is_at_least_six_times_the_worker_timeout(template):

@@ -21,6 +21,8 @@ from user_memory.adapters.postgres import open_pool
 from user_memory.domain.kv import DEFAULT_NAMESPACE, KvPut
 from user_memory.errors import AccessDenied, InvalidKvEntry, KvValueTooLarge
 
+from tests.owners import SERVICE_POLICY
+
 pytestmark = pytest.mark.integration
 
 # The purge deletes across every user: the purges here run in a time of their own, before any
@@ -272,7 +274,10 @@ def test_each_role_holds_exactly_its_table_privileges(conn):
     ).fetchall()
     assert dict(rows) == {"authenticated": "DELETE,INSERT,SELECT,UPDATE", "service_role": "DELETE,INSERT,SELECT,UPDATE"}
     assert conn.execute("SELECT relrowsecurity FROM pg_class WHERE oid = 'user_memory_kv'::regclass").fetchone()[0]
-    policies = conn.execute("SELECT cmd, qual, with_check FROM pg_policies WHERE tablename = 'user_memory_kv'")
+    policies = conn.execute(
+        "SELECT cmd, qual, with_check FROM pg_policies WHERE tablename = 'user_memory_kv'"
+        f" AND policyname <> '{SERVICE_POLICY}'"
+    )
     by_command = {cmd: (qual, check) for cmd, qual, check in policies.fetchall()}
     assert set(by_command) == {"SELECT", "INSERT", "UPDATE", "DELETE"}
     own = "(auth.uid() = user_id)"

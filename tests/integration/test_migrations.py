@@ -155,17 +155,16 @@ def test_upgrading_marks_activity_the_old_runs_summarized_and_leaves_the_rest(fr
 
 
 def test_upgrading_to_provenance_keeps_history_and_the_deployments_own_size_limit(fresh_db, tmp_path):
-    # Given a database at 009 with one version, whose operator raised the append's size limit
-    # with ALTER FUNCTION (as migration 006 tells a deployment to)
+    # Given a database at 009 with one version, whose owner raised the append's size limit in
+    # user_memory_settings (as migration 006 tells a deployment to)
     for path in sorted(MIGRATIONS_DIR.glob("00*.sql")):
         (tmp_path / path.name).write_text(path.read_text())
     migrate(fresh_db, tmp_path)
     user = "33333333-3333-3333-3333-333333333333"
-    old_signature = "public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[])"
     with psycopg.connect(fresh_db, autocommit=True) as c:
         c.execute("SELECT user_memory_append(%s, 0, '[]'::jsonb, false, '{\"a\": 1}'::jsonb, 'old', NULL)", (user,))
-        c.execute(f"ALTER FUNCTION {old_signature} SET user_memory.max_document_bytes = '1048576'")
-    # When 010 applies
+        c.execute("UPDATE user_memory_settings SET value = '1048576' WHERE name = 'max_document_bytes'")
+    # When 010 and the rest apply
     applied = migrate(fresh_db)
     # Then the old version is there with no provenance, and the new function kept the raised limit
     assert applied[:1] == ["010_provenance"]
@@ -174,8 +173,7 @@ def test_upgrading_to_provenance_keeps_history_and_the_deployments_own_size_limi
             "SELECT version, provenance FROM user_memory_snapshots WHERE user_id = %s", (user,)
         ).fetchall() == [(1, None)]
         config = c.execute("SELECT proconfig FROM pg_proc WHERE proname = 'user_memory_append'").fetchall()
-        assert len(config) == 1 and "user_memory.max_document_bytes=1048576" in config[0][0]
-        assert "search_path=pg_catalog, public, pg_temp" in config[0][0]
+        assert config == [(["search_path=pg_catalog, public, pg_temp"],)]
         # And a write above the old default is taken, with provenance
         big = {"text": "x" * 600_000}
         row = c.execute(
@@ -183,3 +181,53 @@ def test_upgrading_to_provenance_keeps_history_and_the_deployments_own_size_limi
             (user, psycopg.types.json.Jsonb(big), psycopg.types.json.Jsonb({"mode": "document"})),
         ).fetchone()
         assert row == ("written",)
+
+
+def test_a_migration_rewritten_for_managed_postgres_is_accepted_under_its_earlier_checksum(fresh_db):
+    # Given a database that recorded 006 under the text it had before it was rewritten for
+    # owners without SUPERUSER (what a deployment migrated as a superuser has)
+    from user_memory.adapters.migrations import _REWRITTEN
+
+    migrate(fresh_db)
+    earlier = sorted(_REWRITTEN["006_append_only_history"])[0]
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute("UPDATE user_memory_migrations SET checksum = %s WHERE name = '006_append_only_history'", (earlier,))
+        # When the migrations run again
+        assert migrate(fresh_db) == []
+        # Then the record now holds the file's checksum, and any other change is still refused
+        current = {m.name: m.checksum for m in load_migrations(MIGRATIONS_DIR)}["006_append_only_history"]
+        assert c.execute(
+            "SELECT checksum FROM user_memory_migrations WHERE name = '006_append_only_history'"
+        ).fetchone() == (current,)
+        c.execute("UPDATE user_memory_migrations SET checksum = 'f00' WHERE name = '006_append_only_history'")
+    with pytest.raises(MigrationError, match="006_append_only_history was changed after it was applied"):
+        migrate(fresh_db)
+
+
+def test_an_owner_that_may_not_create_pgvector_migrates_without_vectors_and_says_so(
+    fresh_db, cluster_admin_url, capsys
+):
+    # Given a fresh database with no pgvector (its owner made it; only a superuser creates the
+    # extension itself, as the suite's superuser run shows)
+    from user_memory.adapters.migrations import vectors_enabled
+    from user_memory_local.cli import main
+
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        superuser = c.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0]
+    # When `user-memory migrate` runs
+    assert main(["migrate", "--database-url", fresh_db]) == 0
+    out = capsys.readouterr().out
+    # Then every migration applied; without the extension, search says vectors are off
+    assert f"applied {len(load_migrations(MIGRATIONS_DIR))} migration(s)" in out
+    if superuser:
+        assert vectors_enabled(fresh_db) and "vector search is off" not in out
+        return
+    assert not vectors_enabled(fresh_db)
+    assert "vector search is off: pgvector is not installed" in out
+    # And once an administrator creates the extension, migrate adds the table
+    if cluster_admin_url is not None:
+        dbname = psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"]
+        with psycopg.connect(psycopg.conninfo.make_conninfo(cluster_admin_url, dbname=dbname), autocommit=True) as c:
+            c.execute("CREATE EXTENSION vector")
+        assert main(["migrate", "--database-url", fresh_db]) == 0
+        assert vectors_enabled(fresh_db)

@@ -10,6 +10,8 @@ import psycopg
 import pytest
 from psycopg import errors as pgerrors
 
+from tests.owners import SERVICE_POLICY
+
 pytestmark = pytest.mark.integration
 
 
@@ -111,6 +113,7 @@ def test_rls_is_enabled_on_every_table(conn):
     # History: SELECT and INSERT policies only: UPDATE and DELETE have none, so RLS refuses them
     # (migration 006). Key-value entries are the user's own to change: all four (migration 008).
     policies = conn.execute(
-        "SELECT tablename, count(*) FROM pg_policies WHERE tablename LIKE 'user_memory_%%' GROUP BY 1"
+        "SELECT tablename, count(*) FROM pg_policies WHERE tablename LIKE 'user_memory_%%'"
+        f" AND policyname <> '{SERVICE_POLICY}' GROUP BY 1"
     ).fetchall()
     assert dict(policies) == {"user_memory_snapshots": 2, "user_memory_heads": 2, "user_memory_kv": 4}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import threading
 import time
 import uuid
@@ -19,6 +20,8 @@ import pytest
 from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.types.json import Jsonb
+
+from tests.owners import SERVICE_POLICY
 
 pytestmark = pytest.mark.integration
 
@@ -324,33 +327,36 @@ def test_authenticated_cannot_mark_activity_as_summarized(conn, two_users):
 
 
 @pytest.fixture
-def member_of_authenticated(conn):
-    """A role that inherits authenticated's privileges (a login role a platform could use)."""
+def member_of_authenticated(conn, database_url):
+    """A login role that inherits authenticated's privileges (a login a platform could use); yields
+    its connection string."""
     name = f"um_test_member_{os.getpid()}"
+    password = secrets.token_urlsafe(24)
     conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
-    conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN INHERIT IN ROLE authenticated").format(sql.Identifier(name)))
-    yield name
+    conn.execute(
+        sql.SQL("CREATE ROLE {} LOGIN INHERIT PASSWORD {} IN ROLE authenticated").format(
+            sql.Identifier(name), sql.Literal(password)
+        )
+    )
+    yield psycopg.conninfo.make_conninfo(database_url, user=name, password=password)
     conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
 
 
 def test_a_role_that_is_not_the_service_is_an_end_user_even_without_set_role(conn, two_users, member_of_authenticated):
     a, b = two_users
-    if not conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0]:
-        pytest.skip("SET SESSION AUTHORIZATION needs a superuser")
     # Given a session whose user merely inherits authenticated (role setting 'none')
-    with conn.transaction():
-        conn.execute(sql.SQL("SET LOCAL SESSION AUTHORIZATION {}").format(sql.Identifier(member_of_authenticated)))
-        assert conn.execute("SELECT current_setting('role')").fetchone()[0] == "none"
-        conn.execute("SELECT set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": a}),))
-        # Then it may write its own memory as an end user
-        assert append(conn, a, 1, {"n": 2}) == ("written", 2)
-    # But not another user's, nor with a run key
-    for kwargs, user in (({}, b), ({"key": "daily:2031-01-01"}, a)):
-        head = versions(conn, user)[-1]
-        with pytest.raises(pgerrors.InsufficientPrivilege), conn.transaction():
-            conn.execute(sql.SQL("SET LOCAL SESSION AUTHORIZATION {}").format(sql.Identifier(member_of_authenticated)))
-            conn.execute("SELECT set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": a}),))
-            append(conn, user, head, {"n": 3}, **kwargs)
+    with psycopg.connect(member_of_authenticated, autocommit=True) as member:
+        with member.transaction():
+            assert member.execute("SELECT current_setting('role')").fetchone()[0] == "none"
+            member.execute("SELECT set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": a}),))
+            # Then it may write its own memory as an end user
+            assert append(member, a, 1, {"n": 2}) == ("written", 2)
+        # But not another user's, nor with a run key
+        for kwargs, user in (({}, b), ({"key": "daily:2031-01-01"}, a)):
+            head = versions(conn, user)[-1]
+            with pytest.raises(pgerrors.InsufficientPrivilege), member.transaction():
+                member.execute("SELECT set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": a}),))
+                append(member, user, head, {"n": 3}, **kwargs)
     assert versions(conn, a) == [1, 2] and versions(conn, b) == [1]
 
 
@@ -675,9 +681,16 @@ def test_the_write_functions_run_as_their_owner_with_a_fixed_search_path(conn):
     for name, definer, config in rows:
         assert definer, name
         assert config[0] == "search_path=pg_catalog, public, pg_temp", name
-    # And the append's size limit is the function's own setting, not the caller's session
-    configs = {name: config for name, _definer, config in rows}
-    assert "user_memory.max_document_bytes=524288" in configs["user_memory_append"]
+    # And no function sets a custom parameter (only a superuser may create one that does): the
+    # append's size limit is the owner's row in user_memory_settings, which no other role can touch
+    assert all(config == ["search_path=pg_catalog, public, pg_temp"] for _name, _definer, config in rows)
+    assert conn.execute("SELECT value FROM user_memory_settings WHERE name = 'max_document_bytes'").fetchone() == (
+        "524288",
+    )
+    for role in ("anon", "authenticated", "service_role"):
+        assert not conn.execute(
+            "SELECT has_table_privilege(%s, 'user_memory_settings', 'SELECT, INSERT, UPDATE, DELETE')", (role,)
+        ).fetchone()[0]
     # And there is one user_memory_append, the 10-argument one (010 added p_provenance, 012 p_items)
     signatures = conn.execute(
         "SELECT pg_get_function_identity_arguments(oid) FROM pg_proc WHERE proname = 'user_memory_append'"
@@ -931,7 +944,9 @@ def test_policies_allow_only_reads_and_own_inserts(conn):
         """SELECT tablename, cmd, count(*) FROM pg_policies
             WHERE tablename IN ('user_memory_snapshots', 'user_memory_heads', 'user_activity', 'users',
                                 'conversations', 'conversation_messages', 'conversation_memories')
-            GROUP BY 1, 2"""
+              AND policyname <> %s
+            GROUP BY 1, 2""",
+        (SERVICE_POLICY,),
     ).fetchall()
     assert {(t, c): n for t, c, n in policies} == {
         ("user_memory_snapshots", "SELECT"): 1,

@@ -33,6 +33,10 @@ class DatabaseSettings(BaseModel):
     database_url: str | None = Field(default=None, repr=False)
     database_secret_name: str | None = None
     database_url_parameter: str | None = None
+    # The role each connection takes after login (SET ROLE), e.g. service_role: the deployed
+    # functions log in as their own login role (user-memory create-login) and act as this role;
+    # RESET ROLE then lands on the login, which holds nothing itself (migration 013).
+    database_role: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_]{0,62}$")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Self:

@@ -152,7 +152,7 @@ def build_worker(
     conversation_summarizer = conversation_summarizer or build_conversation_summarizer(settings)
     sender = SqsSender(settings.queue_url, _sqs_client(sqs_client)) if settings.queue_url else None
     owned = pool is None
-    pool = pool or open_pool(database_url(settings))
+    pool = pool or open_pool(database_url(settings), role=settings.database_role)
     return WorkerServices(
         settings=settings,
         store=MemoryStore(
@@ -193,7 +193,7 @@ def build_fanout(
     """Compose the fan-out's services; the SQS client is built here once unless given."""
     sqs_client = _sqs_client(sqs_client)
     owned = pool is None
-    pool = pool or open_pool(database_url(settings))
+    pool = pool or open_pool(database_url(settings), role=settings.database_role)
     return FanoutServices(
         settings=settings,
         activity=PostgresActivity(pool),
@@ -284,7 +284,7 @@ def build_api(settings: ApiSettings, *, pool: ConnectionPool | None = None, sqs_
     """Compose the API's services; a given pool stays the caller's to close. The SQS client (for
     the operators' trigger route) is built on first use unless given."""
     owned = pool is None
-    pool = pool or open_pool(database_url(settings), size=settings.database_pool_size)
+    pool = pool or open_pool(database_url(settings), size=settings.database_pool_size, role=settings.database_role)
     return ApiServices(
         settings=settings, pool=pool, owned=owned, sqs_client=sqs_client, embedder=build_embedder(settings)
     )
@@ -307,7 +307,7 @@ class RetentionServices:
 def build_retention(settings: RetentionSettings, *, pool: ConnectionPool | None = None) -> RetentionServices:
     """Compose the retention job's services; a given pool stays the caller's to close."""
     owned = pool is None
-    pool = pool or open_pool(database_url(settings))
+    pool = pool or open_pool(database_url(settings), role=settings.database_role)
     return RetentionServices(
         settings=settings, kv=PostgresKv(pool), companion=PostgresCompanion(pool), pool=pool if owned else None
     )

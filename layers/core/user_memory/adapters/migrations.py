@@ -20,6 +20,17 @@ from user_memory.errors import MigrationError
 _ADVISORY_LOCK_KEY = 0x55_4D_4D_49  # "UMMI": one lock id for this project's migrations
 _NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
 
+# Migrations rewritten after release so that an owner without SUPERUSER or BYPASSRLS (RDS's,
+# Aurora's and Supabase's) can run them: the checksums of their earlier texts. A database that
+# applied an earlier text (as a superuser) ends in the same state through migration 013, so the
+# record is moved to the new text instead of refusing it.
+_REWRITTEN: dict[str, frozenset[str]] = {
+    "001_platform": frozenset({"34958af138d9b496064618f5ca09a13e231841acbf02afa758f3a07c87534425"}),
+    "006_append_only_history": frozenset({"cc5c7002f6b82f6e704b10c18cb5625ef8eb622914fd7513e3f0accfe0988a63"}),
+    "010_provenance": frozenset({"99b852aabbc07eea60d1c3e2c3bdc5bab7c578e714db38b8716b550e599511d6"}),
+    "012_companion_and_search": frozenset({"a45a025b622c4e60e63134208baa17cef2723061d163704f09d0fee5fe29c2b8"}),
+}
+
 
 def packaged_migrations() -> Path:
     """The migrations folder installed with the package (`user_memory_migrations`, the repository's
@@ -86,7 +97,12 @@ def migrate(dsn_or_conn: str | psycopg.Connection, directory: Path | None = None
             )
             for migration in migrations:
                 if migration.name in recorded:
-                    if recorded[migration.name] != migration.checksum:
+                    if recorded[migration.name] in _REWRITTEN.get(migration.name, ()):
+                        conn.execute(
+                            "UPDATE user_memory_migrations SET checksum = %s WHERE name = %s",
+                            (migration.checksum, migration.name),
+                        )
+                    elif recorded[migration.name] != migration.checksum:
                         raise MigrationError(
                             f"migration {migration.name} was changed after it was applied "
                             f"(recorded checksum {recorded[migration.name][:12]}…, "
@@ -103,9 +119,74 @@ def migrate(dsn_or_conn: str | psycopg.Connection, directory: Path | None = None
                 except psycopg.Error as err:
                     raise MigrationError(f"migration {migration.name} failed: {err}") from err
                 applied_now.append(migration.name)
+            # Repeatable: pgvector may have been installed by an administrator since 012 ran.
+            if _scalar(conn, "SELECT to_regprocedure('public.user_memory_enable_vectors()') IS NOT NULL"):
+                conn.execute("SELECT public.user_memory_enable_vectors()")
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_ADVISORY_LOCK_KEY,))
     finally:
         if own:
             conn.close()
     return applied_now
+
+
+def _scalar(conn: psycopg.Connection, query: str, params: tuple[object, ...] = ()) -> object:
+    row = conn.execute(query, params).fetchone()  # type: ignore[arg-type]
+    return row[0] if row else None
+
+
+def vectors_enabled(dsn_or_conn: str | psycopg.Connection) -> bool:
+    """Whether the database has the embeddings table (pgvector installed when migrated)."""
+    if isinstance(dsn_or_conn, str):
+        with psycopg.connect(dsn_or_conn, autocommit=True) as conn:
+            return vectors_enabled(conn)
+    return bool(_scalar(dsn_or_conn, "SELECT to_regclass('public.memory_embeddings') IS NOT NULL"))
+
+
+# The group roles of migration 013 a deployment's login roles join: what each function may do.
+LOGIN_GROUPS = {"api": "user_memory_api", "service": "user_memory_service"}
+_LOGIN_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def create_login(dsn_or_conn: str | psycopg.Connection, name: str, password: str, group: str) -> bool:
+    """Create login role `name` (or set its password) as a member of one group of migration 013
+    (`api` or `service`) and of nothing else; return True when it was created. Run as the owner.
+
+    The API's login may only become `authenticated` or `service_role`; the service's login has
+    `service_role`'s rights. Neither is a member of the owner.
+    """
+    if group not in LOGIN_GROUPS:
+        raise MigrationError(f"the login's group must be one of {', '.join(LOGIN_GROUPS)}, got {group!r}")
+    if not _LOGIN_NAME.match(name) or name in LOGIN_GROUPS.values():
+        raise MigrationError(f"{name!r} is not a login role name this command creates (lowercase letters, digits, _)")
+    if len(password) < 16:
+        raise MigrationError("the login's password must be at least 16 characters")
+    if isinstance(dsn_or_conn, str):
+        with psycopg.connect(dsn_or_conn, autocommit=True) as conn:
+            return create_login(conn, name, password, group)
+    conn = dsn_or_conn
+    role = sql.Identifier(name)
+    try:
+        with conn.transaction():
+            if _scalar(conn, "SELECT to_regrole(%s) IS NULL", (LOGIN_GROUPS[group],)):
+                raise MigrationError("the database is not migrated (no group roles); run migrate first")
+            row = conn.execute(
+                "SELECT rolsuper OR rolbypassrls OR rolcreaterole OR rolcreatedb FROM pg_roles WHERE rolname = %s",
+                (name,),
+            ).fetchone()
+            created = row is None
+            if created:
+                conn.execute(sql.SQL("CREATE ROLE {} LOGIN INHERIT").format(role))
+            elif row is None or row[0] or name == conn.info.user:
+                raise MigrationError(f"{name} is an administrative role; choose another name for the login")
+            conn.execute(sql.SQL("ALTER ROLE {} LOGIN INHERIT PASSWORD {}").format(role, sql.Literal(password)))
+            # A member of its own group only (a login moved from one group to the other leaves it).
+            other = next(g for key, g in LOGIN_GROUPS.items() if key != group)
+            if _scalar(conn, "SELECT pg_has_role(%s, %s, 'MEMBER')", (name, other)):
+                conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(other), role))
+            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(LOGIN_GROUPS[group]), role))
+    except psycopg.Error as err:
+        from user_memory.adapters.postgres import translate
+
+        raise translate(err) from err
+    return created

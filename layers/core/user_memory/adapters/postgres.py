@@ -18,6 +18,7 @@ from typing import Protocol
 
 import psycopg
 from psycopg import errors as pgerrors
+from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -51,17 +52,26 @@ def translate(err: psycopg.Error) -> UserMemoryError:
     return StorageError(f"{type(err).__name__}: {primary}")
 
 
-def open_pool(dsn: str, *, size: int = 1, timeout: float = 10.0) -> ConnectionPool:
-    """A pool of autocommit connections, opened and checked; one per process (Lambda: size 1)."""
+def open_pool(dsn: str, *, size: int = 1, timeout: float = 10.0, role: str | None = None) -> ConnectionPool:
+    """A pool of autocommit connections, opened and checked; one per process (Lambda: size 1).
+
+    With `role`, every connection takes it (SET ROLE) once, when it is opened: the function's
+    login then acts as that role, and a transaction-local role (an end user's) returns to it.
+    """
     try:
         psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as err:
         raise ConfigError(f"the database URL is not a PostgreSQL connection string: {translate(err)}") from None
+
+    def take_role(conn: psycopg.Connection) -> None:
+        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role or "")))
+
     pool = ConnectionPool(
         dsn,
         min_size=size,
         max_size=size,
         kwargs={"autocommit": True},
+        configure=take_role if role else None,
         open=False,
         timeout=timeout,
         name="user-memory",
@@ -70,7 +80,8 @@ def open_pool(dsn: str, *, size: int = 1, timeout: float = 10.0) -> ConnectionPo
         pool.open(wait=True, timeout=timeout)
     except PoolTimeout as err:
         pool.close()
-        raise StorageUnavailable(f"cannot connect to the database within {timeout:g} s") from err
+        why = f" as role {role} (is the login a member of it?)" if role else ""
+        raise StorageUnavailable(f"cannot connect to the database{why} within {timeout:g} s") from err
     return pool
 
 

@@ -1,0 +1,255 @@
+"""Each function logs in as its own role (migration 013, `user-memory create-login`), never the owner.
+
+The API's login may only become `authenticated` (an end user's request) or `service_role` (an
+operator's); it holds nothing itself, so RESET ROLE inside a request reaches nothing. The
+service's login (worker, fan-out, retention) has service_role's rights and nothing more: it reads
+every user's rows under RLS whether or not service_role has BYPASSRLS, and cannot rewrite history.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from psycopg import errors as pgerrors
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from psycopg.types.json import Jsonb
+from user_memory.adapters.migrations import create_login
+from user_memory.adapters.postgres import PostgresActivity, open_pool
+from user_memory.config import ApiSettings, WorkerSettings
+from user_memory.domain.model import Activity, Window
+from user_memory.errors import MigrationError, StorageUnavailable
+from user_memory.http.app import create_api
+from user_memory.runtime import build_api, build_worker
+
+from tests.api_client import ApiClient
+
+pytestmark = pytest.mark.integration
+
+TABLES = (
+    "user_memory_snapshots",
+    "user_memory_heads",
+    "user_activity",
+    "users",
+    "user_memory_kv",
+    "conversations",
+    "memory_items",
+    "feedback_ratings",
+)
+
+
+def _login(conn: psycopg.Connection, database_url: str, group: str) -> Iterator[str]:
+    name = f"um_{group}_login_{uuid.uuid4().hex[:8]}"
+    password = secrets.token_urlsafe(24)
+    assert create_login(conn, name, password, group) is True
+    yield make_conninfo(database_url, user=name, password=password)
+    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def api_login(conn, database_url) -> Iterator[str]:
+    yield from _login(conn, database_url, "api")
+
+
+@pytest.fixture
+def service_login(conn, database_url) -> Iterator[str]:
+    yield from _login(conn, database_url, "service")
+
+
+def owner_of(conn: psycopg.Connection) -> str:
+    return conn.execute(
+        "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database()"
+    ).fetchone()[0]
+
+
+def a_user_with_memory(conn: psycopg.Connection) -> str:
+    user = str(uuid.uuid4())
+    conn.execute(
+        "SELECT user_memory_append(%s, 0, %s, false, %s, 'seed', NULL)",
+        (user, Jsonb([{"op": "add", "path": "/n", "value": 1}]), Jsonb({"n": 1})),
+    )
+    return user
+
+
+def test_the_api_login_holds_nothing_until_it_becomes_an_end_user(conn, api_login):
+    owner = owner_of(conn)
+    alice = a_user_with_memory(conn)
+    bob = a_user_with_memory(conn)
+    with psycopg.connect(api_login, autocommit=True) as api:
+        # Given the API's login, as it logs in: it is not the owner, nor a member of it
+        assert not api.execute("SELECT pg_has_role(current_user, %s, 'MEMBER')", (owner,)).fetchone()[0]
+        with pytest.raises(pgerrors.InsufficientPrivilege):
+            api.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(owner)))
+        # Then it can read no table and call no write function by itself
+        for table in TABLES:
+            with pytest.raises(pgerrors.InsufficientPrivilege):
+                api.execute(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(sql.Identifier(table)))
+        with pytest.raises(pgerrors.InsufficientPrivilege):
+            api.execute("SELECT user_memory_append(%s, 1, '[]', false, '{}', 'api', NULL)", (alice,))
+        # When it becomes alice for one transaction, it sees alice's rows only
+        with api.transaction():
+            api.execute("SELECT set_config('role', 'authenticated', true)")
+            api.execute("SELECT set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": alice}),))
+            users = {
+                r[0]
+                for r in api.execute(
+                    "SELECT user_id::text FROM user_memory_heads WHERE user_id IN (%s, %s)", (alice, bob)
+                )
+            }
+            assert users == {alice}
+            # And RESET ROLE inside the request lands on the login, which reads nothing
+            api.execute("RESET ROLE")
+            with pytest.raises(pgerrors.InsufficientPrivilege), api.transaction():
+                api.execute("SELECT 1 FROM user_memory_heads LIMIT 1")
+        # And it may take the service's rights (operator routes): every user's rows
+        with api.transaction():
+            api.execute("SET LOCAL ROLE service_role")
+            rows = api.execute("SELECT count(*) FROM user_memory_heads WHERE user_id IN (%s, %s)", (alice, bob))
+            assert rows.fetchone()[0] == 2
+            # but never the owner's: no history rewrite, no DDL, no settings
+            with pytest.raises(pgerrors.InsufficientPrivilege), api.transaction():
+                api.execute("UPDATE user_memory_snapshots SET patch = '[]' WHERE user_id = %s", (alice,))
+            with pytest.raises(pgerrors.InsufficientPrivilege), api.transaction():
+                api.execute("CREATE TABLE public.planted (id int)")
+        with pytest.raises(pgerrors.InsufficientPrivilege):
+            api.execute("SELECT value FROM user_memory_settings")
+
+
+def test_the_service_login_reads_every_user_and_cannot_rewrite_history_or_become_an_end_user(conn, service_login):
+    alice = a_user_with_memory(conn)
+    bob = a_user_with_memory(conn)
+    with psycopg.connect(service_login, autocommit=True) as svc:
+        # Given the service's login, with no SET ROLE: it reads every user's rows (RLS admits it)
+        rows = svc.execute("SELECT count(*) FROM user_memory_heads WHERE user_id IN (%s, %s)", (alice, bob))
+        assert rows.fetchone()[0] == 2
+        # And writes a version as the service (a run key is the service's)
+        row = svc.execute(
+            "SELECT status, version FROM user_memory_append(%s, 1, %s, false, %s, 'daily summary', 'daily:2031-01-01')",
+            (alice, Jsonb([{"op": "replace", "path": "/n", "value": 2}]), Jsonb({"n": 2})),
+        ).fetchone()
+        assert row == ("written", 2)
+        # But it cannot change or remove history, nor become an end user, nor touch the settings
+        for statement in (
+            "UPDATE user_memory_snapshots SET patch = '[]'",
+            "DELETE FROM user_memory_snapshots",
+            "TRUNCATE user_memory_snapshots",
+            "UPDATE user_memory_settings SET value = '1'",
+            "CREATE TABLE public.planted (id int)",
+            "SET ROLE authenticated",
+            "SELECT 1 FROM user_memory_migrations",
+        ):
+            with pytest.raises(pgerrors.InsufficientPrivilege), svc.transaction():
+                svc.execute(statement)
+
+
+def test_the_api_serves_end_users_and_operators_through_its_own_login(pool, api_login, monkeypatch):
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    # Given the API composed on its own login, taking service_role after login (DATABASE_ROLE)
+    settings = ApiSettings.from_env(
+        {"DATABASE_URL": api_login, "DATABASE_ROLE": "service_role", "DOCUMENT_SCHEMA": "user_state"}
+    )
+    services = build_api(settings)
+    try:
+        api = create_api(services, settings)
+        alice = ApiClient(api, uuid.uuid4())
+        # When an end user writes and reads, and an operator reads that user
+        written = alice.request(
+            "PATCH",
+            "/me/memory",
+            json_body={"summary": "likes tea"},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        assert written.status == 200, written.text
+        assert alice.request("GET", "/me/memory").json["document"]["summary"] == "likes tea"
+        operator = ApiClient(api, uuid.uuid4(), scopes=f"openid {settings.operator_scope}")
+        looked = operator.request("GET", f"/admin/users/{alice.user_id}/memory")
+        assert looked.status == 200 and looked.json["document"]["summary"] == "likes tea"
+        # Then another user still sees only their own (RLS as authenticated, not the login's rights)
+        bob = ApiClient(api, uuid.uuid4())
+        assert bob.request("GET", "/me/memory").json["version"] == 0
+    finally:
+        services.close()
+
+
+def test_the_worker_summarizes_through_the_service_login(pool, service_login):
+    # Given a user's activity, recorded by another service
+    user = uuid.uuid4()
+    day = datetime(2031, 3, 3, tzinfo=UTC)
+    PostgresActivity(pool).record(
+        [
+            Activity(
+                user_id=user,
+                occurred_at=day + timedelta(hours=1),
+                kind="part_named",
+                payload={"part_id": "planner", "name": "Planner"},
+                source="test",
+                external_id=f"{user}:1",
+            ),
+        ]
+    )
+    # When the worker's services, on the service's login, refresh the user
+    settings = WorkerSettings.from_env(
+        {"DATABASE_URL": service_login, "DATABASE_ROLE": "service_role"}, summarizer="rules"
+    )
+    services = build_worker(settings)
+    try:
+        from user_memory.domain.pipeline import refresh_user
+
+        outcome = refresh_user(
+            user,
+            Window(start=day, end=day + timedelta(days=1)),
+            "daily:2031-03-03",
+            store=services.store,
+            activity=services.activity,
+            summarizer=services.summarizer,
+            cfg=services.pipeline,
+        )
+    finally:
+        services.close()
+    # Then the version is written and the activity marked, as the owner sees it
+    with pool.connection() as conn:
+        head = conn.execute("SELECT version FROM user_memory_heads WHERE user_id = %s", (user,)).fetchone()
+        unsummarized = conn.execute(
+            "SELECT count(*) FROM user_activity WHERE user_id = %s AND summarized_version IS NULL", (user,)
+        ).fetchone()
+    assert head == (1,) and unsummarized == (0,), outcome
+
+
+def test_a_login_joins_one_group_and_an_administrative_name_is_refused(conn, database_url):
+    name = f"um_moved_login_{uuid.uuid4().hex[:8]}"
+    password = secrets.token_urlsafe(24)
+    try:
+        # Given a login created for the API, then moved to the service
+        assert create_login(conn, name, password, "api") is True
+        assert create_login(conn, name, password, "service") is False
+        # Then it is a member of the service's group only
+        member = conn.execute(
+            "SELECT pg_has_role(%s, 'user_memory_api', 'MEMBER'), pg_has_role(%s, 'user_memory_service', 'MEMBER')",
+            (name, name),
+        ).fetchone()
+        assert member == (False, True)
+    finally:
+        conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+    # And the owner, a group role, a short password or an unknown group are refused
+    owner = conn.info.user
+    for args, message in (
+        ((owner, password, "api"), "administrative role"),
+        (("user_memory_api", password, "api"), "not a login role name"),
+        (("um_x", "short", "api"), "at least 16 characters"),
+        (("um_x", password, "owner"), "must be one of"),
+    ):
+        with pytest.raises(MigrationError, match=message):
+            create_login(conn, *args)
+
+
+def test_a_login_that_may_not_take_its_role_fails_to_start_with_one_line(api_login):
+    # Given the API's login told to act as a role it is not a member of
+    with pytest.raises(StorageUnavailable, match="as role user_memory_service") as caught:
+        open_pool(api_login, role="user_memory_service", timeout=2)
+    assert "\n" not in str(caught.value)
