@@ -10,7 +10,7 @@ A fresh database gets `--conversations` conversations (two messages each) in two
 
 For each, the trigger's database side (`PostgresConversations.pending_pages`, keyset pages of
 1,000 from the partial index idx_conversations_pending) and the whole trigger with a sender that
-only counts (`run_trigger`: pages, GENERATE_MEMORY_BATCH bodies of 10 ids) are timed, best of
+only counts (`run_trigger`: pages, GENERATE_MEMORY_BATCH bodies of 10 conversations) are timed, best of
 `--repeat` runs, and the plan of one page is printed (EXPLAIN ANALYZE, BUFFERS). SQS is left out:
 SendMessageBatch's own latency (10 messages a call) is the same whatever finds the ids.
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -114,7 +115,13 @@ def best(repeat: int, run) -> tuple[float, object]:
 
 
 def plan(pool) -> str:
-    params = {"before": NOW - THRESHOLD, "after_at": datetime(1, 1, 1, tzinfo=UTC), "after_id": "", "limit": PAGE}
+    params = {
+        "before": NOW - THRESHOLD,
+        "after_at": datetime(1, 1, 1, tzinfo=UTC),
+        "after_user": uuid.UUID(int=0),
+        "after_id": "",
+        "limit": PAGE,
+    }
     with pool.connection() as conn:
         rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + PENDING_PAGE, params).fetchall()
     return "\n".join(r[0] for r in rows)

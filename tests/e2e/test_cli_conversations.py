@@ -42,14 +42,14 @@ def own_url(database_url: str) -> Iterator[str]:
     yield from _new_database(database_url, f"user_memory_cli_conversations_{os.getpid()}", migrated=True)
 
 
-def record(url: str, *, quiet_for: timedelta) -> str:
+def record(url: str, *, quiet_for: timedelta, user: uuid.UUID | None = None) -> str:
     cid = f"cli-{uuid.uuid4()}"
     pool = open_pool(url)
     try:
         PostgresConversations(pool).record(
             [
                 NewMessage(
-                    user_id=uuid.uuid4(),
+                    user_id=user or uuid.uuid4(),
                     conversation_id=cid,
                     message_id="m1",
                     role="user",
@@ -95,7 +95,8 @@ def test_seed_records_demo_conversations_first(capsys, own_url):
 
 
 def test_with_a_queue_url_it_sends_there_and_prints_the_counts(capsys, own_url):
-    quiet = record(own_url, quiet_for=timedelta(hours=3))
+    user = uuid.uuid4()
+    quiet = record(own_url, quiet_for=timedelta(hours=3), user=user)
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         url = sqs.create_queue(QueueName="real-queue")["QueueUrl"]
@@ -104,7 +105,10 @@ def test_with_a_queue_url_it_sends_there_and_prints_the_counts(capsys, own_url):
         report = json.loads(result.out)
         assert (report["queue_url"], report["threshold_minutes"], report["messages"]) == (url, 120, 1)
         [message] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
-    assert json.loads(message["Body"]) == {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": [quiet]}
+    assert json.loads(message["Body"]) == {
+        "task_type": "GENERATE_MEMORY_BATCH",
+        "conversations": [{"user_id": str(user), "conversation_id": quiet}],
+    }
     assert memories(own_url) == {}  # sent, not summarized: that is the deployed worker's job
 
 

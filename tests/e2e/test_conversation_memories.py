@@ -21,6 +21,7 @@ from user_memory.adapters.sqs import SqsSender
 from user_memory.config import ApiSettings, FanoutSettings, WorkerSettings
 from user_memory.domain.conversations import (
     MAX_BATCH_MESSAGE_BYTES,
+    ConversationKey,
     ConversationMemory,
     NewMessage,
     RuleBasedConversationSummarizer,
@@ -132,11 +133,12 @@ class Stack:
             if len(messages) < 10:
                 return out
 
-    def memory(self, conversation_id: str) -> tuple[dict[str, Any], int, datetime] | None:
+    def memory(self, key: ConversationKey) -> tuple[dict[str, Any], int, datetime] | None:
         with self.pool.connection() as conn:
             row = conn.execute(
-                "SELECT memory, last_message_seq, updated_at FROM conversation_memories WHERE conversation_id = %s",
-                (conversation_id,),
+                "SELECT memory, last_message_seq, updated_at FROM conversation_memories"
+                " WHERE user_id = %s AND conversation_id = %s",
+                (key.user_id, key.conversation_id),
             ).fetchone()
         return (row[0], row[1], row[2]) if row else None
 
@@ -148,11 +150,15 @@ def stack(database_url, pool):
 
 
 def conversation(
-    store: PostgresConversations, *, quiet_for: timedelta = timedelta(hours=3), user: uuid.UUID | None = None
-) -> str:
+    store: PostgresConversations,
+    *,
+    quiet_for: timedelta = timedelta(hours=3),
+    user: uuid.UUID | None = None,
+    cid: str | None = None,
+) -> ConversationKey:
     """A conversation of four messages whose last one occurred `quiet_for` ago."""
     user = user or uuid.uuid4()
-    cid = f"conv-{uuid.uuid4()}"
+    cid = cid or f"conv-{uuid.uuid4()}"
     last = datetime.now(UTC) - quiet_for
     lines = [
         ("user", "I'm training for a half marathon and my knee hurts."),
@@ -174,17 +180,22 @@ def conversation(
             for n, (role, text) in enumerate(lines)
         ]
     )
-    return cid
+    return ConversationKey(user, cid)
 
 
-def batch_event(*batches: list[str], attempt: int = 0) -> dict[str, Any]:
-    bodies = [
-        json.dumps(
-            {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ids, **({"attempt": attempt} if attempt else {})}
-        )
-        for ids in batches
-    ]
+def batch_body(keys: list[ConversationKey], attempt: int = 0) -> dict[str, Any]:
+    items = [{"user_id": str(k.user_id), "conversation_id": k.conversation_id} for k in keys]
+    return {"task_type": "GENERATE_MEMORY_BATCH", "conversations": items, **({"attempt": attempt} if attempt else {})}
+
+
+def batch_event(*batches: list[ConversationKey], attempt: int = 0) -> dict[str, Any]:
+    bodies = [json.dumps(batch_body(keys, attempt)) for keys in batches]
     return {"Records": [sqs_record(message_id=f"m{i}", body=b) for i, b in enumerate(bodies)]}
+
+
+def named(body: dict[str, Any]) -> list[ConversationKey]:
+    """The conversations a GENERATE_MEMORY_BATCH body names."""
+    return [ConversationKey(uuid.UUID(i["user_id"]), i["conversation_id"]) for i in body["conversations"]]
 
 
 def memory_reply(**changes: Any) -> dict[str, Any]:
@@ -204,10 +215,10 @@ def test_the_schedule_queues_quiet_conversations_and_the_worker_writes_their_mem
     assert result["conversations"] >= 3 and result["messages"] >= 1
     # Then the queue holds GENERATE_MEMORY_BATCH messages naming the quiet ones, never the active one
     bodies = stack.queued()
-    named = [c for b in bodies for c in b["conversation_ids"]]
+    keys = [c for b in bodies for c in named(b)]
     assert all(b["task_type"] == "GENERATE_MEMORY_BATCH" for b in bodies)
-    assert set(quiet) <= set(named) and active not in named
-    assert all(len(b["conversation_ids"]) <= stack.fanout_services.settings.conversations_per_message for b in bodies)
+    assert set(quiet) <= set(keys) and active not in keys
+    assert all(len(named(b)) <= stack.fanout_services.settings.conversations_per_message for b in bodies)
     # When the worker drains the queue
     report = stack.poller().drain()
     # Then each quiet conversation has its memory, covering its four messages; the active one none
@@ -253,11 +264,11 @@ def test_a_re_run_writes_nothing(stack):
     stack.worker_services.conversation_summarizer = Counting()
     # When the trigger runs again, and another service sends the same batch again
     again = stack.fanout(TRIGGER_EVENT)
-    assert not set(quiet) & {c for b in stack.queued() for c in b["conversation_ids"]}
+    assert not set(quiet) & {c for b in stack.queued() for c in named(b)}
     assert stack.worker(batch_event(quiet)) == {"batchItemFailures": []}
     stack.poller().drain()
     # Then nothing is summarized or written again
-    assert not set(calls) & set(quiet)
+    assert not set(calls) & {k.conversation_id for k in quiet}
     assert {c: stack.memory(c) for c in quiet} == before
     assert again["conversations"] >= 0
 
@@ -282,7 +293,7 @@ def test_one_failing_conversation_does_not_stop_the_batch_and_is_retried_until_w
         fake.reply(memory_reply(tone="second, retried"))
         stack.sqs.send_message(
             QueueUrl=stack.queue_url,
-            MessageBody=json.dumps({"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ids}),
+            MessageBody=json.dumps(batch_body(ids)),
         )
         # When the queue is drained the way Lambda's event source would
         report = stack.poller().drain()
@@ -299,7 +310,12 @@ def test_one_failing_conversation_does_not_stop_the_batch_and_is_retried_until_w
         assert "I'm training for a half marathon" in fake.user_prompt(0)
     # And the failure was logged once with its conversation id, error type and reason, and re-sent
     [failed] = logs.named("conversation memory failed")
-    assert (failed["conversation_id"], failed["error"], failed["attempt"]) == (ids[1], "SummarizerUnavailable", 0)
+    assert (failed["user_id"], failed["conversation_id"], failed["error"], failed["attempt"]) == (
+        str(ids[1].user_id),
+        ids[1].conversation_id,
+        "SummarizerUnavailable",
+        0,
+    )
     assert "HTTP 500" in failed["reason"]
     [resent] = logs.named("conversations re-sent")
     assert (resent["failed"], resent["attempt"], resent["messages"]) == (1, 1, 1)
@@ -316,7 +332,7 @@ def test_when_re_sending_fails_the_record_fails_and_sqs_brings_it_back(stack, lo
         failed = False
 
         def summarize_conversation(self, previous, messages, **kw):
-            if messages[0].conversation_id == ids[1] and not self.failed:
+            if messages[0].conversation_id == ids[1].conversation_id and not self.failed:
                 self.failed = True
                 raise RuntimeError("the model fell over")
             return super().summarize_conversation(previous, messages, **kw)
@@ -329,7 +345,7 @@ def test_when_re_sending_fails_the_record_fails_and_sqs_brings_it_back(stack, lo
     assert result == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
     assert stack.memory(ids[0]) is not None and stack.memory(ids[1]) is None
     [failed] = logs.named("record failed")
-    assert failed["error"] == "ConversationsFailed" and ids[1] in failed["reason"]
+    assert failed["error"] == "ConversationsFailed" and str(ids[1]) in failed["reason"]
     # When SQS delivers it again
     assert stack.worker(batch_event(ids)) == {"batchItemFailures": []}
     # Then the failed one is written and the done one is left alone
@@ -343,14 +359,14 @@ def test_a_conversation_that_keeps_failing_reaches_the_dlq_and_is_never_dropped(
 
         class Broken(RuleBasedConversationSummarizer):
             def summarize_conversation(self, previous, messages, **kw):
-                if messages[0].conversation_id == bad:
+                if messages[0].conversation_id == bad.conversation_id:
                     raise RuntimeError("always")
                 return super().summarize_conversation(previous, messages, **kw)
 
         stack.worker_services.conversation_summarizer = Broken()
         stack.sqs.send_message(
             QueueUrl=stack.queue_url,
-            MessageBody=json.dumps({"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": [good, bad]}),
+            MessageBody=json.dumps(batch_body([good, bad])),
         )
         # When the queue is drained
         report = stack.poller().drain()
@@ -359,11 +375,9 @@ def test_a_conversation_that_keeps_failing_reaches_the_dlq_and_is_never_dropped(
         assert stack.memory(good) is not None and stack.memory(bad) is None
         assert report.to_dlq == 1 and report.failed_attempts == MAX_RECEIVES
         dlq = stack.sqs.receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=10)["Messages"]
-        assert [json.loads(m["Body"]) for m in dlq] == [
-            {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": [bad], "attempt": 1}
-        ]
+        assert [json.loads(m["Body"]) for m in dlq] == [batch_body([bad], attempt=1)]
     failures = logs.named("conversation memory failed")
-    assert {f["conversation_id"] for f in failures} == {bad} and len(failures) == 1 + MAX_RECEIVES
+    assert {f["conversation_id"] for f in failures} == {bad.conversation_id} and len(failures) == 1 + MAX_RECEIVES
     assert all(f["error"] == "RuntimeError" and "unexpected error raised at" in f["reason"] for f in failures)
 
 
@@ -375,7 +389,7 @@ def test_conversations_not_started_before_the_deadline_are_re_sent_not_failed(st
     assert stack.worker(batch_event(ids), context) == {"batchItemFailures": []}
     # Then the first is written and the other two are queued again as they were (no attempt used)
     assert stack.memory(ids[0]) is not None and stack.memory(ids[1]) is None
-    assert stack.queued() == [{"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ids[1:]}]
+    assert stack.queued() == [batch_body(ids[1:])]
     [resent] = logs.named("conversations re-sent")
     assert (resent["failed"], resent["deferred"], resent["attempt"]) == (0, 2, 0)
     # And the next invocation takes them
@@ -386,14 +400,14 @@ def test_conversations_not_started_before_the_deadline_are_re_sent_not_failed(st
 def test_the_worker_event_from_file_summarizes_the_conversations_it_names(stack):
     # Given the two conversations tests/events/worker_generate_memory_batch.json names (for sam local invoke)
     event = json.loads((EVENTS / "worker_generate_memory_batch.json").read_text())
-    ids = json.loads(event["Records"][0]["body"])["conversation_ids"]
-    for cid in ids:
-        if stack.store.state(cid) is None:
+    keys = named(json.loads(event["Records"][0]["body"]))
+    for key in keys:
+        if stack.store.state(key) is None:
             stack.store.record(
                 [
                     NewMessage(
-                        user_id=uuid.uuid4(),
-                        conversation_id=cid,
+                        user_id=key.user_id,
+                        conversation_id=key.conversation_id,
                         message_id="m1",
                         role="user",
                         text="I live in Porto.",
@@ -404,25 +418,73 @@ def test_the_worker_event_from_file_summarizes_the_conversations_it_names(stack)
             )
     # When the worker runs it, Then both have a memory and the record succeeds
     assert stack.worker(event) == {"batchItemFailures": []}
-    assert all(stack.memory(c) is not None for c in ids)
+    assert all(stack.memory(k) is not None for k in keys)
 
 
-def test_a_batch_that_names_unknown_or_repeated_ids_writes_what_exists(stack):
+def test_a_batch_that_names_unknown_or_repeated_conversations_writes_what_exists(stack, logs):
     real = conversation(stack.store)
-    assert stack.worker(batch_event([real, "never-recorded", real])) == {"batchItemFailures": []}
-    assert stack.memory(real) is not None and stack.memory("never-recorded") is None
+    unknown = ConversationKey(uuid.uuid4(), "never-recorded")
+    elsewhere = ConversationKey(uuid.uuid4(), real.conversation_id)  # real's id, another user: not real's
+    assert stack.worker(batch_event([real, unknown, real, elsewhere])) == {"batchItemFailures": []}
+    assert stack.memory(real) is not None and stack.memory(unknown) is None and stack.memory(elsewhere) is None
+    refused = logs.named("batch item refused")
+    assert [(r["user_id"], r["conversation_id"], r["error"]) for r in refused] == [
+        (str(unknown.user_id), unknown.conversation_id, "UnknownConversation"),
+        (str(elsewhere.user_id), elsewhere.conversation_id, "UnknownConversation"),
+    ]
+    assert stack.queued() == []
+
+
+def test_one_malformed_item_fails_alone_and_the_batch_goes_on(stack, logs):
+    # Given a batch of three real conversations with malformed items between them
+    ids = [conversation(stack.store) for _ in range(3)]
+    items = batch_body(ids)["conversations"]
+    body = {
+        "task_type": "GENERATE_MEMORY_BATCH",
+        "conversations": [
+            items[0],
+            {"user_id": str(ids[1].user_id), "conversation_id": "a\nb"},  # a control character
+            items[1],
+            {"user_id": "not-a-uuid", "conversation_id": ids[2].conversation_id},
+            "conv-bare-id",  # the old shape's item
+            items[2],
+        ],
+    }
+    # When the worker runs the record
+    result = stack.worker({"Records": [sqs_record(message_id="m0", body=json.dumps(body))]})
+    # Then the record succeeds and every real conversation has its memory
+    assert result == {"batchItemFailures": []}
+    assert all(stack.memory(k) is not None for k in ids)
+    # And each malformed item was logged once with its place, error type and reason, and counted
+    refused = logs.named("batch item refused")
+    assert [(r["message_id"], r["item"], r["error"]) for r in refused] == [
+        ("m0", 1, "InvalidMessage"),
+        ("m0", 3, "InvalidMessage"),
+        ("m0", 4, "InvalidMessage"),
+    ]
+    assert "control characters" in refused[0]["reason"] and refused[0]["conversation_id"] == "a\\nb"
+    assert "user_id" in refused[1]["reason"] and "not-a-uuid" not in refused[1]["reason"]
+    [done] = logs.named("batch done")
+    assert done["conversations"] == {"written": 3, "refused": 3} and done["failed"] == 0
+    # And nothing is re-sent (no retry can mend a malformed item), nor failed
+    assert stack.queued() == [] and not logs.named("record failed") and not logs.named("conversations re-sent")
 
 
 def test_malformed_batches_fail_alone(stack, logs):
+    item = {"user_id": str(uuid.uuid4()), "conversation_id": "a"}
     bodies = [
-        {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": []},
-        {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ["x"] * 101},
-        {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ["a\nb"]},
-        {"task_type": "GENERATE_MEMORY_NOW", "conversation_ids": ["a"]},
+        {"task_type": "GENERATE_MEMORY_BATCH", "conversations": []},
+        {"task_type": "GENERATE_MEMORY_BATCH", "conversations": [item] * 101},
+        {"task_type": "GENERATE_MEMORY_BATCH", "conversations": item},
+        {"task_type": "GENERATE_MEMORY_NOW", "conversations": [item]},
+        # The shape before migration 014: ids alone no longer name a conversation
+        {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ["a"]},
     ]
     event = {"Records": [sqs_record(message_id=f"m{i}", body=json.dumps(b)) for i, b in enumerate(bodies)]}
-    assert stack.worker(event) == {"batchItemFailures": [{"itemIdentifier": f"m{i}"} for i in range(4)]}
-    assert {r["error"] for r in logs.named("record failed")} == {"InvalidMessage"}
+    assert stack.worker(event) == {"batchItemFailures": [{"itemIdentifier": f"m{i}"} for i in range(5)]}
+    failed = logs.named("record failed")
+    assert {r["error"] for r in failed} == {"InvalidMessage"}
+    assert "no longer accepted" in failed[-1]["reason"]
 
 
 # -- messages in -----------------------------------------------------------------------------------------------
@@ -459,7 +521,7 @@ def test_messages_arrive_on_the_queue_like_activity_and_are_stored_once(stack, p
     # When the message is delivered twice
     assert stack.worker(event) == stack.worker(batch) == {"batchItemFailures": []}
     # Then the conversation holds its two messages once, and the session is activity as before
-    state = stack.store.state(cid)
+    state = stack.store.state(ConversationKey(user, cid))
     assert state is not None and state.user_id == user and state.messages == 2
     with pool.connection() as conn:
         kinds = conn.execute("SELECT kind FROM user_activity WHERE user_id = %s", (user,)).fetchall()
@@ -501,7 +563,7 @@ def test_the_trigger_route_is_for_operators_only(api_with_queue, stack, logs):
     body = reply.json
     assert body["threshold_minutes"] == 60 and body["conversations"] >= 1 and body["messages"] >= 1
     assert set(body) == {"threshold_minutes", "quiet_before", "conversations", "messages", "pages"}
-    assert quiet in {c for b in stack.queued() for c in b["conversation_ids"]}
+    assert quiet in {c for b in stack.queued() for c in named(b)}
     actions = logs.named("operator action")
     assert [a["action"] for a in actions] == ["trigger memory generation"]
     # And a threshold out of range is refused
@@ -537,16 +599,14 @@ def test_an_end_users_messages_are_exported_with_their_memory_and_erased(api_wit
     # When alice posts her messages (twice) as activity
     assert alice.post("/me/activity", json_body={"items": items}).json == {"received": 2, "recorded": 2}
     assert alice.post("/me/activity", json_body={"items": items}).json == {"received": 2, "recorded": 0}
-    # And another user names her conversation
     bob = ApiClient(api_with_queue, uuid.uuid4())
-    refused = bob.post("/me/activity", json_body={"items": [{**items[0], "external_id": "b1"}]})
-    assert refused.status == 403
     # And a malformed conversation message is a 422 naming the field, recording nothing
     bad = [{**items[0], "payload": {"conversation_id": cid, "role": "narrator", "text": "x"}, "external_id": "z"}]
     reply = alice.post("/me/activity", json_body={"items": bad})
     assert reply.status == 422 and "role" in reply.json["detail"]
     # And her conversation's memory is generated
-    assert stack.worker(batch_event([cid])) == {"batchItemFailures": []}
+    key = ConversationKey(uuid.UUID(alice.user_id), cid)
+    assert stack.worker(batch_event([key])) == {"batchItemFailures": []}
     # Then her export holds the conversation, its messages and its memory
     [exported] = alice.get("/me/export").json["conversations"]
     assert exported["conversation_id"] == cid
@@ -561,7 +621,45 @@ def test_an_end_users_messages_are_exported_with_their_memory_and_erased(api_wit
     removed = alice.delete("/me").json["removed"]
     assert (removed["conversations"], removed["conversation_messages"], removed["conversation_memories"]) == (1, 2, 1)
     assert alice.get("/me/export").json["conversations"] == []
-    assert stack.memory(cid) is None
+    assert stack.memory(key) is None
+
+
+def test_a_conversation_id_in_use_by_another_user_is_neither_revealed_nor_blocked(api_with_queue, stack):
+    alice, bob = ApiClient(api_with_queue, uuid.uuid4()), ApiClient(api_with_queue, uuid.uuid4())
+    at = (datetime.now(UTC) - timedelta(hours=3)).isoformat()
+
+    def said(cid: str, text: str, n: int = 0) -> dict[str, Any]:
+        payload = {"conversation_id": cid, "role": "user", "text": text}
+        return {"occurred_at": at, "kind": "message", "payload": payload, "external_id": f"m{n}"}
+
+    # Given bob writes first under the id alice's product will use for her conversation
+    shared = f"conv-{uuid.uuid4()}"
+    assert bob.post("/me/activity", json_body={"items": [said(shared, "I live in Oslo.")]}).json["recorded"] == 1
+    # When alice records her messages under that id, with the same message id
+    reply = alice.post("/me/activity", json_body={"items": [said(shared, "I prefer tea."), said(shared, "Hi.", 1)]})
+    # Then she is not locked out: both are recorded, in her own conversation
+    assert reply.status == 200 and reply.json == {"received": 2, "recorded": 2}, reply.text
+    # And naming an id bob uses answers exactly what naming a new one does (nothing to probe)
+    fresh = f"conv-{uuid.uuid4()}"
+    probe = bob.post("/me/activity", json_body={"items": [said(shared, "x", 7), said(fresh, "x", 7)]})
+    assert probe.status == 200 and probe.json == {"received": 2, "recorded": 2}
+    # And each has a memory of its own conversation only
+    keys = [ConversationKey(uuid.UUID(u.user_id), shared) for u in (alice, bob)]
+    assert stack.worker(batch_event(keys)) == {"batchItemFailures": []}
+    mine, theirs = (stack.memory(k) for k in keys)
+    assert mine is not None and theirs is not None
+    assert mine[0]["learned_about_user"] == ["I prefer tea."] and theirs[0]["learned_about_user"] == ["I live in Oslo."]
+    # And each export holds only its own conversation of that id
+    [hers] = alice.get("/me/export").json["conversations"]
+    assert hers["conversation_id"] == shared and [m["text"] for m in hers["messages"]] == ["I prefer tea.", "Hi."]
+    his = {
+        c["conversation_id"]: [m["text"] for m in c["messages"]] for c in bob.get("/me/export").json["conversations"]
+    }
+    assert his == {shared: ["I live in Oslo.", "x"], fresh: ["x"]}
+    # And erasing bob leaves alice's conversation whole
+    assert bob.delete("/me").json["removed"]["conversations"] == 2
+    assert [m["text"] for m in alice.get("/me/export").json["conversations"][0]["messages"]] == ["I prefer tea.", "Hi."]
+    assert stack.memory(keys[0]) is not None and stack.memory(keys[1]) is None
 
 
 # -- batch sizes -------------------------------------------------------------------------------------------------
@@ -589,9 +687,10 @@ def test_the_trigger_sizes_messages_within_the_setting_and_sqs_limit(stack):
         ids.append(cid)
     # When the trigger runs with 10 per message
     stack.fanout(TRIGGER_EVENT)
-    bodies = [b for b in stack.queued() if set(b["conversation_ids"]) & set(ids)]
-    # Then they come in messages of at most 10, each within SQS's limit, every id once
-    assert all(len(b["conversation_ids"]) <= 10 for b in bodies)
+    keys = {ConversationKey(user, cid) for cid in ids}
+    bodies = [b for b in stack.queued() if set(named(b)) & keys]
+    # Then they come in messages of at most 10, each within SQS's limit, every conversation once
+    assert all(len(named(b)) <= 10 for b in bodies)
     assert all(len(json.dumps(b).encode()) <= MAX_BATCH_MESSAGE_BYTES for b in bodies)
-    named = [c for b in bodies for c in b["conversation_ids"] if c in ids]
-    assert sorted(named) == sorted(ids)
+    found = [c for b in bodies for c in named(b) if c in keys]
+    assert sorted(found) == sorted(keys)

@@ -93,12 +93,15 @@ class Stack:
         event = {"Records": [sqs_record(message_id=f"m{i}", body=json.dumps(b)) for i, b in enumerate(bodies)]}
         return worker_handler(event, FakeLambdaContext(), services=services or self.worker_services)
 
-    def generate(self, cid: str) -> dict[str, Any]:
-        return self.worker({"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": [cid]})
+    def generate(self, user: uuid.UUID, cid: str) -> dict[str, Any]:
+        item = {"user_id": str(user), "conversation_id": cid}
+        return self.worker({"task_type": "GENERATE_MEMORY_BATCH", "conversations": [item]})
 
-    def memory(self, cid: str) -> dict[str, Any]:
+    def memory(self, user: uuid.UUID, cid: str) -> dict[str, Any]:
         with self.pool.connection() as conn:
-            row = conn.execute("SELECT memory FROM conversation_memories WHERE conversation_id = %s", (cid,)).fetchone()
+            row = conn.execute(
+                "SELECT memory FROM conversation_memories WHERE user_id = %s AND conversation_id = %s", (user, cid)
+            ).fetchone()
         assert row is not None
         return row[0]  # type: ignore[no-any-return]
 
@@ -140,9 +143,9 @@ def conversation_with_two_memories(stack: Stack) -> tuple[uuid.UUID, str]:
     """A user's conversation whose memory was generated after four messages, then after six."""
     user, cid = uuid.uuid4(), f"conv-{uuid.uuid4()}"
     record(stack, user, cid, FIRST, first=1, at=STARTED)
-    assert stack.generate(cid) == {"batchItemFailures": []}
+    assert stack.generate(user, cid) == {"batchItemFailures": []}
     record(stack, user, cid, LATER, first=5, at=STARTED + timedelta(hours=2))
-    assert stack.generate(cid) == {"batchItemFailures": []}
+    assert stack.generate(user, cid) == {"batchItemFailures": []}
     return user, cid
 
 
@@ -154,28 +157,28 @@ def test_a_generated_memory_is_noted_once_as_the_users_activity(stack):
     user, cid = uuid.uuid4(), f"conv-{uuid.uuid4()}"
     record(stack, user, cid, FIRST, first=1, at=STARTED)
     # When the worker generates its memory
-    assert stack.generate(cid) == {"batchItemFailures": []}
+    assert stack.generate(user, cid) == {"batchItemFailures": []}
     # Then one conversation_memory activity carries the memory, keyed by the conversation and its last message
-    memory = stack.memory(cid)
+    memory = stack.memory(user, cid)
     assert (memory["learned_about_user"], memory["decisions"]) == ([LIVES], [DECIDED])
     payload = {"conversation_id": cid, "through_message": 4, "memory": memory}
     first = ("conversations", f"{cid}:4", STARTED + timedelta(minutes=3), payload, None)
     assert stack.noted(user) == [first]
     # When generation runs again with nothing new
-    assert stack.generate(cid) == {"batchItemFailures": []}
+    assert stack.generate(user, cid) == {"batchItemFailures": []}
     # Then nothing new is noted
     assert stack.noted(user) == [first]
     # When two more messages come and the memory is generated again
     record(stack, user, cid, LATER, first=5, at=STARTED + timedelta(hours=2))
-    assert stack.generate(cid) == {"batchItemFailures": []}
+    assert stack.generate(user, cid) == {"batchItemFailures": []}
     # Then one more activity carries the new memory, for the new last message
-    newer = stack.memory(cid)
+    newer = stack.memory(user, cid)
     assert newer["learned_about_user"] == [LIVES, PREFERS]
     payload = {"conversation_id": cid, "through_message": 6, "memory": newer}
     second = ("conversations", f"{cid}:6", STARTED + timedelta(hours=2, minutes=1), payload, None)
     assert stack.noted(user) == [first, second]
     # And a redelivered generation message notes nothing again
-    assert stack.generate(cid) == {"batchItemFailures": []}
+    assert stack.generate(user, cid) == {"batchItemFailures": []}
     assert stack.noted(user) == [first, second]
 
 

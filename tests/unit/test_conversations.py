@@ -10,6 +10,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from user_memory.adapters.openai_conversations import response_format
 from user_memory.config import ApiSettings, FanoutSettings, WorkerSettings
 from user_memory.domain.conversations import (
@@ -17,6 +20,7 @@ from user_memory.domain.conversations import (
     MAX_CONVERSATION_ID_CHARS,
     MAX_CONVERSATIONS_PER_MESSAGE,
     MAX_MEMORY_ITEMS,
+    ConversationKey,
     ConversationMemory,
     ConversationMessage,
     ConversationState,
@@ -31,46 +35,67 @@ from user_memory.domain.messages import GenerateMemoryBatch, RecordActivity, par
 from user_memory.errors import ConfigError, InvalidMessage, SummarizerError
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
+_IDS = st.one_of(st.text(max_size=210), st.sampled_from(["a", "b", str(uuid.UUID(int=1)), str(uuid.UUID(int=2))]))
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | _IDS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_IDS, inner, max_size=3),
+    max_leaves=6,
+) | st.fixed_dictionaries({"user_id": _IDS, "conversation_id": _IDS})
 
 
 # -- batch messages --------------------------------------------------------------------------------------
 
+U = uuid.UUID("7c9e6679-7425-40de-944b-e07fc1f90ae7")
+
+
+def k(conversation_id: str, user: uuid.UUID = U) -> ConversationKey:
+    return ConversationKey(user, conversation_id)
+
+
+def item(conversation_id: Any, user: Any = str(U)) -> dict[str, Any]:
+    return {"user_id": user, "conversation_id": conversation_id}
+
+
+def named(body: str) -> list[ConversationKey]:
+    return [ConversationKey(uuid.UUID(i["user_id"]), i["conversation_id"]) for i in json.loads(body)["conversations"]]
+
 
 def test_batches_hold_at_most_the_setting_and_parse_as_the_worker_reads_them():
-    # Given 25 conversation ids and 10 per message
-    ids = [f"c{i}" for i in range(25)]
+    # Given 25 conversations and 10 per message
+    keys = [k(f"c{i}") for i in range(25)]
     # When they are put in messages
-    bodies = batch_bodies(ids, per_message=10)
+    bodies = batch_bodies(keys, per_message=10)
     # Then there are 3 messages of 10, 10 and 5, in order, each a GENERATE_MEMORY_BATCH the worker parses
     parsed = [parse_message(b) for b in bodies]
     assert all(isinstance(p, GenerateMemoryBatch) for p in parsed)
-    assert [p.conversation_ids for p in parsed] == [ids[:10], ids[10:20], ids[20:]]  # type: ignore[union-attr]
-    assert json.loads(bodies[0]) == {"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ids[:10]}
+    split = [p.keys() for p in parsed]  # type: ignore[union-attr]
+    assert split == [(keys[:10], []), (keys[10:20], []), (keys[20:], [])]
+    assert json.loads(bodies[0]) == {
+        "task_type": "GENERATE_MEMORY_BATCH",
+        "conversations": [{"user_id": str(U), "conversation_id": f"c{i}"} for i in range(10)],
+    }
 
 
 def test_batches_never_pass_sqs_limit_whatever_the_ids_hold():
     # Given the largest ids a message may name, made of characters JSON escapes at 6 bytes each
-    worst = ["\u2028" * MAX_CONVERSATION_ID_CHARS + str(i) for i in range(300)]
-    worst = [w[:MAX_CONVERSATION_ID_CHARS] for w in worst[:1]] + [
-        "\u2028" * (MAX_CONVERSATION_ID_CHARS - len(str(i))) + str(i) for i in range(1, 300)
-    ]
+    worst = [k("\u2028" * (MAX_CONVERSATION_ID_CHARS - len(str(i))) + str(i)) for i in range(300)]
     # When they are batched at the maximum per message
     bodies = batch_bodies(worst, per_message=MAX_CONVERSATIONS_PER_MESSAGE)
-    # Then every body is within SQS's limit and every id is in exactly one of them
+    # Then every body is within SQS's limit and every conversation is in exactly one of them
     assert all(len(b.encode()) <= MAX_BATCH_MESSAGE_BYTES for b in bodies)
-    assert [c for b in bodies for c in json.loads(b)["conversation_ids"]] == worst
+    assert [c for b in bodies for c in named(b)] == worst
     # And a small limit splits by bytes before the count is reached
-    small = batch_bodies(["x" * 50] * 10, per_message=10, max_bytes=200)
-    assert len(small) > 1 and all(len(b.encode()) <= 200 for b in small)
+    small = batch_bodies([k("x" * 50)] * 10, per_message=10, max_bytes=300)
+    assert len(small) > 1 and all(len(b.encode()) <= 300 for b in small)
 
 
 def test_a_per_message_setting_above_the_message_limit_is_capped():
-    bodies = batch_bodies([f"c{i}" for i in range(250)], per_message=1000)
-    assert [len(json.loads(b)["conversation_ids"]) for b in bodies] == [100, 100, 50]
+    bodies = batch_bodies([k(f"c{i}") for i in range(250)], per_message=1000)
+    assert [len(named(b)) for b in bodies] == [100, 100, 50]
 
 
 def test_a_re_sent_batch_carries_its_attempt():
-    [body] = batch_bodies(["a", "b"], per_message=10, attempt=2)
+    [body] = batch_bodies([k("a"), k("b")], per_message=10, attempt=2)
     parsed = parse_message(body)
     assert isinstance(parsed, GenerateMemoryBatch) and parsed.attempt == 2
 
@@ -78,14 +103,14 @@ def test_a_re_sent_batch_carries_its_attempt():
 @pytest.mark.parametrize(
     ("body", "fragment"),
     [
-        ({"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": []}, "conversation_ids"),
-        ({"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ["x"] * 101}, "conversation_ids"),
-        ({"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ["x" * 201]}, "conversation_ids.0"),
-        ({"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ["a\tb"]}, "control characters"),
-        ({"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": [7]}, "conversation_ids.0"),
-        ({"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ["a"], "extra": 1}, "extra"),
-        ({"task_type": "generate_memory_batch", "conversation_ids": ["a"]}, "task_type GENERATE_MEMORY_BATCH"),
-        ({"conversation_ids": ["a"]}, "type must be"),
+        ({"task_type": "GENERATE_MEMORY_BATCH", "conversations": []}, "conversations"),
+        ({"task_type": "GENERATE_MEMORY_BATCH", "conversations": [item("x")] * 101}, "conversations"),
+        ({"task_type": "GENERATE_MEMORY_BATCH", "conversations": item("x")}, "conversations"),
+        ({"task_type": "GENERATE_MEMORY_BATCH", "conversations": [item("a")], "extra": 1}, "extra"),
+        ({"task_type": "generate_memory_batch", "conversations": [item("a")]}, "task_type GENERATE_MEMORY_BATCH"),
+        ({"conversations": [item("a")]}, "type must be"),
+        # The shape before migration 014: an id alone no longer names a conversation
+        ({"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ["a"]}, "no longer accepted"),
     ],
 )
 def test_malformed_batches_are_invalid_messages(body, fragment):
@@ -93,9 +118,55 @@ def test_malformed_batches_are_invalid_messages(body, fragment):
         parse_message(json.dumps(body))
 
 
-def test_repeated_ids_in_a_batch_are_summarized_once():
-    batch = GenerateMemoryBatch(task_type="GENERATE_MEMORY_BATCH", conversation_ids=["a", "b", "a"])
-    assert batch.unique_ids() == ["a", "b"]
+def test_a_malformed_item_is_refused_alone_and_the_others_are_kept():
+    # Given a batch whose items are good, repeated, and malformed in every way an item can be
+    body = {
+        "task_type": "GENERATE_MEMORY_BATCH",
+        "conversations": [
+            item("a"),
+            item("x" * 201),
+            item("a\tb"),
+            item(7),
+            item("b", user="not-a-uuid"),
+            {"conversation_id": "c"},
+            {**item("d"), "extra": 1},
+            "just an id",
+            item("b"),
+            item("a"),
+            item("a", user=str(uuid.UUID(int=2))),
+        ],
+    }
+    # When the worker parses the message
+    parsed = parse_message(json.dumps(body))
+    assert isinstance(parsed, GenerateMemoryBatch)
+    keys, refused = parsed.keys()
+    # Then the well-formed ones are kept, once each, in order (another user's "a" is another conversation)
+    assert keys == [k("a"), k("b"), k("a", uuid.UUID(int=2))]
+    # And each malformed one is refused with its place and a reason naming the field, never its value
+    assert [r.position for r in refused] == [1, 2, 3, 4, 5, 6, 7]
+    reasons = [r.reason for r in refused]
+    assert "conversation_id" in reasons[0] and "control characters" in reasons[1]
+    assert "conversation_id" in reasons[2] and "user_id" in reasons[3] and "user_id" in reasons[4]
+    assert "extra" in reasons[5] and "not-a-uuid" not in " ".join(reasons)
+    # And what of its ids a log can carry: escaped, cut, only strings
+    assert refused[1].conversation_id == "a\\tb" and refused[2].conversation_id is None
+    assert len(refused[0].conversation_id or "") == 100 and refused[4].user_id is None
+
+
+@given(st.lists(json_values, min_size=1, max_size=MAX_CONVERSATIONS_PER_MESSAGE))
+@hypothesis_settings(max_examples=200, deadline=None)
+def test_any_items_parse_into_kept_and_refused_and_nothing_else(items):
+    # Given any JSON values as the items of a batch
+    parsed = parse_message(json.dumps({"task_type": "GENERATE_MEMORY_BATCH", "conversations": items}))
+    assert isinstance(parsed, GenerateMemoryBatch)
+    # When they are checked, Then every item is either kept or refused, never raised
+    keys, refused = parsed.keys()
+    assert len(set(keys)) == len(keys) and len(refused) <= len(items)
+    assert len(keys) + len(refused) <= len(items)
+    assert all(r.reason and len(r.reason) <= 300 for r in refused)
+    # And every kept one goes back into a message that names it alone
+    if keys:
+        assert [c for b in batch_bodies(keys, per_message=100) for c in named(b)] == keys
 
 
 # -- messages in -------------------------------------------------------------------------------------------
@@ -219,30 +290,30 @@ def test_chunks_fit_the_prompt_budget_and_keep_the_order():
 
 
 class FakeStore:
-    """An in-memory ConversationStore: conversation id -> messages; memories saved here."""
+    """An in-memory ConversationStore: user U's conversation id -> messages; memories saved here."""
 
     def __init__(self, conversations: dict[str, int]) -> None:
         self.conversations = conversations
         self.saved: dict[str, tuple[dict[str, Any], int]] = {}
 
-    def state(self, conversation_id: str) -> ConversationState | None:
-        n = self.conversations.get(conversation_id)
+    def state(self, key: ConversationKey) -> ConversationState | None:
+        n = self.conversations.get(key.conversation_id) if key.user_id == U else None
         if n is None:
             return None
-        through = self.saved.get(conversation_id, (None, None))[1]
-        memory = self.saved.get(conversation_id, (None, None))[0]
+        through = self.saved.get(key.conversation_id, (None, None))[1]
+        memory = self.saved.get(key.conversation_id, (None, None))[0]
         return ConversationState(
-            conversation_id=conversation_id,
-            user_id=uuid.UUID(int=1),
+            conversation_id=key.conversation_id,
+            user_id=key.user_id,
             messages=n,
             last_message_at=T0,
             memory_through=through,
             memory=memory,
         )
 
-    def messages(self, conversation_id: str, *, after_seq: int, through_seq: int, limit: int):
+    def messages(self, key: ConversationKey, *, after_seq: int, through_seq: int, limit: int):
         lines = [("user", f"I'm message {i}.") for i in range(through_seq)]
-        return _messages(*lines, conversation=conversation_id)[after_seq:through_seq][:limit]
+        return _messages(*lines, conversation=key.conversation_id)[after_seq:through_seq][:limit]
 
     def save_memory(self, state: ConversationState, memory: dict[str, Any], last, *, model: str):
         self.saved[state.conversation_id] = (memory, last.seq)
@@ -251,10 +322,10 @@ class FakeStore:
     def record(self, messages: Sequence[Any]) -> int:
         return 0
 
-    def pending_pages(self, quiet_before: datetime, *, page_size: int) -> Iterator[list[str]]:
-        ids = sorted(c for c in self.conversations if c not in self.saved)
-        for i in range(0, len(ids), page_size):
-            yield ids[i : i + page_size]
+    def pending_pages(self, quiet_before: datetime, *, page_size: int) -> Iterator[list[ConversationKey]]:
+        keys = sorted(k(c) for c in self.conversations if c not in self.saved)
+        for i in range(0, len(keys), page_size):
+            yield keys[i : i + page_size]
 
     def memories_updated(self, user_id, start, end):
         return []
@@ -272,12 +343,13 @@ class Flaky(RuleBasedConversationSummarizer):
 
 def test_one_conversations_failure_does_not_stop_the_others():
     store = FakeStore({"a": 2, "b": 3, "c": 1})
-    run = run_batch(["a", "b", "c", "gone"], store=store, summarizer=Flaky({"b"}), cfg=MemoryConfig())
-    assert [o.status for o in run.outcomes] == ["written", "written", "missing"]
-    assert run.failed_ids == ["b"] and isinstance(run.failures[0].error, ConnectionError)
+    batch = [k("a"), k("b"), k("c"), k("gone"), k("a", uuid.UUID(int=2))]
+    run = run_batch(batch, store=store, summarizer=Flaky({"b"}), cfg=MemoryConfig())
+    assert [o.status for o in run.outcomes] == ["written", "written", "missing", "missing"]
+    assert run.failed_keys == [k("b")] and isinstance(run.failures[0].error, ConnectionError)
     assert set(store.saved) == {"a", "c"} and store.saved["a"][1] == 2
     # And a second run of the same batch writes only what is missing
-    again = run_batch(["a", "b", "c"], store=store, summarizer=Flaky(set()), cfg=MemoryConfig())
+    again = run_batch([k("a"), k("b"), k("c")], store=store, summarizer=Flaky(set()), cfg=MemoryConfig())
     assert [o.status for o in again.outcomes] == ["unchanged", "written", "unchanged"]
 
 
@@ -291,7 +363,7 @@ def test_output_that_never_validates_fails_the_conversation_after_its_attempts()
             Garbled.calls += 1
             raise InvalidDocument("not a memory")
 
-    run = run_batch(["a"], store=FakeStore({"a": 1}), summarizer=Garbled(), cfg=MemoryConfig(attempts=2))
+    run = run_batch([k("a")], store=FakeStore({"a": 1}), summarizer=Garbled(), cfg=MemoryConfig(attempts=2))
     assert isinstance(run.failures[0].error, SummarizerError) and Garbled.calls == 2
 
 
@@ -305,11 +377,12 @@ class Clock:
 
 def test_conversations_that_cannot_start_before_the_deadline_are_deferred():
     store = FakeStore({"a": 1, "b": 1, "c": 1})
-    run = run_batch(["a", "b", "c"], store=store, summarizer=Flaky(set()), cfg=MemoryConfig(), deadline=Clock(20))
-    assert [o.conversation_id for o in run.outcomes] == ["a"] and run.deferred == ["b", "c"]
+    batch = [k("a"), k("b"), k("c")]
+    run = run_batch(batch, store=store, summarizer=Flaky(set()), cfg=MemoryConfig(), deadline=Clock(20))
+    assert [o.key for o in run.outcomes] == [k("a")] and run.deferred == [k("b"), k("c")]
     # And with no time at all, even the first is deferred, not failed
-    none = run_batch(["b"], store=store, summarizer=Flaky(set()), cfg=MemoryConfig(), deadline=Clock(1))
-    assert none.deferred == ["b"] and not none.failures
+    none = run_batch([k("b")], store=store, summarizer=Flaky(set()), cfg=MemoryConfig(), deadline=Clock(1))
+    assert none.deferred == [k("b")] and not none.failures
 
 
 def test_a_long_conversation_out_of_time_writes_what_was_summarized_as_partial():
@@ -322,7 +395,7 @@ def test_a_long_conversation_out_of_time_writes_what_was_summarized_as_partial()
             clock.value -= 30  # each call takes 30 of the 60 s left
             return super().summarize_conversation(previous, messages, **kw)
 
-    [outcome] = run_batch(["long"], store=store, summarizer=Slow(), cfg=cfg, deadline=clock).outcomes
+    [outcome] = run_batch([k("long")], store=store, summarizer=Slow(), cfg=cfg, deadline=clock).outcomes
     assert outcome.status == "partial" and 0 < store.saved["long"][1] < 400
 
 
@@ -341,7 +414,7 @@ def test_the_trigger_sends_every_pending_conversation_page_by_page():
     report = run_trigger(store, sender, threshold=timedelta(hours=2), per_message=5, page_size=10, now=T0)
     assert (report.conversations, report.messages, report.pages) == (23, 5, 3)  # pages of 10, 10, 3
     assert report.quiet_before == T0 - timedelta(hours=2) and report.threshold_minutes == 120
-    assert sorted(c for b in sender.bodies for c in json.loads(b)["conversation_ids"]) == sorted(store.conversations)
+    assert sorted(c.conversation_id for b in sender.bodies for c in named(b)) == sorted(store.conversations)
 
 
 # -- settings ------------------------------------------------------------------------------------------------------

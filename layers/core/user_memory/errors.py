@@ -144,6 +144,10 @@ class ConversationsFailed(UserMemoryError):
         self.failures = failures
 
 
+class UnknownConversation(UserMemoryError, LookupError):
+    """A GENERATE_MEMORY_BATCH names a conversation its user does not have (never recorded, or erased)."""
+
+
 class InvalidMessage(UserMemoryError, ValueError):
     """A queue message does not match any known message type."""
 

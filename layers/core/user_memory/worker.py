@@ -5,13 +5,17 @@ Every failed record is logged once with its messageId, the error type and a shor
 exception. A record is not started when the invocation is too close to its deadline; it fails
 as DeadlineReached and comes back after the visibility timeout.
 
-A GENERATE_MEMORY_BATCH record is one batch of conversation ids; inside it each conversation is
-isolated. Every conversation that fails is logged (`conversation memory failed`: message id,
-conversation id, error type, short reason) and counted (`ConversationsFailed`); the failed ones,
-and the ones the invocation had no time to start, are re-sent to the queue as a new message
-with only their ids (`attempt` + 1 for failures), and the record succeeds. The record fails,
+A GENERATE_MEMORY_BATCH record is one batch of conversations (user id and conversation id each);
+inside it each item is isolated. An item that names no conversation (malformed: not an object of
+a UUID and a valid id) or none that exists (never recorded, or erased) is refused alone: logged
+(`batch item refused`: message id, its position and ids, error type, short reason), counted
+(`Conversations_refused`, `Conversations_missing`) and not re-sent, since no retry can change
+it. Every conversation that fails is logged (`conversation memory failed`: message id, user
+and conversation id, error type, short reason) and counted (`ConversationsFailed`); the failed
+ones, and the ones the invocation had no time to start, are re-sent to the queue as a new
+message with only them (`attempt` + 1 for failures), and the record succeeds. The record fails,
 so that SQS retries it and finally moves it to the DLQ, only when re-sending fails or is not
-configured, or when its conversations have used CONVERSATION_MAX_ATTEMPTS: a conversation id is
+configured, or when its conversations have used CONVERSATION_MAX_ATTEMPTS: a conversation is
 never dropped.
 """
 
@@ -31,12 +35,20 @@ from user_memory.domain.conversations import (
     MAX_CONVERSATIONS_PER_MESSAGE,
     BatchRun,
     GenerateMemoryBatch,
+    RefusedItem,
     batch_bodies,
     run_batch,
 )
 from user_memory.domain.messages import Message, RecordActivity, RefreshUser, check_body_size
 from user_memory.domain.pipeline import Deadline, RunOutcome, refresh_user
-from user_memory.errors import ConversationsFailed, DeadlineReached, UsersFailed, describe_failure
+from user_memory.errors import (
+    ConversationsFailed,
+    DeadlineReached,
+    InvalidMessage,
+    UnknownConversation,
+    UsersFailed,
+    describe_failure,
+)
 from user_memory.observability import logger, metrics
 from user_memory.runtime import WorkerServices, embed_after_write
 
@@ -211,10 +223,12 @@ def record_activity(message: RecordActivity, services: WorkerServices, tally: _T
 def generate_memories(
     message: GenerateMemoryBatch, message_id: str, services: WorkerServices, deadline: Deadline, tally: _Tally
 ) -> None:
-    """One batch of conversations, each isolated; the failed and the not-started ones are re-sent."""
-    ids = message.unique_ids()
+    """One batch of conversations, each isolated; malformed items are refused alone, the failed and
+    the not-started conversations are re-sent."""
+    keys, refused = message.keys()
+    _report_refused(refused, message_id, tally)
     run = run_batch(
-        ids,
+        keys,
         store=services.conversations,
         summarizer=services.conversation_summarizer,
         cfg=services.settings.memory_config(),
@@ -223,7 +237,7 @@ def generate_memories(
     _tally_conversations(run, message_id, message.attempt, tally)
     if not run.failures and not run.deferred:
         return
-    failures = {f.conversation_id: "{}: {}".format(*describe_failure(f.error)) for f in run.failures}
+    failures = {str(f.key): "{}: {}".format(*describe_failure(f.error)) for f in run.failures}
     settings = services.settings
     if run.failures and message.attempt + 1 >= settings.conversation_max_attempts:
         # Used their attempts: the message fails, SQS retries it, then moves it to the DLQ.
@@ -234,22 +248,22 @@ def generate_memories(
         if run.failures:
             raise ConversationsFailed(failures, why="no QUEUE_URL to re-send them to; the message is retried")
         raise DeadlineReached(f"{len(run.deferred)} conversation(s) not started before the deadline; retried later")
-    # Failed ids again after the retry delay, with one more attempt; ids not started at once, as they were.
+    # Failed ones again after the retry delay, with one more attempt; ones not started at once, as they were.
     groups = []
     if run.failures:
-        groups.append((run.failed_ids, message.attempt + 1, settings.conversation_retry_delay_seconds))
+        groups.append((run.failed_keys, message.attempt + 1, settings.conversation_retry_delay_seconds))
     if run.deferred:
         groups.append((run.deferred, message.attempt, 0))
     sent = 0
     try:
-        for ids, attempt, delay in groups:
-            bodies = batch_bodies(ids, per_message=MAX_CONVERSATIONS_PER_MESSAGE, attempt=attempt)
+        for group, attempt, delay in groups:
+            bodies = batch_bodies(group, per_message=MAX_CONVERSATIONS_PER_MESSAGE, attempt=attempt)
             sent += services.sender.send(bodies, delay_seconds=delay)
     except Exception as err:
         error, reason = describe_failure(err)
         logger.warning("conversation re-send failed", message_id=message_id, error=error, reason=reason)
         raise ConversationsFailed(
-            {**failures, **{cid: "DeadlineReached: not started" for cid in run.deferred}},
+            {**failures, **{str(key): "DeadlineReached: not started" for key in run.deferred}},
             why=f"re-sending them failed ({error})",
         ) from err
     logger.info(
@@ -266,13 +280,39 @@ def generate_memories(
         metrics.add_metric(name="ConversationsDeferred", unit=MetricUnit.Count, value=len(run.deferred))
 
 
+def _report_refused(refused: list[RefusedItem], message_id: str, tally: _Tally) -> None:
+    """Items that name no conversation: each logged and counted, never re-sent (no retry mends them)."""
+    for item in refused:
+        logger.warning(
+            "batch item refused",
+            message_id=message_id,
+            item=item.position,
+            user_id=item.user_id,
+            conversation_id=item.conversation_id,
+            error=InvalidMessage.__name__,
+            reason=item.reason,
+        )
+    if refused:
+        tally.conversations["refused"] += len(refused)
+
+
 def _tally_conversations(run: BatchRun, message_id: str, attempt: int, tally: _Tally) -> None:
     for outcome in run.outcomes:
         tally.conversations[outcome.status] += 1
         tally.conversation_tokens += outcome.prompt_tokens + outcome.completion_tokens
+        if outcome.status == "missing":
+            logger.warning(
+                "batch item refused",
+                message_id=message_id,
+                user_id=str(outcome.key.user_id),
+                conversation_id=outcome.key.conversation_id,
+                error=UnknownConversation.__name__,
+                reason="this user has no such conversation (never recorded, or erased)",
+            )
         logger.debug(
             "conversation memory",
-            conversation_id=outcome.conversation_id,
+            user_id=str(outcome.key.user_id),
+            conversation_id=outcome.key.conversation_id,
             status=outcome.status,
             messages=outcome.messages,
             calls=outcome.calls,
@@ -283,7 +323,8 @@ def _tally_conversations(run: BatchRun, message_id: str, attempt: int, tally: _T
         logger.warning(
             "conversation memory failed",
             message_id=message_id,
-            conversation_id=failure.conversation_id,
+            user_id=str(failure.key.user_id),
+            conversation_id=failure.key.conversation_id,
             attempt=attempt,
             error=error,
             reason=reason,
@@ -349,7 +390,7 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         metrics.add_metric(name="ActivitiesRecorded", unit=MetricUnit.Count, value=tally.recorded)
     if tally.messages_recorded:
         metrics.add_metric(name="MessagesRecorded", unit=MetricUnit.Count, value=tally.messages_recorded)
-    for status in ("written", "unchanged", "missing", "partial"):
+    for status in ("written", "unchanged", "missing", "partial", "refused"):
         if tally.conversations[status]:
             metrics.add_metric(name=f"Conversations_{status}", unit=MetricUnit.Count, value=tally.conversations[status])
     if tally.deferred:

@@ -1,4 +1,7 @@
-"""PostgreSQL adapter of conversations, their messages and memories (migration 011).
+"""PostgreSQL adapter of conversations, their messages and memories (migrations 011 and 014).
+
+A conversation is (user_id, conversation_id): every statement names both, so no statement can
+reach another user's conversation of the same id.
 
 SQL only. Messages go in through `user_memory_record_messages` (one statement a batch; the only
 way in for end users, who run it as themselves under the API's transaction); a memory is
@@ -17,6 +20,7 @@ from psycopg.types.json import Jsonb
 
 from user_memory.adapters.postgres import _Database
 from user_memory.domain.conversations import (
+    ConversationKey,
     ConversationMessage,
     ConversationState,
     ExportedConversation,
@@ -29,32 +33,34 @@ _RECORD = "SELECT received, recorded FROM user_memory_record_messages(%s)"
 
 # The trigger's keyset page: conversations whose memory does not cover their last message and
 # whose last message occurred before the cutoff, oldest quiet first. Served by the partial index
-# idx_conversations_pending (last_message_at, conversation_id) WHERE coalesce(memory_through, 0)
-# < messages: the predicate below is the index's own, so only pending rows are read, and the
-# row comparison continues after the previous page in the index's order (never OFFSET).
+# idx_conversations_pending (last_message_at, user_id, conversation_id) WHERE
+# coalesce(memory_through, 0) < messages: the predicate below is the index's own, so only pending
+# rows are read, and the row comparison continues after the previous page in the index's order
+# (never OFFSET).
 PENDING_PAGE = """
-SELECT conversation_id, last_message_at FROM conversations
+SELECT user_id, conversation_id, last_message_at FROM conversations
  WHERE coalesce(memory_through, 0) < messages
    AND last_message_at < %(before)s
-   AND (last_message_at, conversation_id) > (%(after_at)s, %(after_id)s)
- ORDER BY last_message_at, conversation_id
+   AND (last_message_at, user_id, conversation_id) > (%(after_at)s, %(after_user)s, %(after_id)s)
+ ORDER BY last_message_at, user_id, conversation_id
  LIMIT %(limit)s
 """
 
 _STATE = """
-SELECT c.user_id, c.messages, c.last_message_at, c.memory_through, m.memory
-  FROM conversations c LEFT JOIN conversation_memories m ON m.conversation_id = c.conversation_id
- WHERE c.conversation_id = %s
+SELECT c.messages, c.last_message_at, c.memory_through, m.memory
+  FROM conversations c
+  LEFT JOIN conversation_memories m ON m.user_id = c.user_id AND m.conversation_id = c.conversation_id
+ WHERE c.user_id = %s AND c.conversation_id = %s
 """
 
 _MESSAGES = """
 SELECT seq, message_id, role, text, occurred_at FROM conversation_messages
- WHERE conversation_id = %s AND seq > %s AND seq <= %s
+ WHERE user_id = %s AND conversation_id = %s AND seq > %s AND seq <= %s
  ORDER BY seq
  LIMIT %s
 """
 
-# One statement: lock the conversation (still there, still the same owner), insert or move the
+# One statement: lock the conversation (still there: not erased meanwhile), insert or move the
 # memory forward (never back: a memory covering as much or more is left alone), record how far
 # it goes on the conversation, which takes it out of the pending index, and hand the memory to
 # the user's next daily summary as a `conversation_memory` activity.
@@ -67,26 +73,27 @@ WITH conv AS (
   INSERT INTO conversation_memories AS cm
          (conversation_id, user_id, memory, last_message_seq, last_message_id, last_message_at, model)
   SELECT conversation_id, user_id, %(memory)s, %(seq)s, %(mid)s, %(mat)s, %(model)s FROM conv
-  ON CONFLICT (conversation_id) DO UPDATE
+  ON CONFLICT (user_id, conversation_id) DO UPDATE
      SET memory = EXCLUDED.memory, last_message_seq = EXCLUDED.last_message_seq,
          last_message_id = EXCLUDED.last_message_id, last_message_at = EXCLUDED.last_message_at,
          model = EXCLUDED.model, updated_at = now()
    WHERE cm.last_message_seq < EXCLUDED.last_message_seq
-  RETURNING cm.conversation_id
+  RETURNING cm.user_id, cm.conversation_id
 ), marked AS (
   UPDATE conversations c SET memory_through = %(seq)s, updated_at = now()
     FROM saved s
-   WHERE c.conversation_id = s.conversation_id
+   WHERE c.user_id = s.user_id AND c.conversation_id = s.conversation_id
   RETURNING c.conversation_id
 ), noted AS (
   -- The user's daily summary takes the memory as input: an activity of kind
-  -- conversation_memory, idempotent on the conversation and the last message it covers.
+  -- conversation_memory, idempotent on the conversation and the last message it covers (the
+  -- activity's key is per user already: (user_id, source, external_id)).
   INSERT INTO user_activity (user_id, occurred_at, kind, payload, source, external_id)
   SELECT conv.user_id, %(mat)s, 'conversation_memory',
          jsonb_build_object('conversation_id', conv.conversation_id, 'through_message', %(seq)s::int,
                             'memory', %(memory)s::jsonb),
          'conversations', conv.conversation_id || ':' || %(seq)s::text
-    FROM conv JOIN saved s ON s.conversation_id = conv.conversation_id
+    FROM conv JOIN saved s ON s.user_id = conv.user_id AND s.conversation_id = conv.conversation_id
   ON CONFLICT (user_id, source, external_id) DO NOTHING
 )
 SELECT (SELECT count(*) FROM conv), (SELECT count(*) FROM marked)
@@ -105,6 +112,7 @@ SELECT {_MEMORY_COLUMNS} FROM conversation_memories
 """
 
 _NEVER = datetime.fromisoformat("0001-01-01T00:00:00+00:00")
+_NIL = uuid.UUID(int=0)
 
 
 def _stored(r: Sequence[Any]) -> StoredMemory:
@@ -131,44 +139,43 @@ class PostgresConversations(_Database):
             row = conn.execute(_RECORD, (Jsonb([m.as_json() for m in messages]),)).fetchone()
         return int(row[1]) if row else 0
 
-    def pending_pages(self, quiet_before: datetime, *, page_size: int) -> Iterator[list[str]]:
-        after_at, after_id = _NEVER, ""
+    def pending_pages(self, quiet_before: datetime, *, page_size: int) -> Iterator[list[ConversationKey]]:
+        after: dict[str, Any] = {"after_at": _NEVER, "after_user": _NIL, "after_id": ""}
         while True:
             with self.connection() as conn:
                 rows = conn.execute(
-                    PENDING_PAGE,
-                    {"before": quiet_before, "after_at": after_at, "after_id": after_id, "limit": page_size},
-                    prepare=True,
+                    PENDING_PAGE, {"before": quiet_before, **after, "limit": page_size}, prepare=True
                 ).fetchall()
             if not rows:
                 return
-            yield [r[0] for r in rows]
+            yield [ConversationKey(r[0], r[1]) for r in rows]
             if len(rows) < page_size:
                 return
-            after_id, after_at = rows[-1][0], rows[-1][1]
+            after = {"after_user": rows[-1][0], "after_id": rows[-1][1], "after_at": rows[-1][2]}
 
-    def state(self, conversation_id: str) -> ConversationState | None:
+    def state(self, key: ConversationKey) -> ConversationState | None:
         with self.connection() as conn:
-            row = conn.execute(_STATE, (conversation_id,), prepare=True).fetchone()
+            row = conn.execute(_STATE, (key.user_id, key.conversation_id), prepare=True).fetchone()
         if row is None:
             return None
         return ConversationState(
-            conversation_id=conversation_id,
-            user_id=row[0],
-            messages=row[1],
-            last_message_at=row[2],
-            memory_through=row[3],
-            memory=row[4],
+            conversation_id=key.conversation_id,
+            user_id=key.user_id,
+            messages=row[0],
+            last_message_at=row[1],
+            memory_through=row[2],
+            memory=row[3],
         )
 
     def messages(
-        self, conversation_id: str, *, after_seq: int, through_seq: int, limit: int
+        self, key: ConversationKey, *, after_seq: int, through_seq: int, limit: int
     ) -> list[ConversationMessage]:
+        params = (key.user_id, key.conversation_id, after_seq, through_seq, limit)
         with self.connection() as conn:
-            rows = conn.execute(_MESSAGES, (conversation_id, after_seq, through_seq, limit), prepare=True).fetchall()
+            rows = conn.execute(_MESSAGES, params, prepare=True).fetchall()
         return [
             ConversationMessage(
-                conversation_id=conversation_id, seq=r[0], message_id=r[1], role=r[2], text=r[3], occurred_at=r[4]
+                conversation_id=key.conversation_id, seq=r[0], message_id=r[1], role=r[2], text=r[3], occurred_at=r[4]
             )
             for r in rows
         ]
@@ -207,17 +214,16 @@ SELECT conversation_id, first_message_at, last_message_at, created_at FROM conve
  WHERE user_id = %s ORDER BY created_at, conversation_id
 """
 
+# Messages and memories carry their conversation's user_id (a foreign key on both columns), so
+# each table is read by its own user_id: a range of its primary key.
 _EXPORT_MESSAGES = """
-SELECT m.conversation_id, m.seq, m.message_id, m.role, m.text, m.occurred_at, m.source
-  FROM conversations c JOIN conversation_messages m ON m.conversation_id = c.conversation_id
- WHERE c.user_id = %s
- ORDER BY m.conversation_id, m.seq
+SELECT conversation_id, seq, message_id, role, text, occurred_at, source FROM conversation_messages
+ WHERE user_id = %s
+ ORDER BY conversation_id, seq
 """
 
 _EXPORT_MEMORIES = f"""
-SELECT {", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))}
-  FROM conversations c JOIN conversation_memories m ON m.conversation_id = c.conversation_id
- WHERE c.user_id = %s
+SELECT {_MEMORY_COLUMNS} FROM conversation_memories WHERE user_id = %s
 """
 
 

@@ -1,15 +1,17 @@
 """Conversation memories: the schema, the messages, the trigger's batches and one batch's run.
 
 A chat product records each conversation's messages (an activity of kind `message` whose
-payload names a `conversation_id`, on the queue or `POST /me/activity`). Once a conversation has
-been quiet for longer than the inactivity threshold and has no memory, or messages newer than
-its memory, the trigger sends its id to the worker queue in a GENERATE_MEMORY_BATCH message; the
-worker summarizes each conversation of the batch into a `ConversationMemory` and upserts it.
+payload names a `conversation_id`, on the queue or `POST /me/activity`). A conversation is the
+pair (user, conversation id): each user names its own conversations, and two users using the same
+id have two conversations (`ConversationKey`). Once a conversation has been quiet for longer than
+the inactivity threshold and has no memory, or messages newer than its memory, the trigger sends
+its key to the worker queue in a GENERATE_MEMORY_BATCH message; the worker summarizes each
+conversation of the batch into a `ConversationMemory` and upserts it.
 
-Each conversation of a batch is isolated: one that fails does not stop the others, and the
-caller re-sends the failed ones (`BatchRun.retry_ids`). A conversation whose memory already
-covers its last message writes nothing and calls no model, so a re-run or a duplicate message
-is a read, never a second memory.
+Each item of a batch is isolated: one that is malformed is refused alone, one that fails does not
+stop the others, and the caller re-sends the failed ones (`BatchRun.failed_keys`). A conversation
+whose memory already covers its last message writes nothing and calls no model, so a re-run or a
+duplicate message is a read, never a second memory.
 
 No I/O here: the store, the summarizer and the sender are ports.
 """
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from user_memory.errors import DeadlineReached, InvalidDocument, SummarizerError, describe_validation_error
 
@@ -58,6 +60,21 @@ def _identifier(value: str) -> str:
 
 
 ConversationId = Annotated[str, Field(min_length=1, max_length=MAX_CONVERSATION_ID_CHARS), AfterValidator(_identifier)]
+
+
+@dataclass(frozen=True, order=True)
+class ConversationKey:
+    """A conversation: the user's own id for it. Another user's conversation of the same id is
+    another conversation."""
+
+    user_id: uuid.UUID
+    conversation_id: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"user_id": str(self.user_id), "conversation_id": self.conversation_id}
+
+    def __str__(self) -> str:
+        return f"{self.user_id}/{self.conversation_id}"
 
 
 # -- the memory --------------------------------------------------------------------------------------
@@ -203,6 +220,10 @@ class ConversationState:
     memory: dict[str, Any] | None = None
 
     @property
+    def key(self) -> ConversationKey:
+        return ConversationKey(self.user_id, self.conversation_id)
+
+    @property
     def up_to_date(self) -> bool:
         return (self.memory_through or 0) >= self.messages
 
@@ -253,20 +274,20 @@ class ConversationStore(Protocol):
     """Where conversations, their messages and memories are kept."""
 
     def record(self, messages: Sequence[NewMessage]) -> int:
-        """Store messages; a repeat of (conversation_id, message_id) is ignored. Returns rows new."""
+        """Store messages; a repeat of (user_id, conversation_id, message_id) is ignored. Returns rows new."""
         ...
 
-    def pending_pages(self, quiet_before: datetime, *, page_size: int) -> Iterator[list[str]]:
-        """Pages of ids of conversations whose last message occurred before `quiet_before` and whose
+    def pending_pages(self, quiet_before: datetime, *, page_size: int) -> Iterator[list[ConversationKey]]:
+        """Pages of conversations whose last message occurred before `quiet_before` and whose
         memory is missing or older than their last message, oldest quiet first."""
         ...
 
-    def state(self, conversation_id: str) -> ConversationState | None:
-        """The conversation and its memory; None when there is no such conversation (or it was erased)."""
+    def state(self, key: ConversationKey) -> ConversationState | None:
+        """The conversation and its memory; None when the user has no such conversation (or was erased)."""
         ...
 
     def messages(
-        self, conversation_id: str, *, after_seq: int, through_seq: int, limit: int
+        self, key: ConversationKey, *, after_seq: int, through_seq: int, limit: int
     ) -> list[ConversationMessage]:
         """Messages with after_seq < seq <= through_seq, in seq order, at most `limit`."""
         ...
@@ -412,57 +433,131 @@ class RuleBasedConversationSummarizer:
 # -- the trigger -------------------------------------------------------------------------------------------------
 
 
-class GenerateMemoryBatch(BaseModel):
-    """{"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": [...]}: summarize these conversations.
+class BatchItem(BaseModel):
+    """One conversation a GENERATE_MEMORY_BATCH names: {"user_id": ..., "conversation_id": ...}."""
 
-    `attempt` counts re-sends of ids that failed (0 for the trigger's and other services' messages).
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    user_id: uuid.UUID
+    conversation_id: ConversationId
+
+    @property
+    def key(self) -> ConversationKey:
+        return ConversationKey(self.user_id, self.conversation_id)
+
+
+_BATCH_ITEM: TypeAdapter[BatchItem] = TypeAdapter(BatchItem)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RefusedItem:
+    """An item of a GENERATE_MEMORY_BATCH that does not name a conversation: its place in the
+    message, what of it can be logged (ids cut and escaped, None when absent or not a string),
+    and why (fields named, never values)."""
+
+    position: int
+    user_id: str | None
+    conversation_id: str | None
+    reason: str
+
+
+def _loggable(value: Any) -> str | None:
+    """An id from a malformed item as a log can carry it: escaped, at most 100 characters."""
+    if not isinstance(value, str):
+        return None
+    shown = json.dumps(value, ensure_ascii=True)[1:-1]
+    return shown if len(shown) <= 100 else shown[:99] + "…"
+
+
+class GenerateMemoryBatch(BaseModel):
+    """{"task_type": "GENERATE_MEMORY_BATCH", "conversations": [{"user_id": ..., "conversation_id": ...}]}:
+    summarize these conversations.
+
+    The message's own shape is checked here (a body that is not this message fails as a whole);
+    each item is checked alone by `keys()`, so one malformed item is refused without failing the
+    others. `attempt` counts re-sends of conversations that failed (0 for the trigger's and other
+    services' messages). The shape before migration 014 (`conversation_ids`, ids alone) is
+    refused with a message saying so: an id alone no longer names a conversation.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     task_type: Literal["GENERATE_MEMORY_BATCH"]
-    conversation_ids: list[ConversationId] = Field(min_length=1, max_length=MAX_CONVERSATIONS_PER_MESSAGE)
+    conversations: list[Any] = Field(min_length=1, max_length=MAX_CONVERSATIONS_PER_MESSAGE)
     attempt: int = Field(default=0, ge=0, le=1000)
 
-    def unique_ids(self) -> list[str]:
-        return list(dict.fromkeys(self.conversation_ids))
+    @model_validator(mode="before")
+    @classmethod
+    def _ids_alone(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "conversation_ids" in data:
+            raise ValueError(
+                "conversation_ids (ids alone) is no longer accepted: a conversation is named by its user,"
+                ' as "conversations": [{"user_id": ..., "conversation_id": ...}]'
+            )
+        return data
+
+    def keys(self) -> tuple[list[ConversationKey], list[RefusedItem]]:
+        """The conversations named (each once, in order) and the items refused."""
+        keys: dict[ConversationKey, None] = {}
+        refused: list[RefusedItem] = []
+        for n, item in enumerate(self.conversations):
+            try:
+                keys[_BATCH_ITEM.validate_python(item).key] = None
+            except ValidationError as err:
+                fields = item if isinstance(item, dict) else {}
+                refused.append(
+                    RefusedItem(
+                        position=n,
+                        user_id=_loggable(fields.get("user_id")),
+                        conversation_id=_loggable(fields.get("conversation_id")),
+                        reason=describe_validation_error(err)[:300],
+                    )
+                )
+        return list(keys), refused
 
 
-def batch_body(conversation_ids: Sequence[str], attempt: int = 0) -> str:
-    body: dict[str, Any] = {"task_type": TASK_GENERATE_MEMORY_BATCH, "conversation_ids": list(conversation_ids)}
-    if attempt:
-        body["attempt"] = attempt
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+def _item_json(key: ConversationKey) -> str:
+    """One item as the body holds it (a UUID needs no escaping; the id is JSON-encoded once)."""
+    return f'{{"user_id":"{key.user_id}","conversation_id":{json.dumps(key.conversation_id, ensure_ascii=False)}}}'
+
+
+def _body(items: Sequence[str], attempt: int) -> str:
+    more = f',"attempt":{attempt}' if attempt else ""
+    return f'{{"task_type":"{TASK_GENERATE_MEMORY_BATCH}","conversations":[{",".join(items)}]{more}}}'
+
+
+def batch_body(keys: Sequence[ConversationKey], attempt: int = 0) -> str:
+    return _body([_item_json(k) for k in keys], attempt)
 
 
 def batch_bodies(
-    conversation_ids: Iterable[str],
+    keys: Iterable[ConversationKey],
     *,
     per_message: int,
     max_bytes: int = MAX_BATCH_MESSAGE_BYTES,
     attempt: int = 0,
 ) -> list[str]:
-    """GENERATE_MEMORY_BATCH bodies of at most `per_message` ids and `max_bytes` bytes each.
+    """GENERATE_MEMORY_BATCH bodies of at most `per_message` conversations and `max_bytes` bytes each.
 
     Sizes are measured on the encoded JSON (ids with quotes and escapes), so a body is never over
-    the limit whatever the ids hold.
+    the limit whatever the ids hold; each item is encoded once.
     """
     per_message = max(1, min(per_message, MAX_CONVERSATIONS_PER_MESSAGE))
-    empty = len(batch_body([], attempt).encode())
+    empty = len(_body([], attempt).encode())
     bodies: list[str] = []
     chunk: list[str] = []
     size = empty
-    for cid in conversation_ids:
-        item = len(json.dumps(cid, ensure_ascii=False).encode()) + (1 if chunk else 0)
+    for key in keys:
+        encoded = _item_json(key)
+        item = len(encoded.encode()) + (1 if chunk else 0)
         if chunk and (len(chunk) >= per_message or size + item > max_bytes):
-            bodies.append(batch_body(chunk, attempt))
+            bodies.append(_body(chunk, attempt))
             chunk, size = [], empty
             item -= 1
         if empty + item > max_bytes:
-            raise ValueError("a conversation id alone does not fit a message")
-        chunk.append(cid)
+            raise ValueError("a conversation alone does not fit a message")
+        chunk.append(encoded)
         size += item
     if chunk:
-        bodies.append(batch_body(chunk, attempt))
+        bodies.append(_body(chunk, attempt))
     return bodies
 
 
@@ -495,7 +590,7 @@ def run_trigger(
     now: datetime | None = None,
 ) -> TriggerReport:
     """Find every conversation quiet for longer than `threshold` whose memory is missing or stale,
-    and send their ids in GENERATE_MEMORY_BATCH messages; a page's messages are sent before the
+    and send their keys in GENERATE_MEMORY_BATCH messages; a page's messages are sent before the
     next page is read. A failed send raises SendFailed (what was sent stays sent: the worker skips
     conversations whose memory is already current)."""
     started = time.perf_counter()
@@ -548,7 +643,7 @@ class MemoryOutcome:
     """What one conversation's run did: `written`, `unchanged` (current already), `missing` (no such
     conversation), `partial` (time ran out: what was summarized is written, the rest waits)."""
 
-    conversation_id: str
+    key: ConversationKey
     status: Literal["written", "unchanged", "missing", "partial"]
     messages: int = 0
     calls: int = 0
@@ -592,7 +687,7 @@ def _summarize_valid(
 
 
 def generate_memory(
-    conversation_id: str,
+    key: ConversationKey,
     *,
     store: ConversationStore,
     summarizer: ConversationSummarizer,
@@ -607,11 +702,11 @@ def generate_memory(
     was summarized is written (`partial`) and the conversation stays pending for the next trigger.
     """
     started = time.perf_counter()
-    state = store.state(conversation_id)
+    state = store.state(key)
     if state is None:
-        return MemoryOutcome(conversation_id=conversation_id, status="missing")
+        return MemoryOutcome(key=key, status="missing")
     if state.up_to_date:
-        return MemoryOutcome(conversation_id=conversation_id, status="unchanged")
+        return MemoryOutcome(key=key, status="unchanged")
     memory = parse_memory(state.memory) if state.memory is not None else None
     spent = [0, 0, 0]
     covered = state.memory_through or 0
@@ -620,7 +715,7 @@ def generate_memory(
     partial = False
     summarized = 0
     while covered < state.messages and not partial:
-        page = store.messages(conversation_id, after_seq=covered, through_seq=state.messages, limit=cfg.max_messages)
+        page = store.messages(key, after_seq=covered, through_seq=state.messages, limit=cfg.max_messages)
         if not page:
             break
         for chunk in message_chunks(page, cfg.max_prompt_chars):
@@ -632,14 +727,14 @@ def generate_memory(
             covered = last.seq
             summarized += len(chunk)
     if last is None or memory is None:  # the counted messages were not there (erased meanwhile)
-        return MemoryOutcome(conversation_id=conversation_id, status="missing", seconds=time.perf_counter() - started)
+        return MemoryOutcome(key=key, status="missing", seconds=time.perf_counter() - started)
     status = store.save_memory(state, memory.model_dump(), last, model=model)
     if status == "written" and covered < state.messages:
         status_out: Literal["written", "unchanged", "missing", "partial"] = "partial"
     else:
         status_out = status
     return MemoryOutcome(
-        conversation_id=conversation_id,
+        key=key,
         status=status_out,
         messages=summarized,
         calls=spent[0],
@@ -651,7 +746,7 @@ def generate_memory(
 
 @dataclass(frozen=True, kw_only=True)
 class Failure:
-    conversation_id: str
+    key: ConversationKey
     error: BaseException
 
 
@@ -662,15 +757,15 @@ class BatchRun:
 
     outcomes: list[MemoryOutcome] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
-    deferred: list[str] = field(default_factory=list)
+    deferred: list[ConversationKey] = field(default_factory=list)
 
     @property
-    def failed_ids(self) -> list[str]:
-        return [f.conversation_id for f in self.failures]
+    def failed_keys(self) -> list[ConversationKey]:
+        return [f.key for f in self.failures]
 
 
 def run_batch(
-    conversation_ids: Sequence[str],
+    keys: Sequence[ConversationKey],
     *,
     store: ConversationStore,
     summarizer: ConversationSummarizer,
@@ -681,15 +776,15 @@ def run_batch(
     the time left is below one call's worst case (after the first conversation), the rest are
     deferred, not started."""
     run = BatchRun()
-    for n, cid in enumerate(conversation_ids):
+    for n, key in enumerate(keys):
         if n > 0 and deadline.left() < cfg.call_budget:
-            run.deferred.extend(conversation_ids[n:])
+            run.deferred.extend(keys[n:])
             break
         try:
-            run.outcomes.append(generate_memory(cid, store=store, summarizer=summarizer, cfg=cfg, deadline=deadline))
+            run.outcomes.append(generate_memory(key, store=store, summarizer=summarizer, cfg=cfg, deadline=deadline))
         except DeadlineReached:
-            run.deferred.extend(conversation_ids[n:])
+            run.deferred.extend(keys[n:])
             break
         except Exception as err:  # noqa: BLE001 - one conversation's failure, whatever it is, must not stop the others
-            run.failures.append(Failure(conversation_id=cid, error=err))
+            run.failures.append(Failure(key=key, error=err))
     return run

@@ -4,7 +4,8 @@
  "run_key": "daily:2026-11-21"}
 {"type": "record_activity", "activities": [{"user_id": "<uuid>", "occurred_at": "...",
  "kind": "session", "payload": {...}, "source": "chat", "external_id": "msg-123"}]}
-{"task_type": "GENERATE_MEMORY_BATCH", "conversation_ids": ["<conversation id>", ...]}
+{"task_type": "GENERATE_MEMORY_BATCH", "conversations": [{"user_id": "<uuid>",
+ "conversation_id": "<the user's conversation id>"}, ...]}
 
 An activity of kind `message` whose payload names a `conversation_id` is a conversation message
 (payload exactly {conversation_id, role, text}; external_id is the message id): it is stored with
@@ -13,7 +14,8 @@ its conversation (domain/conversations.py), not as user activity.
 Limits: a body is at most MAX_MESSAGE_BYTES (SQS's own maximum), an activity payload at most
 MAX_ACTIVITY_PAYLOAD_BYTES of compact JSON, a record_activity message at most
 MAX_ACTIVITIES_PER_MESSAGE activities, a refresh_user message at most MAX_USERS_PER_MESSAGE users.
-Over a limit, the message fails alone with a typed error naming it.
+Over a limit, the message fails alone with a typed error naming it. Inside a GENERATE_MEMORY_BATCH
+each item is checked alone (domain/conversations.py): a malformed item is refused, the others run.
 """
 
 from __future__ import annotations

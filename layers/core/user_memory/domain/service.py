@@ -113,7 +113,8 @@ class SearchIndex(Protocol):
 
 class MessageWriter(Protocol):
     def record(self, messages: list[NewMessage]) -> int:
-        """Store conversation messages; a repeat of (conversation_id, message_id) is ignored. Returns rows new."""
+        """Store conversation messages; a repeat of (user_id, conversation_id, message_id) is ignored.
+        Returns rows new."""
         ...
 
 
@@ -453,8 +454,10 @@ class MemoryService:
         """Store the user's activity (every item must be this user's); (received, new).
 
         An activity of kind `message` whose payload names a `conversation_id` is a conversation
-        message: it is stored with its conversation (idempotent on the conversation and the
-        message id, its external_id), not as activity. Every item is checked before any is stored.
+        message: it is stored with the user's conversation of that id (idempotent on the
+        conversation and the message id, its external_id), not as activity. Conversation ids are
+        the user's own: another user's conversation of the same id is another conversation.
+        Every item is checked before any is stored.
         """
         records = list(items)
         if any(a.user_id != self.user_id for a in records):

@@ -116,7 +116,8 @@ class ActivityItem(_In):
     A conversation message is an activity of kind `message` whose payload is exactly
     `{"conversation_id": ..., "role": "user" | "assistant" | "system" | "tool", "text": ...}`; its
     `external_id` is the message id (a repeat in the same conversation is ignored). It is stored
-    with its conversation, whose memory is generated once the conversation has gone quiet.
+    with the caller's conversation of that id (ids are each user's own), whose memory is generated
+    once the conversation has gone quiet.
     """
 
     occurred_at: datetime
