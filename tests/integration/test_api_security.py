@@ -257,14 +257,15 @@ def test_activity_privileges_and_policies_are_exactly_the_end_users_insert(conn)
             GROUP BY 1"""
     ).fetchall()
     assert tables == [("authenticated", "SELECT")]
-    # And the policies: a's own rows to read, a's own unsummarized rows to insert
+    # And the policies: a's own rows to read, a's own unsummarized rows to insert, never a reset
     policies = conn.execute(
-        "SELECT cmd, roles::text[], qual, with_check FROM pg_policies WHERE tablename = 'user_activity'"
-        f" AND policyname <> '{SERVICE_POLICY}' ORDER BY cmd"
+        "SELECT cmd, permissive, roles::text[], qual, with_check FROM pg_policies WHERE tablename = 'user_activity'"
+        f" AND policyname <> '{SERVICE_POLICY}' ORDER BY cmd, permissive"
     ).fetchall()
     assert policies == [
-        ("INSERT", ["authenticated"], None, "((auth.uid() = user_id) AND (summarized_version IS NULL))"),
-        ("SELECT", ["public"], "(auth.uid() = user_id)", None),
+        ("INSERT", "PERMISSIVE", ["authenticated"], None, "((auth.uid() = user_id) AND (summarized_version IS NULL))"),
+        ("INSERT", "RESTRICTIVE", ["authenticated"], None, "(kind <> 'memory_reset'::text)"),
+        ("SELECT", "PERMISSIVE", ["public"], "(auth.uid() = user_id)", None),
     ]
 
 

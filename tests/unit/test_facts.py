@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from user_memory.domain.document import validate_document
 from user_memory.domain.facts import (
     MAX_HUMAN_FIELDS,
@@ -338,7 +340,7 @@ def test_the_fields_people_changed_since_the_last_summary_are_found_newest_first
         change(8, "/parts/critic/name", "/triggers_and_goals/1/desired_outcome", source="agent:update_memory"),
         change(7, "/parts/critic", source="daily:feedback"),  # the service's own, not a person's
         change(6, "/summary", "/parts/planner/goals/0", source="api: app"),  # older edit of the summary
-        change(5, "/nonsense", "not a pointer", "/parts/gone/name", source="api"),
+        change(5, "/nonsense", "not a pointer", "/parts/gone/name", "/parts/critic", source="api"),
         change(4, "/safety_notes", source="daily summary 2026-11-20", summary=True),  # the last summary
         change(3, "/safety_notes", source="api"),  # before it: not this run's to keep
     ]
@@ -350,6 +352,7 @@ def test_the_fields_people_changed_since_the_last_summary_are_found_newest_first
         ("/triggers_and_goals", 8, "agent:update_memory"),
         ("/parts/planner/goals", 6, "api: app"),
         ("/parts/gone", 5, "api"),  # a removed part: the field is the part
+        ("/parts/critic", 5, "api"),  # around a newer edit's field: a field of its own
     ]
 
 
@@ -415,6 +418,13 @@ def test_activity_after_the_persons_edit_may_change_it_and_activity_before_may_n
 
 def _unordered(value: Any) -> Any:
     return sorted(map(repr, value)) if isinstance(value, list) else value
+
+
+def _walk(doc: Any, tokens: tuple[str, ...]) -> Any:
+    node = doc
+    for token in tokens:
+        node = node.get(token, "<missing>") if isinstance(node, dict) else "<missing>"
+    return node
 
 
 def _at(doc: Any, path: str) -> Any:
@@ -490,3 +500,81 @@ def test_other_schemas_let_any_later_activity_change_a_persons_field():
     answer = {**copy_json(doc), "personal_info": {**doc["personal_info"], "name": "Amy"}}
     assert keep_human_edits(doc, answer, [act("session")], human, "tutor").document["personal_info"]["name"] == "Amira"
     assert keep_human_edits(doc, answer, [later("session")], human, "tutor").kept == ()
+
+
+# -- hostile input: any payload, any pointer, any answer --------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=10,
+)
+FIELDS = ["summary", "parts", "triggers_and_goals", "safety_notes", "version", "other"]
+pointers = st.lists(
+    st.sampled_from(["", "parts", "critic", "planner", "name", "goals", "0", "-", "~", "x/y"]), max_size=4
+)
+words = st.text(max_size=6)
+answers = st.fixed_dictionaries(  # valid answers (the pipeline validates one before the floor)
+    {
+        "summary": words,
+        "safety_notes": words,
+        "parts": st.dictionaries(
+            st.sampled_from(["planner", "critic", "new"]),
+            st.builds(
+                lambda n, g: part(n, *g),
+                st.text(min_size=1, max_size=5),
+                st.lists(st.text(min_size=1, max_size=5), max_size=2),
+            ),
+            max_size=3,
+        ),
+        "triggers_and_goals": st.lists(
+            st.builds(
+                lambda t, o: {"trigger": t, "desired_outcome": o, "related_parts": []},
+                st.sampled_from(["deadlines", "crowds", "x"]),
+                words,
+            ),
+            max_size=3,
+        ),
+    }
+).map(validate_document)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    payload=json_values,
+    paths=st.lists(
+        st.one_of(
+            st.text(max_size=12),
+            pointers.map(lambda t: "".join("/" + x for x in t)),
+            st.sampled_from(FIELDS).map(lambda f: "/" + f),
+        ),
+        max_size=8,
+    ),
+    answer=answers,
+)
+def test_any_payload_pointer_or_answer_leaves_the_floor_total_and_a_persons_fields_as_they_were(payload, paths, answer):
+    # Given any payload for a request, any pointers a patch may carry, and any answer over the memory
+    kind = "forget_part"
+    activity = Activity(
+        user_id=U,
+        occurred_at=T0,
+        kind=kind,
+        payload=payload if isinstance(payload, dict) else {"part_id": payload},
+        source="t",
+        external_id="1",
+    )
+    human = human_edits([change(3, *paths)], OLD, "user_state")
+    # When the floor runs, Then it never raises
+    result = keep_human_edits(OLD, answer, [activity], human, "user_state")
+    restore_facts(OLD, result.document, [activity])
+    unreflected(result.document, [activity], human)
+    # And every field it kept (not a list) is now what the person left
+    for kept in result.kept:
+        before, after = _walk(OLD, kept.edit.tokens), _walk(result.document, kept.edit.tokens)
+        assert isinstance(before, list) or before == after
+    # And a request whose part id is not a non-empty string lets nothing go
+    part_id = activity.payload.get("part_id")
+    if not (isinstance(part_id, str) and part_id.strip()):
+        wiped = {**copy_json(OLD), "parts": {}, "safety_notes": ""}
+        floored = restore_facts(OLD, wiped, [activity]).document
+        assert floored["parts"] == OLD["parts"] and floored["safety_notes"] == OLD["safety_notes"]

@@ -552,8 +552,8 @@ def human_edits(changes: Iterable[VersionChange], document: Document, schema: st
                 tokens = _field(parse_pointer(path), document)
             except PatchError:
                 continue  # a pointer cut at its length limit, or not one
-            if _not_a_persons(tokens, schema) or any(_overlap(e.tokens, tokens[: len(e.tokens)]) for e in found):
-                continue  # a newer edit holds this field (or the field around it)
+            if _not_a_persons(tokens, schema) or any(tokens[: len(e.tokens)] == e.tokens for e in found):
+                continue  # a newer edit holds this field, or the field around it
             found.append(HumanEdit(tokens, change.version, change.created_at, str(change.source)))
             if len(found) >= MAX_HUMAN_FIELDS:
                 return tuple(found)
