@@ -442,10 +442,9 @@ def test_activity_about_another_field_does_not_release_a_persons_field():
     assert [k.edit.path for k in result.kept] == ["/parts/critic/name", "/summary"]
 
 
-def test_a_list_a_person_changed_keeps_their_elements_and_the_answers_new_ones():
-    # Given a person's edit of the triggers, and an answer that changed one, dropped one and added one
-    human = human_edits([change(3, "/triggers_and_goals/0/desired_outcome")], OLD, "user_state")
-    answer = changed(
+def _triggers_changed_by_the_answer() -> dict[str, Any]:
+    """An answer that changed the deadlines entry, dropped the crowds one and added its own."""
+    return changed(
         lambda d: d.update(
             triggers_and_goals=[
                 {"trigger": "deadlines", "desired_outcome": "panic", "related_parts": []},
@@ -453,15 +452,46 @@ def test_a_list_a_person_changed_keeps_their_elements_and_the_answers_new_ones()
             ]
         )
     )
-    result = keep_human_edits(
-        OLD, answer, [act("trigger_noted", trigger="bills", desired_outcome="open them")], human, "user_state"
-    )
-    # Then the person's two entries are as they left them (the changed one in its place), the new one kept
+
+
+def test_a_list_element_a_person_changed_is_kept_in_its_place_and_the_rest_is_the_answers():
+    # Given a person's edit inside one trigger (the deadlines entry, by its index in the head)
+    human = human_edits([change(3, "/triggers_and_goals/0/desired_outcome")], OLD, "user_state")
+    assert [(e.path, e.element) for e in human] == [("/triggers_and_goals", ("trigger", "deadlines"))]
+    acts = [act("trigger_noted", trigger="deadlines", desired_outcome="panic")]  # before the edit
+    result = keep_human_edits(OLD, _triggers_changed_by_the_answer(), acts, human, "user_state")
+    # Then that entry is as the person left it, in its place; what else the answer did is its own
+    assert result.document["triggers_and_goals"] == [
+        OLD["triggers_and_goals"][0],
+        {"trigger": "bills", "desired_outcome": "open them", "related_parts": []},
+    ]
+    assert [k.describe()["path"] for k in result.kept] == ["/triggers_and_goals/0"]
+    # And a trigger_noted for another trigger after the edit does not release it; one for it does
+    other = later("trigger_noted", trigger="bills", desired_outcome="open them")
+    assert keep_human_edits(OLD, _triggers_changed_by_the_answer(), [other], human, "user_state").kept != ()
+    same = later("trigger_noted", trigger="deadlines", desired_outcome="panic")
+    assert keep_human_edits(OLD, _triggers_changed_by_the_answer(), [same], human, "user_state").kept == ()
+
+
+def test_a_list_a_person_appended_to_keeps_every_element_they_left_and_the_answers_new_ones():
+    # Given a person's append (no element to name: the whole list is theirs)
+    human = human_edits([change(3, "/triggers_and_goals/-")], OLD, "user_state")
+    acts = [act("trigger_noted", trigger="bills", desired_outcome="open them")]
+    result = keep_human_edits(OLD, _triggers_changed_by_the_answer(), acts, human, "user_state")
+    # Then the person's entries are as they left them (the changed one in its place), the new one kept
     assert result.document["triggers_and_goals"] == [
         OLD["triggers_and_goals"][0],
         {"trigger": "bills", "desired_outcome": "open them", "related_parts": []},
         OLD["triggers_and_goals"][1],
     ]
+
+
+def test_activity_about_another_list_element_is_still_asked_for():
+    # A person's edit of the deadlines trigger does not spend an older activity about another trigger
+    human = human_edits([change(3, "/triggers_and_goals/0/desired_outcome")], OLD, "user_state")
+    bills = act("trigger_noted", 2, trigger="bills", desired_outcome="open them")
+    deadlines = act("trigger_noted", 3, trigger="deadlines", desired_outcome="panic")
+    assert unreflected(OLD, [bills, deadlines], human) == [bills]
 
 
 def test_a_part_a_person_removed_is_not_brought_back_by_the_answer():

@@ -44,8 +44,10 @@ schema.
    there (user_state: a forget request or a part_named / goal_set naming the part, a
    trigger_noted for the triggers, a safety_note for the notes; a reset for anything; no activity
    asks for the summary. Other schemas: any activity after the edit). A field is a JSON Pointer
-   cut at its first list: a list a person changed keeps every element they left (matched by
-   `id`, `trigger`, `goal` or `topic`, else by value), with the answer's new elements after them.
+   cut at its first list, or that list's element the pointer went into when the element has an
+   identity (`id`, `trigger`, `goal` or `topic`; a trigger_noted releases only its own trigger). A
+   list changed as a whole keeps every element the person left (matched by identity, else by
+   value), with the answer's new elements after them.
    Each field put back is recorded (`Kept`: the pointer, the version and source of the edit, why).
    The service's own fields (version, last_updated_by, a part's recency_score) are not a person's.
 
@@ -319,13 +321,24 @@ def _reflected(key: tuple[str, ...], a: Activity, doc: Document) -> bool:
     return key[1].strip() in _notes(doc)
 
 
-def _requirement_field(key: tuple[str, ...]) -> tuple[str, ...]:
-    """The field of the document a requirement is about (to compare with a person's edits)."""
+def _superseded(key: tuple[str, ...], a: Activity, human: Sequence[HumanEdit]) -> bool:
+    """Whether a person changed the field a requirement is about after the activity occurred."""
+    field_: tuple[str, ...]
+    element: tuple[str, str] | None
     if key[0] == "part":
-        return ("parts", key[1], "name")
-    if key[0] == "goal":
-        return ("parts", key[1], "goals")
-    return ("triggers_and_goals",) if key[0] == "trigger" else ("safety_notes",)
+        field_, element = ("parts", key[1], "name"), None
+    elif key[0] == "goal":
+        field_, element = ("parts", key[1], "goals"), ("goal", key[2])
+    elif key[0] == "trigger":
+        field_, element = ("triggers_and_goals",), ("trigger", key[1])
+    else:
+        field_, element = ("safety_notes",), None
+    return any(
+        e.at > a.occurred_at
+        and _overlap(e.tokens, field_)
+        and (e.element is None or len(e.tokens) < len(field_) or e.element == element)
+        for e in human
+    )
 
 
 def unreflected(document: Document, activities: Iterable[Activity], human: Sequence[HumanEdit] = ()) -> list[Activity]:
@@ -347,9 +360,7 @@ def unreflected(document: Document, activities: Iterable[Activity], human: Seque
         if a.kind not in FACT_KINDS:
             continue
         key = _requirement(a)
-        if key is not None and not any(
-            e.at > a.occurred_at and _overlap(e.tokens, _requirement_field(key)) for e in human
-        ):
+        if key is not None and not _superseded(key, a, human):
             required.pop(key, None)
             required[key] = (i, a)
     missing = [(i, a) for key, (i, a) in required.items() if not _reflected(key, a, document)]
@@ -486,42 +497,54 @@ def is_human_source(source: str | None) -> bool:
 
 @dataclass(frozen=True)
 class HumanEdit:
-    """A field a person changed since the last summary: its pointer, and the newest version that
-    changed it (when, and through what)."""
+    """A field a person changed since the last summary: its pointer (cut at its first list), the
+    list element it changed when that element has an identity (`element`: key and value), and the
+    newest version that changed it (when, and through what)."""
 
     tokens: tuple[str, ...]
     version: int
     at: datetime
     source: str
+    element: tuple[str, str] | None = None
 
     @property
     def path(self) -> str:
         return _ptr(*self.tokens)
 
+    def covers(self, other: HumanEdit) -> bool:
+        """Whether this edit's field holds `other`'s (the same field or one inside it)."""
+        if other.tokens[: len(self.tokens)] != self.tokens:
+            return False
+        return len(other.tokens) > len(self.tokens) or self.element is None or self.element == other.element
+
 
 @dataclass(frozen=True)
 class Kept:
-    """A field a person set that the answer changed without a later activity asking: put back."""
+    """A field a person set that the answer changed without a later activity asking: put back at
+    `path` (for a list element, its place in the new document)."""
 
     edit: HumanEdit
+    path: str
     why: str
 
     def describe(self) -> dict[str, Any]:
-        """What provenance records (never the value)."""
-        return {"path": self.edit.path, "version": self.edit.version, "source": self.edit.source, "why": self.why}
+        """What provenance records (never the value, nor an element's identifying text)."""
+        return {"path": self.path, "version": self.edit.version, "source": self.edit.source, "why": self.why}
 
 
-def _field(tokens: list[str], document: Any) -> tuple[str, ...]:
-    """The field a pointer changed: the pointer itself, cut at its first list (a list is one field)
-    and just below the first member `document` does not have."""
+def _field(tokens: list[str], document: Any) -> tuple[tuple[str, ...], tuple[str, str] | None]:
+    """The field a pointer changed: the pointer itself, cut at its first list and just below the
+    first member `document` does not have; and, when the pointer goes into an element of that list
+    that has an identity (`_IDENTITY_KEYS`), that identity (the element at that index in `document`)."""
     node = document
     for i, token in enumerate(tokens):
         if isinstance(node, list):
-            return tuple(tokens[:i])
+            element = node[int(token)] if token.isdigit() and int(token) < len(node) else None
+            return tuple(tokens[:i]), _identity(element)
         if not (isinstance(node, dict) and token in node):
-            return tuple(tokens[: i + 1])
+            return tuple(tokens[: i + 1]), None
         node = node[token]
-    return tuple(tokens)
+    return tuple(tokens), None
 
 
 def _not_a_persons(tokens: tuple[str, ...], schema: str) -> bool:
@@ -540,7 +563,8 @@ def _overlap(a: Sequence[str], b: Sequence[str]) -> bool:
 def human_edits(changes: Iterable[VersionChange], document: Document, schema: str) -> tuple[HumanEdit, ...]:
     """The fields people changed in the versions after the last summary (`changes` newest first, as
     the store's `recent_changes` returns them), against the head `document`; the newest edit of a
-    field wins, at most MAX_HUMAN_FIELDS fields."""
+    field wins, at most MAX_HUMAN_FIELDS fields. An index in an older patch is read against the head
+    (a later edit that moved the list's elements can make it name another element)."""
     found: list[HumanEdit] = []
     for change in changes:
         if change.summary:
@@ -549,23 +573,25 @@ def human_edits(changes: Iterable[VersionChange], document: Document, schema: st
             continue  # the service's own (a companion feedback version): neither a person's nor a summary
         for path in change.paths:
             try:
-                tokens = _field(parse_pointer(path), document)
+                tokens, element = _field(parse_pointer(path), document)
             except PatchError:
                 continue  # a pointer cut at its length limit, or not one
-            if _not_a_persons(tokens, schema) or any(tokens[: len(e.tokens)] == e.tokens for e in found):
+            edit = HumanEdit(tokens, change.version, change.created_at, str(change.source), element)
+            if _not_a_persons(tokens, schema) or any(e.covers(edit) for e in found):
                 continue  # a newer edit holds this field, or the field around it
-            found.append(HumanEdit(tokens, change.version, change.created_at, str(change.source)))
+            found.append(edit)
             if len(found) >= MAX_HUMAN_FIELDS:
                 return tuple(found)
     return tuple(found)
 
 
-def _asks(a: Activity, tokens: tuple[str, ...], schema: str) -> bool:
-    """Whether activity `a` asks for a change in the field at `tokens` (when it occurred after the edit)."""
+def _asks(a: Activity, edit: HumanEdit, schema: str) -> bool:
+    """Whether activity `a` asks for a change in the field `edit` holds (when it occurred after it)."""
     if is_reset(a):
         return True
     if schema not in FLOOR_SCHEMAS:
         return True  # no map of which activity asks for which field: any later activity may
+    tokens = edit.tokens
     if tokens[0] == "parts":
         forgotten = forgotten_part(a)
         named = forgotten or (_named_part(a) if a.kind in ("part_named", "goal_set") else None)
@@ -573,9 +599,12 @@ def _asks(a: Activity, tokens: tuple[str, ...], schema: str) -> bool:
             return False
         if len(tokens) <= 2 or forgotten is not None:
             return True
-        return tokens[2] in (("name", "status") if a.kind == "part_named" else ("goals",))
+        if a.kind == "part_named":
+            return tokens[2] in ("name", "status")
+        return tokens[2] == "goals" and edit.element is None  # a goal_set adds a goal; it changes none
     if tokens[0] == "triggers_and_goals":
-        return a.kind == "trigger_noted"
+        trigger = _payload(a).get("trigger")
+        return a.kind == "trigger_noted" and (edit.element is None or edit.element == ("trigger", str(trigger)))
     if tokens[0] == "safety_notes":
         return a.kind == "safety_note"
     return False  # the summary, and anything else: no activity asks for it
@@ -593,8 +622,9 @@ def _get(doc: Any, tokens: Sequence[str]) -> Any:
 def _identity(element: Any) -> tuple[str, str] | None:
     if isinstance(element, dict):
         for key in _IDENTITY_KEYS:
-            if isinstance(element.get(key), str | int) and not isinstance(element.get(key), bool):
-                return key, str(element[key])
+            value = element.get(key)
+            if isinstance(value, str | int) and not isinstance(value, bool):
+                return key, str(value)
     return None
 
 
@@ -628,20 +658,17 @@ def _put_back(out: _Copy, tokens: tuple[str, ...], old: Document) -> bool:
     node, before = out.doc, old
     for i, token in enumerate(tokens):
         last = i == len(tokens) - 1
-        if not isinstance(before, dict):
+        if not isinstance(before, dict) or not isinstance(node, dict):
             return False
         wanted = before.get(token, _MISSING)
-        current = node.get(token, _MISSING) if isinstance(node, dict) else _MISSING
-        if not isinstance(node, dict):
-            return False
+        current = node.get(token, _MISSING)
         if not last and isinstance(wanted, dict) and isinstance(current, dict):
             node, before = current, wanted
             continue
         if wanted is _MISSING:
             if not last or current is _MISSING:
                 return False
-            parent = _get(out.edit(), tokens[:i])
-            del parent[token]
+            del _get(out.edit(), tokens[:i])[token]
             return True
         value = _merged(wanted, current) if last and isinstance(wanted, list) and isinstance(current, list) else wanted
         if current is not _MISSING and json_equal(value, current):
@@ -649,6 +676,26 @@ def _put_back(out: _Copy, tokens: tuple[str, ...], old: Document) -> bool:
         _get(out.edit(), tokens[:i])[token] = copy_json(value)
         return True
     return False
+
+
+def _put_element_back(out: _Copy, edit: HumanEdit, old: Document) -> int | None:
+    """Make the element of `edit.element`'s identity in `out`'s list what it is in `old`'s: in its
+    place, or at the end when the answer dropped it. Its index, or None when nothing changed."""
+    before, current = _get(old, edit.tokens), _get(out.doc, edit.tokens)
+    if not isinstance(before, list) or not isinstance(current, list):
+        return None
+    wanted = next((x for x in before if _identity(x) == edit.element), _MISSING)
+    if wanted is _MISSING:
+        return None  # the person's element is not in the document the summarizer was given
+    at = next((i for i, x in enumerate(current) if _identity(x) == edit.element), None)
+    if at is not None and json_equal(current[at], wanted):
+        return None
+    items = _get(out.edit(), edit.tokens)
+    if at is None:
+        items.append(copy_json(wanted))
+        return len(items) - 1
+    items[at] = copy_json(wanted)
+    return at
 
 
 def _drop_dangling(doc: Document) -> None:
@@ -674,11 +721,15 @@ def keep_human_edits(
     module's docstring); `new` itself is returned when none was."""
     out = _Copy(new)
     kept: list[Kept] = []
+    why = "a person set it; the answer changed it and no activity after the edit asks for it"
     for edit in human:
-        if any(a.occurred_at > edit.at and _asks(a, edit.tokens, schema) for a in activities):
+        if any(a.occurred_at > edit.at and _asks(a, edit, schema) for a in activities):
             continue
-        if _put_back(out, edit.tokens, old):
-            kept.append(Kept(edit, "a person set it; the answer changed it and no activity after the edit asks for it"))
+        if edit.element is None:
+            if _put_back(out, edit.tokens, old):
+                kept.append(Kept(edit, edit.path, why))
+        elif (at := _put_element_back(out, edit, old)) is not None:
+            kept.append(Kept(edit, _ptr(*edit.tokens, at), why))
     if kept and schema in FLOOR_SCHEMAS:
         _drop_dangling(out.edit())
     return KeepResult(out.doc, tuple(kept))
