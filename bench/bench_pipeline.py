@@ -187,8 +187,16 @@ def round_trips(dsn: str, users: int = 200) -> list[tuple[str, str]]:
             ("first version", "daily:rt1"),
             ("redelivered", "daily:rt1"),
             ("next version", "daily:rt2"),
+            ("next version after a person's edit", "daily:rt3"),
         ):
-            if run_key == "daily:rt2":
+            if run_key == "daily:rt3":
+                # a person's edit since the summary: the run reads the newest versions' changed
+                # pointers once (facts.human_edits), and keeps what the person set
+                for u in ids:
+                    head = store.head(u)
+                    edited = {**head.document, "summary": "written by the user"}
+                    store.append(u, edited, expected_version=head.version, source="api", base=head)
+            if run_key in ("daily:rt2", "daily:rt3"):
                 # new activity after the first version, so that the next run has something to summarize
                 seed_more = [
                     Activity(
@@ -197,7 +205,7 @@ def round_trips(dsn: str, users: int = 200) -> list[tuple[str, str]]:
                         kind="session",
                         payload={"minutes": 5},
                         source="bench-rt",
-                        external_id=f"{u}:late",
+                        external_id=f"{u}:late:{run_key}",
                     )
                     for u in ids
                 ]

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
 from user_memory.adapters.postgres import PostgresRecorder
-from user_memory.domain.model import WriteStatus
+from user_memory.domain.model import MAX_CHANGED_PATHS, WriteStatus
 from user_memory.domain.patching import apply_patch, json_equal
 from user_memory.domain.repository import MemoryStore
 from user_memory.errors import DocumentTooLarge, InvalidUserId, PatchError, UnknownVersion, VersionConflict
@@ -406,3 +406,31 @@ def test_provenance_that_is_not_an_object_is_refused_before_anything_is_written(
     with pytest.raises(ValueError, match="provenance must be a JSON object"):
         store.append(user_id, {"a": 1}, expected_version=0, source="t", provenance=["not", "an", "object"])  # type: ignore[arg-type]
     assert store.head(user_id).version == 0
+
+
+# -- recent changes: who wrote each version and which pointers it changed -------------------------------
+
+
+def test_recent_changes_name_each_versions_writer_and_changed_pointers_newest_first(store, user_id):
+    # Given a summary's version, then two of a person's, one of which changes 300 pointers
+    store.append(user_id, {"a": 1, "b": [1]}, expected_version=0, source="daily summary x", provenance={"mode": "edit"})
+    store.append(user_id, {"a": 2, "b": [1, 2], "w/~": 1}, expected_version=1, source="api")
+    many = {"a": 2, "b": [1, 2], "w/~": 1, **{f"k{i}": i for i in range(300)}}
+    store.append(user_id, many, expected_version=2, source="agent:update_memory")
+    store.append(
+        user_id, {**many, "a": 3}, expected_version=3, source="daily:feedback", provenance={"mode": "feedback"}
+    )
+    # When the newest three are read
+    changes = store.recent_changes(user_id, limit=3)
+    # Then they come newest first, with their source, whether a summary wrote them, and their pointers
+    assert [(c.version, c.source, c.summary) for c in changes] == [
+        (4, "daily:feedback", False),
+        (3, "agent:update_memory", False),
+        (2, "api", False),
+    ]
+    assert changes[0].paths == ("/a",)
+    assert len(changes[1].paths) == MAX_CHANGED_PATHS and all(p.startswith("/k") for p in changes[1].paths)
+    assert sorted(changes[2].paths) == ["/a", "/b/1", "/w~1~0"]
+    assert all(c.created_at is not None for c in changes)
+    assert [c.summary for c in store.recent_changes(user_id, limit=10)][-1] is True
+    assert store.recent_changes(uuid.uuid4(), limit=5) == []

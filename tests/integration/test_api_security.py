@@ -122,6 +122,22 @@ def test_authenticated_cannot_insert_activity_for_another_user(conn, two_users):
     assert counts_of(conn, b)["user_activity"] == 3
 
 
+def test_authenticated_cannot_record_a_memory_reset_and_the_service_can(conn, two_users):
+    a, _ = two_users
+    reset = """INSERT INTO user_activity (user_id, occurred_at, kind, payload, source, external_id)
+               VALUES (%s, now(), 'memory_reset', '{}', 'service', %s)"""
+    # Given user a's claims, When a inserts a memory_reset of its own (as the Data API would let it),
+    # Then the restrictive policy of migration 016 refuses the row: a reset is the service's alone
+    with pytest.raises(pgerrors.InsufficientPrivilege, match="row-level security"), conn.transaction():
+        as_role(conn, "authenticated", a)
+        conn.execute(reset, (a, "planted-reset"))
+    assert counts_of(conn, a)["user_activity"] == 3
+    # And the service records one
+    with conn.transaction():
+        as_role(conn, "service_role")
+        assert conn.execute(reset, (a, f"reset-{uuid.uuid4()}")).rowcount == 1
+
+
 @pytest.mark.parametrize(
     ("claims", "error"),
     [
@@ -241,14 +257,15 @@ def test_activity_privileges_and_policies_are_exactly_the_end_users_insert(conn)
             GROUP BY 1"""
     ).fetchall()
     assert tables == [("authenticated", "SELECT")]
-    # And the policies: a's own rows to read, a's own unsummarized rows to insert
+    # And the policies: a's own rows to read, a's own unsummarized rows to insert, never a reset
     policies = conn.execute(
-        "SELECT cmd, roles::text[], qual, with_check FROM pg_policies WHERE tablename = 'user_activity'"
-        f" AND policyname <> '{SERVICE_POLICY}' ORDER BY cmd"
+        "SELECT cmd, permissive, roles::text[], qual, with_check FROM pg_policies WHERE tablename = 'user_activity'"
+        f" AND policyname <> '{SERVICE_POLICY}' ORDER BY cmd, permissive"
     ).fetchall()
     assert policies == [
-        ("INSERT", ["authenticated"], None, "((auth.uid() = user_id) AND (summarized_version IS NULL))"),
-        ("SELECT", ["public"], "(auth.uid() = user_id)", None),
+        ("INSERT", "PERMISSIVE", ["authenticated"], None, "((auth.uid() = user_id) AND (summarized_version IS NULL))"),
+        ("INSERT", "RESTRICTIVE", ["authenticated"], None, "(kind <> 'memory_reset'::text)"),
+        ("SELECT", "PERMISSIVE", ["public"], "(auth.uid() = user_id)", None),
     ]
 
 

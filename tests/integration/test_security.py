@@ -954,7 +954,8 @@ def test_policies_allow_only_reads_and_own_inserts(conn):
         ("user_memory_heads", "SELECT"): 1,
         ("user_memory_heads", "INSERT"): 1,
         ("user_activity", "SELECT"): 1,
-        ("user_activity", "INSERT"): 1,  # an end user's own activity (migration 009)
+        # an end user's own activity (migration 009), never a memory_reset (016, restrictive)
+        ("user_activity", "INSERT"): 2,
         ("users", "SELECT"): 1,
         # Conversations (migration 011): end users read their own; messages go in through
         # user_memory_record_messages, memories are the service's

@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
+import pytest
 from user_memory.domain.document import validate_document
 from user_memory.domain.model import Activity
 from user_memory.domain.rules import RuleBasedSummarizer
+from user_memory.errors import SummarizerUnsupported
 
 USER = uuid.uuid4()
 AT = datetime(2026, 11, 23, 9, 30, tzinfo=UTC)
@@ -61,10 +63,10 @@ def test_a_repeat_changes_nothing_and_unknown_kinds_leave_the_document_as_it_was
     assert again.document == first.document
 
 
-def test_a_schema_without_rules_keeps_its_document():
-    # Given a tutor memory
+def test_a_schema_without_rules_is_refused_rather_than_answered_unchanged():
+    # Given a tutor memory, a schema the rules know nothing of
     tutor = {"personal_info": {"name": "Amira"}}
-    # When the rules summarize activity for it
-    result = RuleBasedSummarizer("tutor").summarize(tutor, acts(("session", {})))
-    # Then the document is what it was (the activity stays stored for an LLM summarizer)
-    assert result.document == tutor
+    # When the rules are asked to summarize activity for it
+    # Then they refuse (an unchanged answer would mark the activity summarized unread)
+    with pytest.raises(SummarizerUnsupported, match="DOCUMENT_SCHEMA=tutor"):
+        RuleBasedSummarizer("tutor").summarize(tutor, acts(("session", {})))

@@ -326,7 +326,7 @@ def test_removing_a_part_without_a_forget_request_is_refused_and_the_rest_applie
     "request_",
     [
         pytest.param(act("forget_part", part_id="critic"), id="forget-naming-the-part"),
-        pytest.param(act("forget_request", text="forget the critic"), id="forget-naming-no-part"),
+        pytest.param(act("forget_request", part_id="critic"), id="request-naming-the-part"),
         pytest.param(act("memory_reset"), id="reset"),
     ],
 )
@@ -335,6 +335,30 @@ def test_a_forget_request_for_the_part_lets_its_removal_apply(request_):
     assert result.refused == () and "critic" not in result.document["parts"]
     # And the part's id left every related_parts with it
     assert result.document["triggers_and_goals"][0]["related_parts"] == ["planner"]
+
+
+@pytest.mark.parametrize(
+    "vague",
+    [
+        pytest.param(act("forget_request", text="forget the critic"), id="free-text"),
+        pytest.param(act("forget_request"), id="no-payload"),
+        pytest.param(act("forget_part", part_id=""), id="empty-part-id"),
+        pytest.param(act("forget_part", part_id="   "), id="blank-part-id"),
+        pytest.param(act("forget_part", part_id=None), id="null-part-id"),
+        pytest.param(act("forget_part", part_id=["critic"]), id="list-part-id"),
+        pytest.param(act("message", text="delete every part and the safety notes"), id="a-message"),
+    ],
+)
+def test_a_request_that_names_no_part_lets_nothing_go(vague):
+    # Given edits that remove every part and clear the safety notes, and a vague "request"
+    wipe = [edit("remove", f"/parts/{p.replace('/', '~1')}") for p in DOC["parts"]] + [edit("remove", "/safety_notes")]
+    # When they are applied
+    result = apply_edits(DOC, wipe, [act("session"), vague])
+    # Then each is refused, and the memory keeps its parts and its notes
+    assert len(result.refused) == len(wipe) and result.applied == ()
+    assert (
+        set(result.document["parts"]) == set(DOC["parts"]) and result.document["safety_notes"] == "No medical advice."
+    )
 
 
 def test_a_forget_request_for_another_part_does_not_let_this_one_go():
@@ -356,14 +380,14 @@ def test_replacing_all_parts_at_once_cannot_slip_a_removal_past_the_guardrail():
         pytest.param(edit("remove", "/safety_notes"), id="remove"),
     ],
 )
-def test_clearing_the_safety_notes_is_refused_unless_a_forget_request_names_no_part(clearing):
-    # Without a forget request, or with one for a single part: refused, the notes stay
-    for activity in ([act("session")], [act("forget_part", part_id="critic")]):
+def test_clearing_the_safety_notes_is_refused_unless_a_memory_reset_asks(clearing):
+    # Without a request, with one for a single part, or with one that names nothing: refused, the notes stay
+    for activity in ([act("session")], [act("forget_part", part_id="critic")], [act("forget_request")]):
         result = apply_edits(DOC, [clearing], activity)
         assert "clears the safety notes" in result.refused[0].why
         assert result.document["safety_notes"] == "No medical advice."
-    # With a request that names no part: applied
-    result = apply_edits(DOC, [clearing], [act("forget_request")])
+    # With a reset: applied
+    result = apply_edits(DOC, [clearing], [act("memory_reset")])
     assert result.refused == () and result.document["safety_notes"].strip() == ""
 
 
@@ -378,6 +402,9 @@ def test_forget_allows_reads_the_part_id_from_the_payload():
     assert forget_allows([act("forget_part", part_id="x")]) is False  # the safety notes
     assert forget_allows([act("session", part_id="x")], "x") is False
     assert forget_allows([act("memory_reset")]) is True
+    assert forget_allows([act("forget_request")]) is False  # names nothing, so covers nothing
+    assert forget_allows([act("forget_request")], "x") is False
+    assert forget_allows([act("forget_part", part_id="")], "") is False
 
 
 # -- the author and the service's fields -------------------------------------------------------------

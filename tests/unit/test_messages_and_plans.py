@@ -153,6 +153,51 @@ def test_an_activity_payload_over_its_limit_names_the_activity():
         parse_message(json.dumps({"type": "record_activity", "activities": [small, big]}))
 
 
+@pytest.mark.parametrize(
+    "kind, payload",
+    [
+        ("forget_part", {}),
+        ("forget_part", {"part_id": ""}),
+        ("forget_part", {"part_id": "   "}),
+        ("forget_part", {"part_id": 7}),
+        ("forget_request", {"text": "delete every part and the safety notes"}),
+    ],
+)
+def test_a_forget_request_that_names_no_part_is_refused_at_the_queue(kind, payload):
+    # Given a record_activity message whose second activity is a forget request naming no part
+    ok = {
+        "user_id": str(U),
+        "occurred_at": "2026-11-21T10:00:00Z",
+        "kind": "session",
+        "source": "s",
+        "external_id": "1",
+    }
+    vague = {**ok, "kind": kind, "payload": payload, "external_id": "2"}
+    # Then the message is refused, naming the activity and the rule (never the text)
+    with pytest.raises(InvalidMessage, match=r"activities\.1: .*must name the part to forget") as info:
+        parse_message(json.dumps({"type": "record_activity", "activities": [ok, vague]}))
+    assert "safety notes" not in str(info.value)
+
+
+def test_the_queue_takes_a_reset_and_a_forget_request_that_names_its_part():
+    base = {"user_id": str(U), "occurred_at": "2026-11-21T10:00:00Z", "source": "app"}
+    message = parse_message(
+        json.dumps(
+            {
+                "type": "record_activity",
+                "activities": [
+                    {**base, "kind": "memory_reset", "external_id": "1"},
+                    {**base, "kind": "forget_request", "payload": {"part_id": "critic"}, "external_id": "2"},
+                ],
+            }
+        )
+    )
+    assert isinstance(message, RecordActivity) and [a.kind for a in message.activities] == [
+        "memory_reset",
+        "forget_request",
+    ]
+
+
 def test_validation_errors_never_echo_the_input():
     # Given a message whose invalid field holds personal text
     body = json.dumps({"type": "refresh_user", "user_ids": ["my secret diary entry"], "run_key": "k", "window": WINDOW})
@@ -260,6 +305,15 @@ def test_settings_pick_the_summarizer_and_refuse_an_unusable_openai_choice():
         WorkerSettings.from_env({"SUMMARIZER": "openai"})
     with pytest.raises(ConfigError, match="CHECKPOINT_INTERVAL"):
         WorkerSettings.from_env({"CHECKPOINT_INTERVAL": "0"})
+
+
+def test_a_rule_based_worker_for_a_schema_it_has_no_rules_for_is_refused_at_start():
+    # Its summary would leave the document as it is and mark the activity summarized unread
+    with pytest.raises(ConfigError, match="no rules for DOCUMENT_SCHEMA=tutor") as info:
+        WorkerSettings.from_env({"DOCUMENT_SCHEMA": "tutor"})
+    assert "\n" not in str(info.value)
+    for schema in ("user_state", "companion"):
+        assert WorkerSettings.from_env({"DOCUMENT_SCHEMA": schema}).summarizer_kind == "rules"
 
 
 def test_settings_are_per_function():

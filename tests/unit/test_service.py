@@ -3,6 +3,7 @@ paging, activity, export and erasure, for the "user_state" and "tutor" schemas."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Callable
@@ -29,10 +30,12 @@ from user_memory.domain.service import (
 from user_memory.errors import (
     AccessDenied,
     DocumentTooLarge,
+    InvalidActivity,
     InvalidDocument,
     InvalidRequest,
     PatchError,
     PreconditionRequired,
+    ResetNotAllowed,
     UnknownSection,
     UnknownVersion,
     VersionConflict,
@@ -612,6 +615,25 @@ def test_record_activity_for_another_user_is_refused_and_nothing_is_recorded():
     with pytest.raises(InvalidRequest, match="only be recorded for the caller"):
         world.svc.record_activity([act(world.user, "mine"), act(other, "theirs")])
     assert world.activity.rows_of(world.user) == [] and world.activity.rows_of(other) == []
+
+
+def test_an_end_user_never_records_a_memory_reset_and_nothing_of_the_batch_is_stored():
+    world = World()
+    reset = dataclasses.replace(act(world.user, "r"), kind="memory_reset", payload={})
+    with pytest.raises(ResetNotAllowed, match="only the service records one"):
+        world.svc.record_activity([act(world.user, "first"), reset])
+    assert world.activity.rows_of(world.user) == []
+
+
+@pytest.mark.parametrize("payload", [{}, {"part_id": ""}, {"text": "forget everything"}])
+def test_an_end_users_forget_request_must_name_its_part(payload):
+    world = World()
+    vague = dataclasses.replace(act(world.user, "f"), kind="forget_part", payload=payload)
+    with pytest.raises(InvalidActivity, match="activity 2: a forget_part must name the part"):
+        world.svc.record_activity([act(world.user, "first"), vague])
+    assert world.activity.rows_of(world.user) == []
+    named = dataclasses.replace(vague, payload={"part_id": "critic"})
+    assert world.svc.record_activity([named]) == (1, 1)
 
 
 def test_export_returns_every_version_the_live_entries_and_the_activity():

@@ -21,6 +21,7 @@ from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT
 from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
 from user_memory.domain.model import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_MAX_DOCUMENT_BYTES
 from user_memory.domain.pipeline import DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS, PipelineConfig
+from user_memory.domain.rules import RULE_SCHEMAS
 from user_memory.errors import ConfigError, describe_validation_error
 
 
@@ -156,7 +157,13 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
         if self.summarizer_kind == "openai" and self.document_schema not in ("user_state", "companion"):
             raise ValueError(
                 f"the OpenAI summarizer has no instructions for DOCUMENT_SCHEMA={self.document_schema}; "
-                "use user_state or companion, or SUMMARIZER=rules"
+                "use user_state or companion"
+            )
+        if self.summarizer_kind == "rules" and self.document_schema not in RULE_SCHEMAS:
+            # It would answer the document unchanged and mark the activity summarized unread.
+            raise ValueError(
+                f"the rule-based summarizer has no rules for DOCUMENT_SCHEMA={self.document_schema}; "
+                f"use {' or '.join(sorted(RULE_SCHEMAS))}"
             )
         whole_documents = self.summarizer_kind == "openai" and self.summary_mode == "document"
         if whole_documents and self.document_schema != "user_state":

@@ -113,6 +113,11 @@ class SummarizerError(UserMemoryError):
         self.detail = detail
 
 
+class SummarizerUnsupported(SummarizerError):
+    """The summarizer has no rules for the deployment's schema: it cannot reflect the activity, so it
+    summarizes nothing (the activity stays unsummarized)."""
+
+
 class SummarizerUnavailable(SummarizerError):
     """The LLM endpoint failed: connection error, timeout, rate limit or a server error."""
 
@@ -154,6 +159,10 @@ class InvalidMessage(UserMemoryError, ValueError):
 
 class MessageTooLarge(InvalidMessage):
     """A queue message body exceeds the documented size limit."""
+
+
+class InvalidActivity(UserMemoryError, ValueError):
+    """An activity breaks a rule of its kind: a forget request that names no part (payload `part_id`)."""
 
 
 class InvalidEvent(UserMemoryError, ValueError):
@@ -244,6 +253,11 @@ class NotFound(UserMemoryError, LookupError):
 
 class Forbidden(UserMemoryError, PermissionError):
     """The caller may not do this: another user's data, or an operator route without the operator scope."""
+
+
+class ResetNotAllowed(Forbidden):
+    """A memory_reset from a source that may not send one (an end user's own activity): only the
+    service's queue records a reset."""
 
 
 class Unauthenticated(UserMemoryError):

@@ -98,6 +98,8 @@ class _Tally:
         self.activity_cut = 0
         self.facts_restored = 0
         self.facts_filled = 0
+        self.human_edits_kept = 0
+        self.requests_ignored = 0
         self.messages_recorded = 0
         self.conversations: Counter[str] = Counter()
         self.conversation_tokens = 0
@@ -116,6 +118,8 @@ class _Tally:
         self.activity_cut += outcome.activity_cut
         self.facts_restored += outcome.facts_restored
         self.facts_filled += outcome.facts_filled
+        self.human_edits_kept += outcome.human_edits_kept
+        self.requests_ignored += outcome.requests_ignored
 
 
 def refresh_users(
@@ -378,6 +382,8 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         edits_refused=tally.edits_refused,
         facts_restored=tally.facts_restored,
         facts_filled=tally.facts_filled,
+        human_edits_kept=tally.human_edits_kept,
+        requests_ignored=tally.requests_ignored,
         messages_recorded=tally.messages_recorded,
         conversations=dict(tally.conversations),
         conversation_tokens=tally.conversation_tokens,
@@ -404,6 +410,8 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         "ActivitiesCut": tally.activity_cut,
         "FactsRestored": tally.facts_restored,
         "FactsFilled": tally.facts_filled,
+        "HumanEditsKept": tally.human_edits_kept,
+        "RequestsIgnored": tally.requests_ignored,
         "ConversationLLMTokens": tally.conversation_tokens,
         "RatingsSummarized": tally.ratings,
         "DigestsMade": tally.digests,

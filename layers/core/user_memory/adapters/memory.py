@@ -14,7 +14,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from user_memory.domain.model import Activity, HistoryEntry, MemoryVersion, Window
+from user_memory.domain.model import (
+    MAX_CHANGED_PATH_CHARS,
+    MAX_CHANGED_PATHS,
+    Activity,
+    HistoryEntry,
+    MemoryVersion,
+    VersionChange,
+    Window,
+)
 from user_memory.domain.ports import InsertOutcome, NewVersion, StoredRow
 
 
@@ -107,6 +115,20 @@ class InMemoryRecorder:
             for r in picked
         ]
 
+    def read_changes(self, user_id: uuid.UUID, *, limit: int) -> list[VersionChange]:
+        with self._lock:
+            rows = list(self._users.get(user_id, _User()).rows)[::-1][:limit]
+        return [
+            VersionChange(
+                version=r.version,
+                source=r.source,
+                created_at=r.created_at,
+                summary=_summary_mode(r.provenance),
+                paths=_changed_paths(r.patch),
+            )
+            for r in rows
+        ]
+
     def insert(self, new: NewVersion) -> InsertOutcome:
         with self._lock:
             user = self._users.setdefault(new.user_id, _User())
@@ -152,6 +174,24 @@ class InMemoryRecorder:
             "user_memory_snapshots": len(user.rows),
             "user_activity": activity,
         }
+
+
+def _summary_mode(provenance: str | None) -> bool:
+    record = json.loads(provenance) if provenance is not None else None
+    return isinstance(record, dict) and record.get("mode") in ("edit", "document")
+
+
+def _changed_paths(patch: str) -> tuple[str, ...]:
+    """As the PostgreSQL recorder's query: each operation's path (and a move's from), bounded."""
+    ops = json.loads(patch)
+    paths: list[str] = []
+    for op in ops if isinstance(ops, list) else []:
+        if not isinstance(op, dict):
+            continue
+        for value in (op.get("path"), op.get("from") if op.get("op") == "move" else None):
+            if isinstance(value, str):
+                paths.append(value[:MAX_CHANGED_PATH_CHARS])
+    return tuple(paths[:MAX_CHANGED_PATHS])
 
 
 class InMemoryActivity:

@@ -23,7 +23,15 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from user_memory.domain.model import Activity, HistoryEntry, MemoryVersion, Window
+from user_memory.domain.model import (
+    MAX_CHANGED_PATH_CHARS,
+    MAX_CHANGED_PATHS,
+    Activity,
+    HistoryEntry,
+    MemoryVersion,
+    VersionChange,
+    Window,
+)
 from user_memory.domain.ports import InsertOutcome, NewVersion, StoredRow
 from user_memory.errors import (
     AccessDenied,
@@ -168,6 +176,25 @@ SELECT version, patch, CASE WHEN is_full_snapshot THEN full_snapshot_content END
  ORDER BY version
 """
 
+# Who wrote each of the newest versions and which pointers its patch changed (never a document):
+# each operation's path, and a move's from, at most %(paths)s of %(chars)s characters per version.
+_CHANGES = """
+SELECT s.version, s.source_description, s.created_at,
+       coalesce(s.provenance->>'mode' IN ('edit', 'document'), false),
+       ARRAY(SELECT left(p.path, %(chars)s)
+               FROM jsonb_array_elements(CASE WHEN jsonb_typeof(s.patch) = 'array' THEN s.patch ELSE '[]' END)
+                    WITH ORDINALITY AS o(op, n),
+                    LATERAL (VALUES (1, o.op->>'path'),
+                                    (2, CASE WHEN o.op->>'op' = 'move' THEN o.op->>'from' END)) AS p(k, path)
+              WHERE jsonb_typeof(o.op) = 'object' AND p.path IS NOT NULL
+              ORDER BY o.n, p.k
+              LIMIT %(paths)s)
+  FROM user_memory_snapshots s
+ WHERE s.user_id = %(u)s
+ ORDER BY s.version DESC
+ LIMIT %(limit)s
+"""
+
 _APPEND = "SELECT status, version, created_at FROM user_memory_append(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s)"
 
 _RECORDED = "SELECT version FROM user_memory_snapshots WHERE user_id = %s AND idempotency_key = %s"
@@ -213,6 +240,14 @@ class PostgresRecorder(_Database):
         return [
             HistoryEntry(version=r[0], patch=r[1], source=r[2], created_at=r[3], is_checkpoint=r[4], provenance=r[5])
             for r in rows
+        ]
+
+    def read_changes(self, user_id: uuid.UUID, *, limit: int) -> list[VersionChange]:
+        params = {"u": user_id, "limit": limit, "paths": MAX_CHANGED_PATHS, "chars": MAX_CHANGED_PATH_CHARS}
+        with self.connection() as conn:
+            rows = conn.execute(_CHANGES, params).fetchall()
+        return [
+            VersionChange(version=r[0], source=r[1], created_at=r[2], summary=r[3], paths=tuple(r[4])) for r in rows
         ]
 
     def insert(self, new: NewVersion) -> InsertOutcome:

@@ -20,9 +20,10 @@ edits before left it). Each edit is checked before it applies:
   default (removing `/safety_notes` clears them), `remove` of a part also takes its id out of
   every `related_parts`;
 - then the guardrail: an edit that removes a part, or clears the safety notes, is refused unless
-  the activity holds a forget request (a kind in FORGET_KINDS) for it: for a part, a request
-  whose payload names that `part_id` or names no part; for the safety notes, a request that
-  names no part. A refused edit is skipped and recorded; the others still apply.
+  the activity asks for it (domain/requests.py): for a part, a forget request whose payload names
+  that `part_id`, or a memory_reset; for the safety notes, only a memory_reset. A forget request
+  that names no part covers nothing, and free text is never a request. A refused edit is skipped
+  and recorded; the others still apply.
 
 An edit whose path does not exist or whose value has the wrong shape is an error. Errors are
 collected over the whole list and raised together (InvalidEdits), so the model can be asked once
@@ -43,8 +44,9 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from user_memory.domain.document import get_schema, validate_document
-from user_memory.domain.model import DEFAULT_MAX_DOCUMENT_BYTES, FORGET_KINDS, Activity, Document, Patch
+from user_memory.domain.model import DEFAULT_MAX_DOCUMENT_BYTES, Activity, Document, Patch
 from user_memory.domain.patching import apply_patch, copy_json, parse_pointer
+from user_memory.domain.requests import forget_allows
 from user_memory.errors import InvalidDocument, InvalidEdits, PatchError, describe_validation_error
 
 __all__ = [
@@ -321,31 +323,14 @@ def _dangling(before: Document, after: Document) -> list[Operation]:
 # -- the guardrail, per edit -----------------------------------------------------------------------
 
 
-def forget_allows(activities: Iterable[Activity], part_id: str | None = None) -> bool:
-    """Whether the activity holds a forget request for `part_id` (None: for the safety notes).
-
-    A forget request (kind in FORGET_KINDS) whose payload names no `part_id` covers everything;
-    one that names a part covers only that part.
-    """
-    for a in activities:
-        if a.kind not in FORGET_KINDS:
-            continue
-        named = a.payload.get("part_id") if isinstance(a.payload, dict) else None
-        if named is None or named == "":
-            return True
-        if part_id is not None and str(named) == part_id:
-            return True
-    return False
-
-
 def refusal(before: Document, after: Document, activities: Sequence[Activity]) -> str | None:
     """Why the change from `before` to `after` (one edit) is refused, or None when it may apply."""
     denied = sorted(p for p in _part_ids(before) - _part_ids(after) if not forget_allows(activities, p))
     if denied:
         names = ", ".join(repr(p) for p in denied[:5]) + (f" and {len(denied) - 5} more" if len(denied) > 5 else "")
-        return f"removes part {names} and no forget request in the activity asks for it"
+        return f"removes part {names} and no forget request in the activity names it"
     if _notes(before) and not _notes(after) and not forget_allows(activities):
-        return "clears the safety notes and no forget request in the activity asks for it"
+        return "clears the safety notes and no memory_reset in the activity asks for it"
     return None
 
 

@@ -1,60 +1,86 @@
 """The fact floor: what a summary may not lose, and what the day's activity must leave in memory.
 
 A summarizer (an LLM, in either mode) proposes the next document; the pipeline then holds it to
-a floor, for the user_state schema, in three steps (`pipeline.summarize_valid`):
+a floor (`pipeline.summarize_valid`): steps 1 to 3 for the user_state schema, step 4 for every
+schema.
 
 1. Protected facts (`restore_facts`). The facts of the document the summarizer was given:
 
-       a part (by id)                   kept unless a forget request covers the part
+       a part (by id)                   kept unless a forget request names the part, or a reset
        its name                         kept unless a part_named activity names the part
-       each goal of a part              kept unless a forget request covers the part
-       each trigger (trigger + desired  kept unless a general forget request; its desired outcome
-         outcome)                       may change when a trigger_noted activity names the trigger
-       each line of the safety notes    kept unless a general forget request
+       each goal of a part              kept unless a forget request names the part, or a reset
+       each trigger (trigger + desired  kept unless a reset; its desired outcome may change when
+         outcome)                       a trigger_noted activity names the trigger
+       each line of the safety notes    kept unless a reset
 
-   A forget request is an activity of a kind in FORGET_KINDS (forget_part, forget_request,
-   memory_reset): one whose payload names a `part_id` covers that part; one that names no part
-   covers everything (`edits.forget_allows`, the rule the per-edit guardrail uses). A protected
-   fact the answer lost or changed without such an activity is put back as it was, and each
-   restoration is recorded (`Restored`: the JSON Pointer where it now is, and why). A part that
-   reappears under a new id (named by no activity, with the lost part's name) is moved back to
-   its id, with whatever the answer changed in it.
+   Requests are domain/requests.py's: a forget request (forget_part, forget_request) covers only
+   the part its payload's `part_id` names; one that names no part covers nothing (and is recorded
+   as ignored); only a memory_reset, which only the service can record, covers everything. Free
+   text in activity is never a request. A protected fact the answer lost or changed without such
+   an activity is put back as it was, and each restoration is recorded (`Restored`: the JSON
+   Pointer where it now is, and why). A part that reappears under a new id (named by no
+   activity, with the lost part's name) is moved back to its id, with whatever the answer
+   changed in it.
 
 2. Activity the answer does not reflect (`unreflected`). Each structured activity
    (`rules.FACT_KINDS`) must be reflected in the document after the answer and the restoration:
    part_named (the part, by id, with that name), goal_set (the goal's text in the part's goals),
    trigger_noted (an entry with that trigger), safety_note (the note's text in the safety notes).
-   A later forget request for the same part (or a general one) releases it; a later part_named
-   for the same part supersedes an earlier one. The pipeline asks the summarizer once more with
-   the unreflected lines named, then `fill`s what is still missing with the rule-based fold
-   (`rules.fold`): it only adds (a part, a goal, a trigger, a note line) and sets a name the
-   answer left as it was; a name the answer chose itself is kept and the activity is recorded as
-   unreflected instead. Each fill is recorded (`Filled`: the activity, its kind, why).
+   A later forget request naming the same part (or a reset) releases it; a later part_named for
+   the same part supersedes an earlier one, and so does a person's later edit of the same field
+   (step 4). The pipeline asks the summarizer once more with the unreflected lines named, then
+   `fill`s what is still missing with the rule-based fold (`rules.fold`): it only adds (a part, a
+   goal, a trigger, a note line) and sets a name the answer left as it was; a name the answer
+   chose itself is kept and the activity is recorded as unreflected instead. Each fill is
+   recorded (`Filled`: the activity, its kind, why).
 
 3. Recency (`set_recency`), once per run: recency_score is the service's, not the model's. A part
    an activity of the run names (payload `part_id`) gets 1.0; every other part the document had
    before the run gets round(previous x 0.9, 3) (rules.RECENCY_DECAY), whatever the answer wrote.
+
+4. What a person wrote (`human_edits`, `keep_human_edits`). The fields people changed through the
+   API or an agent tool (a version whose source starts `api` or `agent:`) since the last summary
+   are kept as they left them, unless activity that occurred after their edit asks for a change
+   there (user_state: a forget request or a part_named / goal_set naming the part, a
+   trigger_noted for the triggers, a safety_note for the notes; a reset for anything; no activity
+   asks for the summary. Other schemas: any activity after the edit). A field is a JSON Pointer
+   cut at its first list, or that list's element the pointer went into when the element has an
+   identity (`id`, `trigger`, `goal` or `topic`; a trigger_noted releases only its own trigger). A
+   list changed as a whole keeps every element the person left (matched by identity, else by
+   value), with the answer's new elements after them.
+   Each field put back is recorded (`Kept`: the pointer, the version and source of the edit, why).
+   The service's own fields (version, last_updated_by, a part's recency_score) are not a person's.
 
 Everything here is pure: documents in, new documents and records out (inputs never modified).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from user_memory.domain.edits import forget_allows
-from user_memory.domain.model import FORGET_KINDS, Activity, Document
-from user_memory.domain.patching import copy_json, escape_token
+from user_memory.domain.document import get_schema
+from user_memory.domain.model import FORGET_KINDS, Activity, Document, VersionChange
+from user_memory.domain.patching import copy_json, escape_token, json_equal, parse_pointer
+from user_memory.domain.requests import forget_allows, forgotten_part, has_reset, is_reset
 from user_memory.domain.rules import FACT_KINDS, RECENCY_DECAY, fold
+from user_memory.errors import PatchError
 
 __all__ = [
     "FLOOR_SCHEMAS",
+    "MAX_HUMAN_VERSIONS",
     "Filled",
     "FloorResult",
+    "HumanEdit",
+    "Kept",
     "Restored",
     "fill",
+    "human_edits",
+    "is_human_source",
+    "keep_human_edits",
     "recency_for",
     "restore_facts",
     "set_recency",
@@ -166,7 +192,7 @@ def restore_facts(old: Document, new: Document, activities: Sequence[Activity]) 
     asks for it put back (see the module's docstring); `new` itself is returned when none was."""
     acts = list(activities)
     old_parts = _parts(old)
-    if forget_allows(acts) or not (old_parts or _triggers(old) or _notes(old).strip()):
+    if has_reset(acts) or not (old_parts or _triggers(old) or _notes(old).strip()):
         return FloorResult(new)
     renamed_by_activity = {pid for a in acts if a.kind == "part_named" and (pid := _named_part(a))}
     noted = {str(_payload(a).get("trigger")) for a in acts if a.kind == "trigger_noted"}
@@ -295,22 +321,46 @@ def _reflected(key: tuple[str, ...], a: Activity, doc: Document) -> bool:
     return key[1].strip() in _notes(doc)
 
 
-def unreflected(document: Document, activities: Iterable[Activity]) -> list[Activity]:
+def _superseded(key: tuple[str, ...], a: Activity, human: Sequence[HumanEdit]) -> bool:
+    """Whether a person changed the field a requirement is about after the activity occurred."""
+    field_: tuple[str, ...]
+    element: tuple[str, str] | None
+    if key[0] == "part":
+        field_, element = ("parts", key[1], "name"), None
+    elif key[0] == "goal":
+        field_, element = ("parts", key[1], "goals"), ("goal", key[2])
+    elif key[0] == "trigger":
+        field_, element = ("triggers_and_goals",), ("trigger", key[1])
+    else:
+        field_, element = ("safety_notes",), None
+    return any(
+        e.at > a.occurred_at
+        and _overlap(e.tokens, field_)
+        and (e.element is None or len(e.tokens) < len(field_) or e.element == element)
+        for e in human
+    )
+
+
+def unreflected(document: Document, activities: Iterable[Activity], human: Sequence[HumanEdit] = ()) -> list[Activity]:
     """The structured activities (rules.FACT_KINDS) whose fact `document` does not hold, in the
-    activity's order; a later forget request releases what it covers, and a later part_named for
-    the same part supersedes an earlier one."""
+    activity's order. A later forget request naming the part (or a reset) releases what it covers;
+    a later part_named for the same part supersedes an earlier one, and so does a person's edit of
+    the same field made after the activity occurred (`human`)."""
     required: dict[tuple[str, ...], tuple[int, Activity]] = {}
     for i, a in enumerate(activities):
+        if is_reset(a):
+            required.clear()
+            continue
         if a.kind in FORGET_KINDS:
-            pid = _named_part(a)
+            pid = forgotten_part(a)  # None: a request that names no part, which releases nothing
             for held in list(required):
-                if pid is None or (held[0] in ("part", "goal") and held[1] == pid):
+                if pid is not None and held[0] in ("part", "goal") and held[1] == pid:
                     del required[held]
             continue
         if a.kind not in FACT_KINDS:
             continue
         key = _requirement(a)
-        if key is not None:
+        if key is not None and not _superseded(key, a, human):
             required.pop(key, None)
             required[key] = (i, a)
     missing = [(i, a) for key, (i, a) in required.items() if not _reflected(key, a, document)]
@@ -422,3 +472,264 @@ def set_recency(base: Document, document: Document, activities: Iterable[Activit
     for pid, value in wanted.items():
         out["parts"][pid] = {**out["parts"][pid], "recency_score": value}
     return RecencyResult(out, len(wanted), active)
+
+
+# -- 4. what a person wrote ------------------------------------------------------------------------
+
+# Sources of versions a person wrote: the API (`api`, `api: <app>`) and agent tools (`agent:<tool>`),
+# the prefixes the database lets an end user write.
+HUMAN_SOURCES = ("api", "agent:")
+# Versions read back (one query, newest first) to find a person's edits since the last summary;
+# beyond them older edits are not looked for. Fields kept track of at most.
+MAX_HUMAN_VERSIONS = 50
+MAX_HUMAN_FIELDS = 200
+# Top-level fields the service writes on every version; never a person's to keep.
+_SERVICE_FIELDS = frozenset({"version", "last_updated_by"})
+# Keys that identify an element of a list a person changed (the first one an element has).
+_IDENTITY_KEYS = ("id", "trigger", "goal", "topic")
+_MISSING = object()
+
+
+def is_human_source(source: str | None) -> bool:
+    """Whether a version with this source was written by a person (the API, an agent tool)."""
+    return isinstance(source, str) and source.startswith(HUMAN_SOURCES)
+
+
+@dataclass(frozen=True)
+class HumanEdit:
+    """A field a person changed since the last summary: its pointer (cut at its first list), the
+    list element it changed when that element has an identity (`element`: key and value), and the
+    newest version that changed it (when, and through what)."""
+
+    tokens: tuple[str, ...]
+    version: int
+    at: datetime
+    source: str
+    element: tuple[str, str] | None = None
+
+    @property
+    def path(self) -> str:
+        return _ptr(*self.tokens)
+
+    def covers(self, other: HumanEdit) -> bool:
+        """Whether this edit's field holds `other`'s (the same field or one inside it)."""
+        if other.tokens[: len(self.tokens)] != self.tokens:
+            return False
+        return len(other.tokens) > len(self.tokens) or self.element is None or self.element == other.element
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A field a person set that the answer changed without a later activity asking: put back at
+    `path` (for a list element, its place in the new document)."""
+
+    edit: HumanEdit
+    path: str
+    why: str
+
+    def describe(self) -> dict[str, Any]:
+        """What provenance records (never the value, nor an element's identifying text)."""
+        return {"path": self.path, "version": self.edit.version, "source": self.edit.source, "why": self.why}
+
+
+def _field(tokens: list[str], document: Any) -> tuple[tuple[str, ...], tuple[str, str] | None]:
+    """The field a pointer changed: the pointer itself, cut at its first list and just below the
+    first member `document` does not have; and, when the pointer goes into an element of that list
+    that has an identity (`_IDENTITY_KEYS`), that identity (the element at that index in `document`)."""
+    node = document
+    for i, token in enumerate(tokens):
+        if isinstance(node, list):
+            element = node[int(token)] if token.isdigit() and int(token) < len(node) else None
+            return tuple(tokens[:i]), _identity(element)
+        if not (isinstance(node, dict) and token in node):
+            return tuple(tokens[: i + 1]), None
+        node = node[token]
+    return tuple(tokens), None
+
+
+def _not_a_persons(tokens: tuple[str, ...], schema: str) -> bool:
+    """The service's own fields, and fields the schema does not have (a value that cannot be kept)."""
+    if not tokens or tokens[0] in _SERVICE_FIELDS or tokens[0] not in get_schema(schema).model_fields:
+        return True
+    return schema in FLOOR_SCHEMAS and len(tokens) == 3 and tokens[0] == "parts" and tokens[2] == "recency_score"
+
+
+def _overlap(a: Sequence[str], b: Sequence[str]) -> bool:
+    """One pointer is the other or inside it."""
+    n = min(len(a), len(b))
+    return tuple(a[:n]) == tuple(b[:n])
+
+
+def human_edits(changes: Iterable[VersionChange], document: Document, schema: str) -> tuple[HumanEdit, ...]:
+    """The fields people changed in the versions after the last summary (`changes` newest first, as
+    the store's `recent_changes` returns them), against the head `document`; the newest edit of a
+    field wins, at most MAX_HUMAN_FIELDS fields. An index in an older patch is read against the head
+    (a later edit that moved the list's elements can make it name another element)."""
+    found: list[HumanEdit] = []
+    for change in changes:
+        if change.summary:
+            break
+        if not is_human_source(change.source):
+            continue  # the service's own (a companion feedback version): neither a person's nor a summary
+        for path in change.paths:
+            try:
+                tokens, element = _field(parse_pointer(path), document)
+            except PatchError:
+                continue  # a pointer cut at its length limit, or not one
+            edit = HumanEdit(tokens, change.version, change.created_at, str(change.source), element)
+            if _not_a_persons(tokens, schema) or any(e.covers(edit) for e in found):
+                continue  # a newer edit holds this field, or the field around it
+            found.append(edit)
+            if len(found) >= MAX_HUMAN_FIELDS:
+                return tuple(found)
+    return tuple(found)
+
+
+def _asks(a: Activity, edit: HumanEdit, schema: str) -> bool:
+    """Whether activity `a` asks for a change in the field `edit` holds (when it occurred after it)."""
+    if is_reset(a):
+        return True
+    if schema not in FLOOR_SCHEMAS:
+        return True  # no map of which activity asks for which field: any later activity may
+    tokens = edit.tokens
+    if tokens[0] == "parts":
+        forgotten = forgotten_part(a)
+        named = forgotten or (_named_part(a) if a.kind in ("part_named", "goal_set") else None)
+        if named is None or (len(tokens) > 1 and tokens[1] != named):
+            return False
+        if len(tokens) <= 2 or forgotten is not None:
+            return True
+        if a.kind == "part_named":
+            return tokens[2] in ("name", "status")
+        return tokens[2] == "goals" and edit.element is None  # a goal_set adds a goal; it changes none
+    if tokens[0] == "triggers_and_goals":
+        trigger = _payload(a).get("trigger")
+        return a.kind == "trigger_noted" and (edit.element is None or edit.element == ("trigger", str(trigger)))
+    if tokens[0] == "safety_notes":
+        return a.kind == "safety_note"
+    return False  # the summary, and anything else: no activity asks for it
+
+
+def _get(doc: Any, tokens: Sequence[str]) -> Any:
+    node = doc
+    for token in tokens:
+        if not (isinstance(node, dict) and token in node):
+            return _MISSING
+        node = node[token]
+    return node
+
+
+def _identity(element: Any) -> tuple[str, str] | None:
+    if isinstance(element, dict):
+        for key in _IDENTITY_KEYS:
+            value = element.get(key)
+            if isinstance(value, str | int) and not isinstance(value, bool):
+                return key, str(value)
+    return None
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _merged(kept: list[Any], answer: list[Any]) -> list[Any]:
+    """The answer's list with every element of `kept` in it: an element the answer changed (same
+    identity) goes back in its place, one it dropped is added at the end (linear in the sizes)."""
+    out = copy_json(answer)
+    present = {_canonical(x) for x in out}
+    where = {ident: i for i, x in enumerate(out) if (ident := _identity(x)) is not None}
+    for element in kept:
+        if _canonical(element) in present:
+            continue
+        at = where.get(ident) if (ident := _identity(element)) is not None else None
+        if at is None:
+            out.append(copy_json(element))
+            at = len(out) - 1
+            if ident is not None:
+                where[ident] = at
+        else:
+            out[at] = copy_json(element)
+        present.add(_canonical(element))
+    return out
+
+
+def _put_back(out: _Copy, tokens: tuple[str, ...], old: Document) -> bool:
+    """Make `out`'s field at `tokens` what it is in `old` (a list: merged); whether anything changed."""
+    node, before = out.doc, old
+    for i, token in enumerate(tokens):
+        last = i == len(tokens) - 1
+        if not isinstance(before, dict) or not isinstance(node, dict):
+            return False
+        wanted = before.get(token, _MISSING)
+        current = node.get(token, _MISSING)
+        if not last and isinstance(wanted, dict) and isinstance(current, dict):
+            node, before = current, wanted
+            continue
+        if wanted is _MISSING:
+            if not last or current is _MISSING:
+                return False
+            del _get(out.edit(), tokens[:i])[token]
+            return True
+        value = _merged(wanted, current) if last and isinstance(wanted, list) and isinstance(current, list) else wanted
+        if current is not _MISSING and json_equal(value, current):
+            return False
+        _get(out.edit(), tokens[:i])[token] = copy_json(value)
+        return True
+    return False
+
+
+def _put_element_back(out: _Copy, edit: HumanEdit, old: Document) -> int | None:
+    """Make the element of `edit.element`'s identity in `out`'s list what it is in `old`'s: in its
+    place, or at the end when the answer dropped it. Its index, or None when nothing changed."""
+    before, current = _get(old, edit.tokens), _get(out.doc, edit.tokens)
+    if not isinstance(before, list) or not isinstance(current, list):
+        return None
+    wanted = next((x for x in before if _identity(x) == edit.element), _MISSING)
+    if wanted is _MISSING:
+        return None  # the person's element is not in the document the summarizer was given
+    at = next((i for i, x in enumerate(current) if _identity(x) == edit.element), None)
+    if at is not None and json_equal(current[at], wanted):
+        return None
+    items = _get(out.edit(), edit.tokens)
+    if at is None:
+        items.append(copy_json(wanted))
+        return len(items) - 1
+    items[at] = copy_json(wanted)
+    return at
+
+
+def _drop_dangling(doc: Document) -> None:
+    """Take ids of parts no longer in the document out of every trigger's related_parts (in place)."""
+    parts = _parts(doc)
+    for t in _triggers(doc):
+        related = t.get("related_parts") if isinstance(t, dict) else None
+        if isinstance(related, list) and any(p not in parts for p in related):
+            t["related_parts"] = [p for p in related if p in parts]
+
+
+@dataclass(frozen=True)
+class KeepResult:
+    document: Document
+    kept: tuple[Kept, ...] = ()
+
+
+def keep_human_edits(
+    old: Document, new: Document, activities: Sequence[Activity], human: Sequence[HumanEdit], schema: str
+) -> KeepResult:
+    """`new` with every field a person set (`human`, as `old` has it) that the answer changed put
+    back, unless an activity that occurred after the person's edit asks for a change there (see the
+    module's docstring); `new` itself is returned when none was."""
+    out = _Copy(new)
+    kept: list[Kept] = []
+    why = "a person set it; the answer changed it and no activity after the edit asks for it"
+    for edit in human:
+        if any(a.occurred_at > edit.at and _asks(a, edit, schema) for a in activities):
+            continue
+        if edit.element is None:
+            if _put_back(out, edit.tokens, old):
+                kept.append(Kept(edit, edit.path, why))
+        elif (at := _put_element_back(out, edit, old)) is not None:
+            kept.append(Kept(edit, _ptr(*edit.tokens, at), why))
+    if kept and schema in FLOOR_SCHEMAS:
+        _drop_dangling(out.edit())
+    return KeepResult(out.doc, tuple(kept))

@@ -11,6 +11,10 @@ An activity of kind `message` whose payload names a `conversation_id` is a conve
 (payload exactly {conversation_id, role, text}; external_id is the message id): it is stored with
 its conversation (domain/conversations.py), not as user activity.
 
+The queue is the service's own door: only the deployment's services can send to it, so it is the
+one door a memory_reset may come through (domain/requests.py). A forget request that names no part
+is refused here like any invalid activity: the message fails alone, naming it.
+
 Limits: a body is at most MAX_MESSAGE_BYTES (SQS's own maximum), an activity payload at most
 MAX_ACTIVITY_PAYLOAD_BYTES of compact JSON, a record_activity message at most
 MAX_ACTIVITIES_PER_MESSAGE activities, a refresh_user message at most MAX_USERS_PER_MESSAGE users.
@@ -46,6 +50,7 @@ from user_memory.domain.conversations import (
     new_message,
 )
 from user_memory.domain.model import Activity, Window
+from user_memory.domain.requests import request_problem
 from user_memory.errors import InvalidMessage, MessageTooLarge, describe_validation_error
 
 MAX_MESSAGE_BYTES = 256 * 1024
@@ -86,6 +91,9 @@ class ActivityIn(BaseModel):
 
     @model_validator(mode="after")
     def _conversation_message(self) -> ActivityIn:
+        problem = request_problem(self.kind, self.payload)  # a reset is trusted here: the service's queue
+        if problem is not None:
+            raise ValueError(problem)
         if is_conversation_message(self.kind, self.payload):
             try:
                 MessagePayload.model_validate(self.payload)

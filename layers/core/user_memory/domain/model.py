@@ -122,6 +122,27 @@ class HistoryEntry:
     provenance: dict[str, Any] | None = None
 
 
+# What a recorder returns of one version for `read_changes` (bounded whatever a patch holds).
+MAX_CHANGED_PATHS = 200  # pointers per version
+MAX_CHANGED_PATH_CHARS = 1_000  # characters per pointer (a longer one is cut, and then ignored)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VersionChange:
+    """Which pointers one version's patch changed, and who wrote it (newest first from the recorder).
+
+    `summary` says a summary run wrote it (its provenance's mode is edit or document); `paths`
+    are its operations' `path` (and a move's `from`), at most MAX_CHANGED_PATHS, each cut at
+    MAX_CHANGED_PATH_CHARS characters.
+    """
+
+    version: int
+    source: str | None
+    created_at: datetime
+    summary: bool
+    paths: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, kw_only=True)
 class AppendResult:
     """What an append did: the resulting head, its patch, and whether a row was written."""

@@ -11,12 +11,16 @@ one: those are checked, refused one by one where the guardrail says so, applied 
 `attempts` times in all. A valid answer is then held to the fact floor (domain/facts.py): the
 protected facts it lost without a request are restored; the structured activity it does not
 reflect goes back to the summarizer once, named, within the same `attempts`, and what is still
-missing is folded in by the rule-based fold. Once per run the service sets recency_score (1.0
+missing is folded in by the rule-based fold. The fields a person set through the API or an agent
+tool since the last summary are kept as they left them unless later activity asks for a change
+(facts.keep_human_edits; in every schema). Once per run the service sets recency_score (1.0
 for parts the activity names, the others decayed x 0.9). The version records its provenance:
-mode, model, the edits and their reasons, the refused ones and why, what was restored and
-filled and why, the activity the prompt left out, the tokens.
+mode, model, the edits and their reasons, the refused ones and why, what was restored, filled
+and kept and why, the forget requests ignored (they name no part) and why, the activity the
+prompt left out, the tokens.
 
-Round trips per user on the happy path: head + run key (1), the activity (1), the write (1).
+Round trips per user on the happy path: head + run key (1), the activity (1), the write (1); one
+more (the newest versions' sources and changed pointers, bounded) when the head is not a summary's.
 """
 
 from __future__ import annotations
@@ -33,19 +37,25 @@ from user_memory.domain.document import validate_document
 from user_memory.domain.edits import MemoryEdit, RefusedEdit, apply_edits
 from user_memory.domain.facts import (
     FLOOR_SCHEMAS,
+    MAX_HUMAN_VERSIONS,
     Filled,
+    HumanEdit,
+    Kept,
     Restored,
     fill,
+    human_edits,
+    keep_human_edits,
     restore_facts,
     set_recency,
     unreflected,
     unreflected_feedback,
 )
 from user_memory.domain.model import FORGET_KINDS as FORGET_KINDS  # defined there; re-exported as before
-from user_memory.domain.model import Activity, Document, RunStatus, Window, WriteStatus
+from user_memory.domain.model import Activity, Document, MemoryVersion, RunStatus, Window, WriteStatus
 from user_memory.domain.patching import apply_patch, copy_json, make_patch
 from user_memory.domain.ports import ActivityReader, Summarizer, SummaryResult
 from user_memory.domain.repository import MemoryStore
+from user_memory.domain.requests import ignored_requests
 from user_memory.errors import (
     ActivityChanged,
     DeadlineReached,
@@ -80,8 +90,8 @@ class PipelineConfig:
     # each answer says what it is (SummaryResult.edits), and the version's provenance records it.
     summary_mode: SummaryMode = "edit"
     # The fact floor (domain/facts.py: restore protected facts, send unreflected activity back,
-    # fill what is still missing). Always on in the service; off only where a test must show what
-    # a summarizer alone would lose (tests, the simulation's checker test).
+    # fill what is still missing, keep what a person set). Always on in the service; off only where
+    # a test must show what a summarizer alone would lose (tests, the simulation's checker test).
     fact_floor: bool = True
 
     @property
@@ -139,6 +149,8 @@ class RunOutcome:
     activity_cut: int = 0  # activities the prompts left out to fit their budget (still marked summarized)
     facts_restored: int = 0  # protected facts an answer lost without a request, put back (provenance "restored")
     facts_filled: int = 0  # activity an answer did not reflect, folded in by the service (provenance "filled")
+    human_edits_kept: int = 0  # fields a person set that an answer changed, put back (provenance "kept_human_edits")
+    requests_ignored: int = 0  # stored forget requests naming no part (provenance "ignored_requests")
     seconds: float = 0.0
     rebased: int = 0
 
@@ -231,6 +243,7 @@ class Summarized:
     restored: tuple[Restored, ...] = ()  # protected facts the answer lost, put back
     filled: tuple[Filled, ...] = ()  # activity the answer did not reflect, folded in
     unreflected: tuple[Filled, ...] = ()  # activity left as the answer wrote it (a name of its own)
+    kept: tuple[Kept, ...] = ()  # fields a person set that the answer changed, put back
 
 
 @dataclass(frozen=True)
@@ -242,6 +255,7 @@ class _Answer:
     applied: tuple[MemoryEdit, ...]
     refused: tuple[RefusedEdit, ...]
     restored: tuple[Restored, ...]
+    kept: tuple[Kept, ...]
     missing: list[Activity]
 
 
@@ -256,8 +270,27 @@ def _next_document(
     return edited.document, edited.applied, edited.refused
 
 
+def _keep(
+    document: Document, answer: Document, activities: list[Activity], human: Sequence[HumanEdit], cfg: PipelineConfig
+) -> tuple[Document, tuple[Kept, ...]]:
+    """The answer with what a person set put back (facts.keep_human_edits), when the result still
+    validates; a value the schema no longer accepts cannot be kept (the answer stands)."""
+    keeping = keep_human_edits(document, answer, activities, human, cfg.schema)
+    if not keeping.kept:
+        return answer, ()
+    try:
+        return validate_document(keeping.document, cfg.schema, max_bytes=cfg.max_document_bytes), keeping.kept
+    except InvalidDocument:
+        return answer, ()
+
+
 def summarize_valid(
-    summarizer: Summarizer, document: Document, activities: list[Activity], cfg: PipelineConfig, deadline: Deadline
+    summarizer: Summarizer,
+    document: Document,
+    activities: list[Activity],
+    cfg: PipelineConfig,
+    deadline: Deadline,
+    human: Sequence[HumanEdit] = (),
 ) -> Summarized:
     """Ask the summarizer until its answer validates and reflects the activity, at most
     cfg.attempts times; then hold the answer to the fact floor.
@@ -270,6 +303,8 @@ def summarize_valid(
     those activity lines named. The valid answer that misses least (the later one on a tie) is
     kept, and what it misses is folded in (facts.fill). A retry for missing facts never costs a
     valid answer: when it is invalid, or there is no time left for it, the earlier answer is kept.
+    The fields a person set (`human`, facts.human_edits) that an answer changed without later
+    activity asking are put back (facts.keep_human_edits), before what is unreflected is measured.
     """
     floor = cfg.fact_floor and cfg.schema in FLOOR_SCHEMAS
     feedback: str | None = None
@@ -299,12 +334,16 @@ def summarize_valid(
             feedback = str(err)
             continue
         restored: tuple[Restored, ...] = ()
+        kept: tuple[Kept, ...] = ()
         missing: list[Activity] = []
         if floor:
             floored = restore_facts(document, next_document, activities)
             next_document, restored = floored.document, floored.restored
-            missing = unreflected(next_document, activities)
-        answer = _Answer(result, next_document, applied, refused, restored, missing)
+        if cfg.fact_floor and human:
+            next_document, kept = _keep(document, next_document, activities, human, cfg)
+        if floor:
+            missing = unreflected(next_document, activities, human)
+        answer = _Answer(result, next_document, applied, refused, restored, kept, missing)
         if best is None or len(answer.missing) <= len(best.missing):
             best = answer
         if not best.missing:
@@ -314,11 +353,11 @@ def summarize_valid(
         raise SummarizerError(f"summarizer output invalid after {cfg.attempts} attempts", detail=feedback)
     final = best.document
     filled = fill(final, best.missing, document)
-    if best.restored or filled.filled:
+    if best.restored or filled.filled or best.kept:
         try:
             final = validate_document(filled.document, cfg.schema, max_bytes=cfg.max_document_bytes)
         except InvalidDocument as err:
-            why = "the document with the restored and filled facts is invalid"
+            why = "the document with the restored, filled and kept facts is invalid"
             raise SummarizerError(why, detail=str(err)) from err
     return Summarized(
         document=final,
@@ -332,7 +371,24 @@ def summarize_valid(
         restored=best.restored,
         filled=filled.filled,
         unreflected=filled.unreflected,
+        kept=best.kept,
     )
+
+
+def is_summary_source(source: str | None) -> bool:
+    """Whether a version's source is a summary's (`describe`): no person can write one (an end
+    user's source starts `api` or `agent:`)."""
+    return isinstance(source, str) and source.startswith(("daily summary ", "summary ("))
+
+
+def people_edits(
+    store: MemoryStore, user_id: uuid.UUID, head: MemoryVersion, cfg: PipelineConfig
+) -> tuple[HumanEdit, ...]:
+    """The fields people changed since the last summary (facts.human_edits), read in one bounded
+    query, and only when the head is not itself a summary's (then there is none)."""
+    if not cfg.fact_floor or head.version == 0 or is_summary_source(head.source):
+        return ()
+    return human_edits(store.recent_changes(user_id, limit=MAX_HUMAN_VERSIONS), head.document, cfg.schema)
 
 
 def describe(window: Window, activities: int, model: str, tokens: int, run_key: str) -> str:
@@ -362,6 +418,8 @@ class _Draft:
     restored: list[Restored] = field(default_factory=list)
     filled: list[Filled] = field(default_factory=list)
     unreflected: list[Filled] = field(default_factory=list)
+    kept: list[Kept] = field(default_factory=list)
+    ignored: list[tuple[Activity, str]] = field(default_factory=list)
     recency_set: int = 0  # parts whose recency_score the service set (facts.set_recency)
 
     def add(self, chunk: list[Activity], summarized: Summarized) -> None:
@@ -380,6 +438,8 @@ class _Draft:
         self.restored.extend(summarized.restored)
         self.filled.extend(summarized.filled)
         self.unreflected.extend(summarized.unreflected)
+        self.kept.extend(summarized.kept)
+        self.ignored.extend(ignored_requests(chunk))
         self.activity_cut += result.activity_cut
         self.activity_duplicates += result.activity_duplicates
 
@@ -392,6 +452,8 @@ class _Draft:
         record["restored"] = [r.describe() for r in self.restored]
         record["filled"] = [f.describe() for f in self.filled]
         record["unreflected"] = [f.describe() for f in self.unreflected]
+        record["kept_human_edits"] = [k.describe() for k in self.kept]
+        record["ignored_requests"] = [{"activity_id": a.id, "kind": a.kind, "why": why} for a, why in self.ignored]
         record["recency_set"] = self.recency_set
         record.update(
             activities=len(self.included),
@@ -418,6 +480,8 @@ class _Draft:
             "activity_cut": self.activity_cut,
             "facts_restored": len(self.restored),
             "facts_filled": len(self.filled),
+            "human_edits_kept": len(self.kept),
+            "requests_ignored": len(self.ignored),
         }
 
 
@@ -429,10 +493,11 @@ def _summarize_all(
     summarizer: Summarizer,
     cfg: PipelineConfig,
     deadline: Deadline,
+    human: Sequence[HumanEdit] = (),
 ) -> _Draft:
     """Fold every unsummarized activity into the document, chunk by chunk, while time allows;
     then set recency_score once for the run (facts.set_recency)."""
-    draft = _fold_chunks(user_id, base, window, activity, summarizer, cfg, deadline)
+    draft = _fold_chunks(user_id, base, window, activity, summarizer, cfg, deadline, human)
     if draft.included and cfg.schema in FLOOR_SCHEMAS:
         recency = set_recency(base, draft.document, draft.included)
         draft.document, draft.recency_set = recency.document, recency.changed
@@ -447,6 +512,7 @@ def _fold_chunks(
     summarizer: Summarizer,
     cfg: PipelineConfig,
     deadline: Deadline,
+    human: Sequence[HumanEdit] = (),
 ) -> _Draft:
     draft = _Draft(document=copy_json(base), included=[])
     after_id = 0
@@ -458,12 +524,29 @@ def _fold_chunks(
                 # Keep what is summarized; the rest stays unsummarized for the next run.
                 draft.deferred = len(batch) - done
                 return draft
-            draft.add(chunk, summarize_valid(summarizer, draft.document, chunk, cfg, deadline))
+            draft.add(chunk, summarize_valid(summarizer, draft.document, chunk, cfg, deadline, human))
             done += len(chunk)
         if len(batch) < cfg.max_activities:
             return draft
         last = batch[-1].id
         after_id = last if last is not None else after_id
+
+
+def _replayed(
+    store: MemoryStore, user_id: uuid.UUID, newer: MemoryVersion, patch: list[Any], draft: _Draft, cfg: PipelineConfig
+) -> Document:
+    """Our change replayed on a newer head, validated; what a person changed meanwhile is kept as
+    they left it unless the run's activity asks for a change there (facts.keep_human_edits)."""
+    proposed = validate_document(apply_patch(newer.document, patch), cfg.schema, max_bytes=cfg.max_document_bytes)
+    human = people_edits(store, user_id, newer, cfg)
+    if not human:
+        return proposed
+    keeping = keep_human_edits(newer.document, proposed, draft.included, human, cfg.schema)
+    if not keeping.kept:
+        return proposed
+    kept = validate_document(keeping.document, cfg.schema, max_bytes=cfg.max_document_bytes)
+    draft.kept.extend(keeping.kept)
+    return kept
 
 
 def refresh_user(
@@ -513,7 +596,8 @@ def refresh_user(
         head, recorded = store.head_for_run(user_id, run_key)
         if recorded is not None:
             return outcome(RunStatus.ALREADY_DONE, recorded)
-        draft = _summarize_all(user_id, head.document, window, activity, summarizer, cfg, deadline)
+        human = people_edits(store, user_id, head, cfg)
+        draft = _summarize_all(user_id, head.document, window, activity, summarizer, cfg, deadline, human)
         if not draft.included:
             return outcome(RunStatus.NO_ACTIVITY, head.version)
         proposed = draft.document
@@ -545,9 +629,7 @@ def refresh_user(
                 if newer.version < head.version:
                     break  # history went back (the user was erased): start over
                 try:
-                    proposed = validate_document(
-                        apply_patch(newer.document, patch), cfg.schema, max_bytes=cfg.max_document_bytes
-                    )
+                    proposed = _replayed(store, user_id, newer, patch, draft, cfg)
                 except (PatchError, InvalidDocument):
                     break  # our change does not apply to theirs: summarize again from theirs
                 head = newer

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from user_memory.domain.edits import MemoryEdit
-from user_memory.domain.model import Activity, Document, HistoryEntry, MemoryVersion, Patch, Window
+from user_memory.domain.model import Activity, Document, HistoryEntry, MemoryVersion, Patch, VersionChange, Window
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +74,11 @@ class MemoryRecorder(Protocol):
 
     def read_history(self, user_id: uuid.UUID, *, limit: int, before_version: int | None) -> list[HistoryEntry]:
         """Rows newest first."""
+        ...
+
+    def read_changes(self, user_id: uuid.UUID, *, limit: int) -> list[VersionChange]:
+        """The newest `limit` versions, newest first: who wrote each and which pointers its patch
+        changed (bounded: MAX_CHANGED_PATHS pointers of MAX_CHANGED_PATH_CHARS each), never documents."""
         ...
 
     def insert(self, new: NewVersion) -> InsertOutcome:

@@ -24,6 +24,7 @@ from user_memory.domain.model import (
     HistoryEntry,
     MemoryVersion,
     Patch,
+    VersionChange,
     WriteStatus,
     empty_version,
     parse_user_id,
@@ -107,6 +108,13 @@ class MemoryStore:
         if not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be at least 1")
         return self.recorder.read_history(parse_user_id(user_id), limit=limit, before_version=before_version)
+
+    def recent_changes(self, user_id: object, *, limit: int) -> list[VersionChange]:
+        """The newest `limit` versions, newest first: who wrote each and which pointers it changed
+        (one query; bounded, never a document)."""
+        if not isinstance(limit, int) or limit < 1:
+            raise ValueError("limit must be at least 1")
+        return self.recorder.read_changes(parse_user_id(user_id), limit=limit)
 
     def versions(self, user_id: object, *, page_size: int = 200) -> Iterator[MemoryVersion]:
         """Every version from 1 to the head, oldest first, each rebuilt once (an export's walk)."""

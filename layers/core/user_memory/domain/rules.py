@@ -6,8 +6,10 @@ Understood activity kinds (payload fields):
                                                    added under its id, named by it)
     trigger_noted {trigger, desired_outcome, related_parts?}
     safety_note   {note}                           append to the safety notes
-    forget_part   {part_id}                        remove a part (an explicit request)
-    session, message, insight_interaction, ...     counted in the summary
+    forget_part, forget_request {part_id}          remove the part the request names (one that
+                                                   names no part forgets nothing: domain/requests.py)
+    memory_reset  {}                               clear the parts, triggers and safety notes
+    session, message, insight_interaction, ...     counted in the summary (their text is never a request)
 
 `fold` is the fact-level fold of one activity, shared with the pipeline's fact floor
 (domain/facts.py), which folds in what a model's answer left out. Scores are not the fold's:
@@ -24,10 +26,15 @@ from user_memory.domain.document import empty_document
 from user_memory.domain.model import Activity
 from user_memory.domain.patching import copy_json
 from user_memory.domain.ports import SummaryResult
+from user_memory.domain.requests import forgotten_part, is_reset
+from user_memory.errors import SummarizerUnsupported
 
+# The schemas the rule-based summarizer has rules for. For any other it could not reflect the
+# activity, so it refuses to summarize (the worker refuses such settings at start).
+RULE_SCHEMAS = frozenset({"user_state", "companion"})
 # recency_score of a part no activity of the run names: round(recency_score x RECENCY_DECAY, 3).
 RECENCY_DECAY = 0.9
-# The kinds `fold` writes as facts (forget_part removes; every other kind carries no fact).
+# The kinds `fold` writes as facts (forget requests and resets remove; every other kind carries no fact).
 FACT_KINDS = ("part_named", "goal_set", "trigger_noted", "safety_note")
 
 
@@ -74,11 +81,15 @@ def fold(doc: dict[str, Any], a: Activity) -> str | None:
         if note not in notes:
             doc["safety_notes"] = f"{notes}\n{note}".strip()
         return None
-    if a.kind == "forget_part" and str(p.get("part_id")) in parts:
-        forgotten = str(p["part_id"])
+    forgotten = forgotten_part(a)
+    if forgotten is not None and forgotten in parts:
         del parts[forgotten]
         for t in triggers:
             t["related_parts"] = [x for x in t.get("related_parts", []) if x != forgotten]
+    if is_reset(a):
+        parts.clear()
+        triggers.clear()
+        doc["safety_notes"] = ""
     return None
 
 
@@ -87,7 +98,9 @@ class RuleBasedSummarizer:
 
     For user_state, the fold above. For companion, `elements.fold_companion` (to-dos, goals,
     events, progress, mood, wins and losses, skills, pain points, focus areas, preferences). For
-    another schema it has no rules: the document is left as it is (the activity stays stored).
+    another schema it has no rules: it raises SummarizerUnsupported rather than answer the document
+    unchanged, which would mark the activity summarized unread (the run fails; the activity stays
+    unsummarized).
     """
 
     name = "rules"
@@ -95,6 +108,15 @@ class RuleBasedSummarizer:
 
     def __init__(self, schema: str = "user_state") -> None:
         self.schema = schema
+
+    @staticmethod
+    def check(schema: str) -> None:
+        """SummarizerUnsupported unless the summarizer has rules for `schema`."""
+        if schema not in RULE_SCHEMAS:
+            raise SummarizerUnsupported(
+                f"the rule-based summarizer has no rules for DOCUMENT_SCHEMA={schema} "
+                f"(only {', '.join(sorted(RULE_SCHEMAS))}): it cannot reflect the activity"
+            )
 
     def summarize(
         self,
@@ -104,8 +126,9 @@ class RuleBasedSummarizer:
         feedback: str | None = None,
         timeout: float | None = None,
     ) -> SummaryResult:
+        self.check(self.schema)
         if self.schema != "user_state":
-            return self._other_schema(document, activities)
+            return self._companion(document, activities)
         doc = copy_json(document) if document else empty_document()
         parts: dict[str, Any] = doc.setdefault("parts", {})
         triggers: list[dict[str, Any]] = doc.setdefault("triggers_and_goals", [])
@@ -134,14 +157,13 @@ class RuleBasedSummarizer:
         doc["last_updated_by"] = "rules"
         return SummaryResult(document=doc, model="rules (no LLM configured)")
 
-    def _other_schema(self, document: dict[str, Any], activities: list[Activity]) -> SummaryResult:
+    def _companion(self, document: dict[str, Any], activities: list[Activity]) -> SummaryResult:
         from user_memory.domain.elements import fold_companion
 
         doc = copy_json(document) if document else empty_document(self.schema)
-        if self.schema == "companion":
-            folded = [
-                fold_companion(doc, a.kind, a.payload, f"{a.source}:{a.external_id}", a.occurred_at) for a in activities
-            ]
-            if any(folded):
-                doc["last_updated_by"] = "rules"
+        folded = [
+            fold_companion(doc, a.kind, a.payload, f"{a.source}:{a.external_id}", a.occurred_at) for a in activities
+        ]
+        if any(folded):
+            doc["last_updated_by"] = "rules"
         return SummaryResult(document=doc, model="rules (no LLM configured)")

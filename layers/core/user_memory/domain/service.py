@@ -37,7 +37,9 @@ from user_memory.domain.model import (
 from user_memory.domain.patching import apply_patch, json_equal, make_patch
 from user_memory.domain.ports import ActivityWriter
 from user_memory.domain.repository import MemoryStore
+from user_memory.domain.requests import check_activity
 from user_memory.errors import (
+    InvalidActivity,
     InvalidDocument,
     InvalidRequest,
     NotFound,
@@ -457,11 +459,18 @@ class MemoryService:
         message: it is stored with the user's conversation of that id (idempotent on the
         conversation and the message id, its external_id), not as activity. Conversation ids are
         the user's own: another user's conversation of the same id is another conversation.
-        Every item is checked before any is stored.
+        Every item is checked before any is stored: a forget request must name its part
+        (InvalidActivity), and an end user never records a memory_reset (ResetNotAllowed;
+        domain/requests.py).
         """
         records = list(items)
         if any(a.user_id != self.user_id for a in records):
             raise InvalidRequest("activity can only be recorded for the caller")
+        for n, a in enumerate(records, 1):
+            try:  # an end user's own activity: never a trusted source (domain/requests.py)
+                check_activity(a.kind, a.payload, trusted=False)
+            except InvalidActivity as err:
+                raise InvalidActivity(f"activity {n}: {err}") from None
         messages = [
             new_message(
                 user_id=a.user_id,

@@ -16,6 +16,7 @@ from user_memory.errors import (
     DocumentTooLarge,
     EmbeddingsUnavailable,
     Forbidden,
+    InvalidActivity,
     InvalidDocument,
     InvalidKvEntry,
     InvalidRequest,
@@ -127,7 +128,7 @@ def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
         return PATCH_CONFLICT
     if isinstance(err, InvalidDocument | UnknownSection | InvalidUpdate | InvalidToolCall):
         return INVALID_DOCUMENT
-    if isinstance(err, InvalidKvEntry | InvalidUserId | IdempotencyKeyReused):
+    if isinstance(err, InvalidKvEntry | InvalidUserId | IdempotencyKeyReused | InvalidActivity):
         return INVALID_INPUT
     if isinstance(err, InvalidRequest):
         return BAD_REQUEST
