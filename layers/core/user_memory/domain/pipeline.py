@@ -42,7 +42,7 @@ from user_memory.domain.facts import (
     unreflected_feedback,
 )
 from user_memory.domain.model import FORGET_KINDS as FORGET_KINDS  # defined there; re-exported as before
-from user_memory.domain.model import Activity, Document, RunStatus, Window, WriteStatus
+from user_memory.domain.model import Activity, Document, MemoryVersion, RunStatus, Window, WriteStatus
 from user_memory.domain.patching import apply_patch, copy_json, make_patch
 from user_memory.domain.ports import ActivityReader, Summarizer, SummaryResult
 from user_memory.domain.repository import MemoryStore
@@ -466,6 +466,21 @@ def _fold_chunks(
         after_id = last if last is not None else after_id
 
 
+def stored_document_valid(head: MemoryVersion, cfg: PipelineConfig) -> bool:
+    """Whether a run may build on the stored document: it validates against the deployment's
+    schema and size limit. One that does not (written by direct SQL, or left by a schema change)
+    is never summarized over (the answer could not validate either) nor repaired by guesswork
+    (a repair could drop the safety notes): the run is skipped, the activity waits, and the
+    caller reports it, until a valid version (the user's PUT, a revert) replaces it."""
+    if head.version == 0:
+        return True
+    try:
+        validate_document(head.document, cfg.schema, max_bytes=cfg.max_document_bytes)
+    except InvalidDocument:
+        return False
+    return True
+
+
 def refresh_user(
     user_id: uuid.UUID,
     window: Window,
@@ -513,6 +528,8 @@ def refresh_user(
         head, recorded = store.head_for_run(user_id, run_key)
         if recorded is not None:
             return outcome(RunStatus.ALREADY_DONE, recorded)
+        if not stored_document_valid(head, cfg):
+            return outcome(RunStatus.INVALID_STORED_DOCUMENT, head.version)
         draft = _summarize_all(user_id, head.document, window, activity, summarizer, cfg, deadline)
         if not draft.included:
             return outcome(RunStatus.NO_ACTIVITY, head.version)
