@@ -108,10 +108,9 @@ def describe_model_error(err: BaseException) -> str | None:
     return None
 
 
-def _model_failure(err: Exception, _per_try: float) -> Exception:
-    from user_memory.errors import SummarizerUnavailable
-
-    return SummarizerUnavailable(describe_model_error(err) or type(err).__name__)
+def _as_raised(err: Exception, _per_try: float) -> Exception:
+    """The chat reports the openai client's own errors (describe_model_error)."""
+    return err
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -226,7 +225,7 @@ class ChatAgent:
             )
 
         response = call_within(
-            create, timeout=self.timeout, max_retries=self.max_retries, budget=None, failure=_model_failure
+            create, timeout=self.timeout, max_retries=self.max_retries, budget=None, failure=_as_raised
         )
         if not response.choices:
             raise RuntimeError("the model endpoint answered without a choice")

@@ -30,7 +30,7 @@ from __future__ import annotations
 import ssl
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import httpcore2
 import httpx2
@@ -149,7 +149,8 @@ def call_within(
 
     Each try runs within min(`timeout`, what is left of `budget`) of wall clock (`within`); the
     tries and the waits between them stay inside `budget` seconds in all (None: no bound beyond
-    each try's). A failure is raised as `failure(error, per_try)`, from the openai error.
+    each try's). A failure is raised as `failure(error, per_try)`, from the openai error (or as
+    that error itself when `failure` returns it).
     """
     ends = None if budget is None else time.monotonic() + budget
     for attempt in range(max_retries + 1):
@@ -165,11 +166,17 @@ def call_within(
             outer = time_left()
             no_time = (ends is not None and time.monotonic() + wait >= ends) or (outer is not None and outer <= wait)
             if attempt == max_retries or no_time:
-                raise failure(err, per_try) from err
+                _raise(failure(err, per_try), err)
             sleep(wait)
         except openai.APIStatusError as err:
-            raise failure(err, per_try) from err
+            _raise(failure(err, per_try), err)
     raise SummarizerUnavailable("no try of the call was made")  # pragma: no cover - max_retries >= 0
+
+
+def _raise(failed: Exception, err: Exception) -> NoReturn:
+    if failed is err:  # the caller keeps the openai client's own error
+        raise err
+    raise failed from err
 
 
 def llm_unavailable(err: Exception, per_try: float) -> SummarizerUnavailable:

@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from user_memory.domain.document import validate_document
+from pydantic import ValidationError
+
+from user_memory.domain.document import check_size, get_schema, validate_document
 from user_memory.domain.edits import MemoryEdit, RefusedEdit, apply_edits
 from user_memory.domain.facts import (
     FLOOR_SCHEMAS,
@@ -474,9 +476,10 @@ def stored_document_valid(head: MemoryVersion, cfg: PipelineConfig) -> bool:
     caller reports it, until a valid version (the user's PUT, a revert) replaces it."""
     if head.version == 0:
         return True
-    try:
-        validate_document(head.document, cfg.schema, max_bytes=cfg.max_document_bytes)
-    except InvalidDocument:
+    try:  # validate_document without building the stored form: a third of its time, on every run
+        check_size(head.document, cfg.max_document_bytes)
+        get_schema(cfg.schema).model_validate(head.document)
+    except (InvalidDocument, ValidationError):
         return False
     return True
 
