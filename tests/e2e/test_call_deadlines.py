@@ -32,7 +32,7 @@ from user_memory_local.poller import FakeLambdaContext
 
 import tests.e2e.test_daily_job as daily
 from tests.e2e.test_conversation_memories import Stack as ConversationStack
-from tests.e2e.test_conversation_memories import batch_event, conversation, memory_reply
+from tests.e2e.test_conversation_memories import batch_event, conversation, memory_reply, named
 from tests.e2e.test_daily_job import refresh_body, seed_users, sqs_event
 from tests.fake_openai import completion, edits_completion, fake_openai_server
 
@@ -146,11 +146,11 @@ def test_a_trickling_model_fails_a_conversation_before_the_deadline_and_it_is_re
             openai_timeout_seconds=25,
             deadline_margin_ms=MARGIN_MS,
         )
-        cid = conversation(stack.store)
+        key = conversation(stack.store)
         fake.reply(memory_reply(), trickle=TRICKLE)
         # When an invocation with 6.5 s left runs the record
         started = time.monotonic()
-        result = stack.worker(batch_event([cid]), FakeLambdaContext(timeout_seconds=INVOCATION))
+        result = stack.worker(batch_event([key]), FakeLambdaContext(timeout_seconds=INVOCATION))
         elapsed = time.monotonic() - started
         assert elapsed < INVOCATION, elapsed
         assert hung_up(fake)
@@ -158,10 +158,10 @@ def test_a_trickling_model_fails_a_conversation_before_the_deadline_and_it_is_re
     # Then the conversation failed alone, logged and counted, and was re-sent for a retry
     assert result == {"batchItemFailures": []}
     [failed] = logs.named("conversation memory failed")
-    assert (failed["conversation_id"], failed["error"]) == (cid, "SummarizerUnavailable")
+    assert (failed["conversation_id"], failed["error"]) == (key.conversation_id, "SummarizerUnavailable")
     assert "timed out" in failed["reason"]
-    assert [b["conversation_ids"] for b in queued] == [[cid]] and queued[0]["attempt"] == 1
-    assert stack.memory(cid) is None
+    assert [named(b) for b in queued] == [[key]] and queued[0]["attempt"] == 1
+    assert stack.memory(key) is None
 
 
 def test_a_trickling_embeddings_endpoint_after_the_nightly_summary_leaves_the_run_written(
