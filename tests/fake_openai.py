@@ -4,6 +4,11 @@ Answers are scripted in order (`FakeOpenAI.reply`): plain completions (`completi
 summaries (`edits_completion` of `edit`s) or tool calls (`tool_call_completion` of `tool_call`s).
 Every request is recorded (`FakeOpenAI.requests`: path, JSON body, headers), so a test can check
 what the client sent (`FakeOpenAI.messages`, `system_prompt`, `user_prompt`, `response_format`).
+
+A reply scripted with `trickle=s` is sent one byte every `s` seconds, from the status line on
+(as an endpoint stuck behind a slow proxy): every read the client makes gets a byte before its
+per-read timeout, so only a wall-clock deadline ends the call. The endpoint stops when the
+client hangs up, or after TRICKLE_LIMIT_SECONDS.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+# A trickling reply gives up after this long, so a client without a deadline still ends (late).
+TRICKLE_LIMIT_SECONDS = 30.0
 
 
 def completion(
@@ -88,15 +96,25 @@ def tool_call_completion(
 
 
 class FakeOpenAI:
-    """Replies are consumed in order: (status, body dict or None, delay seconds)."""
+    """Replies are consumed in order: (status, body dict or None, delay seconds, headers, trickle)."""
 
     def __init__(self) -> None:
-        self.replies: list[tuple[int, Any, float, dict[str, str]]] = []
+        self.replies: list[tuple[int, Any, float, dict[str, str], float]] = []
         self.requests: list[dict[str, Any]] = []
         self.default: Any = None
+        self.trickled: list[int] = []  # bytes each trickling reply got out before it stopped
 
-    def reply(self, body: Any, status: int = 200, delay: float = 0.0, headers: dict[str, str] | None = None) -> None:
-        self.replies.append((status, body, delay, headers or {}))
+    def reply(
+        self,
+        body: Any,
+        status: int = 200,
+        delay: float = 0.0,
+        headers: dict[str, str] | None = None,
+        *,
+        trickle: float = 0.0,
+    ) -> None:
+        """Script the next answer; `trickle`: seconds between its bytes (0: all at once)."""
+        self.replies.append((status, body, delay, headers or {}, trickle))
 
     def messages(self, index: int = -1) -> list[dict[str, Any]]:
         """The chat messages of a recorded request (the last by default)."""
@@ -133,10 +151,15 @@ def fake_openai_server() -> Iterator[tuple[FakeOpenAI, str]]:
                     "headers": {k.lower(): v for k, v in self.headers.items()},
                 }
             )
-            status, body, delay, headers = fake.replies.pop(0) if fake.replies else (200, fake.default, 0.0, {})
+            status, body, delay, headers, trickle = (
+                fake.replies.pop(0) if fake.replies else (200, fake.default, 0.0, {}, 0.0)
+            )
             if delay:
                 time.sleep(delay)
             payload = json.dumps(body if body is not None else {"error": {"message": "no reply scripted"}}).encode()
+            if trickle:
+                self._trickle(status, payload, trickle)
+                return
             try:
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
@@ -149,6 +172,22 @@ def fake_openai_server() -> Iterator[tuple[FakeOpenAI, str]]:
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):
                 pass
+
+        def _trickle(self, status: int, payload: bytes, interval: float) -> None:
+            self.close_connection = True
+            head = f"HTTP/1.1 {status} OK\r\ncontent-type: application/json\r\ncontent-length: {len(payload)}\r\n\r\n"
+            data = head.encode() + payload
+            ends = time.monotonic() + TRICKLE_LIMIT_SECONDS
+            sent = 0
+            try:
+                while sent < len(data) and time.monotonic() < ends:
+                    self.wfile.write(data[sent : sent + 1])
+                    self.wfile.flush()
+                    sent += 1
+                    time.sleep(interval)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            fake.trickled.append(sent)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -82,14 +82,12 @@ class ChatSettings(ApiSettings):
 
 
 def openai_client(settings: ChatSettings) -> Any:
-    """The `openai` client for the configured endpoint."""
-    import openai
+    """The `openai` client for the configured endpoint, each call bounded by wall clock
+    (user_memory.adapters.openai_calls); the agent retries (OPENAI_MAX_RETRIES) itself."""
+    from user_memory.adapters.openai_calls import openai_client as bounded_client
 
-    return openai.OpenAI(
-        api_key=settings.openai_api_key or "not-needed-for-local-endpoints",
-        base_url=settings.openai_base_url,
-        timeout=settings.openai_timeout_seconds,
-        max_retries=settings.openai_max_retries,
+    return bounded_client(
+        api_key=settings.openai_api_key, base_url=settings.openai_base_url, timeout=settings.openai_timeout_seconds
     )
 
 
@@ -108,6 +106,11 @@ def describe_model_error(err: BaseException) -> str | None:
     if isinstance(err, openai.OpenAIError):
         return f"the model call failed ({type(err).__name__})"
     return None
+
+
+def _as_raised(err: Exception, _per_try: float) -> Exception:
+    """The chat reports the openai client's own errors (describe_model_error)."""
+    return err
 
 
 def _field(obj: Any, name: str) -> Any:
@@ -133,6 +136,8 @@ class ChatAgent:
         temperature: float | None = None,
         max_tool_rounds: int = MAX_TOOL_ROUNDS,
         instructions: str = INSTRUCTIONS,
+        timeout: float = 60.0,
+        max_retries: int = 0,
     ) -> None:
         if budget < 0:
             raise ValueError("budget must be a non-negative number of tokens")
@@ -145,6 +150,8 @@ class ChatAgent:
         self.temperature = temperature
         self.max_tool_rounds = max_tool_rounds
         self.instructions = instructions
+        self.timeout = timeout  # seconds of wall clock per try of a model call
+        self.max_retries = max_retries
         self.tools = tool_definitions(schema)
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": ""}]
         # Tool calls are idempotent per id; endpoints do not all make ids unique across
@@ -208,9 +215,17 @@ class ChatAgent:
         return {"version": result.version, "status": result.status.value}
 
     def _complete(self, *, tool_choice: str) -> Any:
+        from user_memory.adapters.openai_calls import call_within
+
         extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
-        response = self.client.chat.completions.create(
-            model=self.model, messages=self.messages, tools=self.tools, tool_choice=tool_choice, **extra
+
+        def create(per_try: float) -> Any:
+            return self.client.with_options(timeout=per_try, max_retries=0).chat.completions.create(
+                model=self.model, messages=self.messages, tools=self.tools, tool_choice=tool_choice, **extra
+            )
+
+        response = call_within(
+            create, timeout=self.timeout, max_retries=self.max_retries, budget=None, failure=_as_raised
         )
         if not response.choices:
             raise RuntimeError("the model endpoint answered without a choice")
@@ -278,6 +293,8 @@ def main(user_id: uuid.UUID, *, budget: int, database_url: Callable[[], str]) ->
             schema=settings.document_schema,
             budget=budget,
             temperature=settings.openai_temperature,
+            timeout=settings.openai_timeout_seconds,
+            max_retries=settings.openai_max_retries,
         )
         return run_chat(agent, stdin_lines(), out=sys.stdout, err=sys.stderr, prompt=sys.stdin.isatty())
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -226,3 +227,27 @@ def test_the_chat_command_without_a_model_is_one_error_line(user, monkeypatch, c
     err = capsys.readouterr().err.strip().splitlines()
     assert code == cli.EXIT_ERROR
     assert len(err) == 1 and err[0].startswith("error: ") and "OPENAI_API_KEY" in err[0], err
+
+
+def test_a_trickling_model_ends_the_chat_turn_at_its_timeout(database_url, endpoint, user, monkeypatch, capsys):
+    # Given the chat command against an endpoint that answers one byte every 0.2 s, with a 1 s timeout
+    fake, url = endpoint
+    for name, value in {
+        "DATABASE_URL": database_url,
+        "DOCUMENT_SCHEMA": "tutor",
+        "OPENAI_BASE_URL": url,
+        "OPENAI_TIMEOUT_SECONDS": "1",
+        "OPENAI_MAX_RETRIES": "0",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    fake.reply(completion("Hello."), trickle=0.2)
+    monkeypatch.setattr("sys.stdin", io.StringIO("Hi\n/quit\n"))
+    # When a turn is asked
+    started = time.monotonic()
+    code = cli.main(["chat", str(user)])
+    elapsed = time.monotonic() - started
+    # Then it ends after its 1 s of wall clock (plus the command's start), as a timeout, and the chat goes on
+    assert elapsed < 4, elapsed
+    assert capsys.readouterr().err.strip().splitlines() == ["error: the model endpoint timed out"]
+    assert code == 1

@@ -360,6 +360,13 @@ def test_alarms_fire_on_what_fails(template):
         }, name
 
 
+def test_a_stored_document_that_no_longer_validates_raises_an_alarm(template):
+    # Given the metric the worker counts for a user it skips (worker.report_invalid_document)
+    alarm = _alarm(template, "UserMemory", "InvalidStoredDocument", {"Name": "service", "Value": "user-memory"})
+    # Then any one such user in five minutes raises the alarm
+    assert (alarm["Statistic"], alarm["Threshold"], alarm["ComparisonOperator"]) == ("Sum", 0, "GreaterThanThreshold")
+
+
 def test_every_function_has_an_alarm_on_its_errors(template):
     # Given the Lambda Errors alarms
     watched = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from datetime import UTC, datetime
 
@@ -452,3 +453,96 @@ def test_a_day_through_the_real_client_in_edit_mode_writes_a_version_with_its_pr
     assert provenance["refused"][0]["path"] == "/safety_notes" and "safety notes" in provenance["refused"][0]["why"]
     assert provenance["activity_duplicates"] == 1 and provenance["activity_cut"] == 0
     assert provenance["prompt_tokens"] == 900 and provenance["cached_prompt_tokens"] == 512
+
+
+# -- a rejected answer's one retry names every error ---------------------------------------------------
+
+
+def test_an_edit_answer_rejected_by_the_schema_is_sent_back_once_naming_every_error():
+    # Given a model whose first answer has seven edits with an op the schema does not allow
+    bad = edits_completion(*(edit("frobnicate", f"/parts/p{i}", {"name": "x"}) for i in range(7)))
+    with fake_openai_server() as (fake, url):
+        fake.reply(bad)
+        fake.reply(
+            edits_completion(
+                edit("add", "/parts/planner", {"name": "Planner", "status": "active"}, "part_named"),
+            )
+        )
+        # When the pipeline asks it (two attempts: the answer and one retry)
+        summarized = summarize_valid(editor(url), CURRENT, ACTS, cfg(summary_mode="edit"), NO_DEADLINE)
+    # Then the retry named each of the seven errors, not only the first ones
+    assert "planner" in summarized.document["parts"]
+    retry = fake.user_prompt(1)
+    assert all(f"edits.{i}.op" in retry for i in range(7)), retry
+    assert "more" not in retry.split("could not be used:", 1)[1]
+
+
+def test_a_whole_document_rejected_by_the_schema_is_sent_back_once_naming_every_error():
+    # Given a model whose first document has seven parts whose recency is not a number
+    parts = [{**GOOD["parts"][1], "id": f"p{i}", "recency_score": "high"} for i in range(7)]
+    with fake_openai_server() as (fake, url):
+        fake.reply(completion(json.dumps({**GOOD, "parts": parts})))
+        fake.reply(completion(json.dumps(GOOD)))
+        summarize_valid(summarizer(url), CURRENT, ACTS, cfg(), NO_DEADLINE)
+    # Then the retry named each part's error
+    retry = fake.user_prompt(1)
+    assert all(f"parts.{i}.recency_score" in retry for i in range(7)), retry
+
+
+def test_the_errors_sent_back_are_bounded_in_size_and_say_how_many_were_left_out():
+    # Given a model whose first answer has 400 invalid edits, each with a long path
+    bad = edits_completion(*(edit("frobnicate", "/parts/" + "p" * 200 + str(i), 1) for i in range(400)))
+    with fake_openai_server() as (fake, url):
+        fake.reply(bad)
+        fake.reply(
+            edits_completion(edit("add", "/parts/planner", {"name": "Planner", "status": "active"}, "part_named"))
+        )
+        summarize_valid(editor(url), CURRENT, ACTS, cfg(summary_mode="edit"), NO_DEADLINE)
+    # Then the feedback stays within its bound and says how many errors it did not list
+    feedback = fake.user_prompt(1).split("could not be used:", 1)[1]
+    assert len(feedback) < 2_500
+    assert "edits.0.op" in feedback and feedback.rstrip().rsplit("; ", 1)[-1].startswith("and ")
+    assert "more" in feedback.rsplit("; ", 1)[-1]
+
+
+def test_a_conversation_memory_rejected_by_the_schema_is_sent_back_naming_every_error():
+    from user_memory.adapters.openai_conversations import OpenAIConversationSummarizer
+    from user_memory.domain.conversations import ConversationMessage, MemoryConfig, _summarize_valid
+
+    # Given a model whose first memory has six items of the wrong type, then a valid one
+    memory = {"discussed": "d", "learned_about_user": [], "decisions": [], "open_loops": [], "tone": "t"}
+    bad = {**memory, "learned_about_user": [1, 2, 3], "decisions": [4, 5, 6]}
+    message = ConversationMessage(
+        conversation_id="c",
+        seq=1,
+        message_id="m1",
+        role="user",
+        text="hi",
+        occurred_at=datetime(2026, 11, 21, tzinfo=UTC),
+    )
+    with fake_openai_server() as (fake, url):
+        fake.reply(completion(json.dumps(bad)))
+        fake.reply(completion(json.dumps(memory)))
+        settings = WorkerSettings.from_env({}, openai_base_url=url, openai_api_key="k")
+        summarizer_ = OpenAIConversationSummarizer.from_settings(settings)
+        _summarize_valid(summarizer_, None, [message], MemoryConfig(attempts=2), NO_DEADLINE, [0, 0, 0])
+    # Then the retry named all six
+    retry = fake.user_prompt(1)
+    expected = [f"learned_about_user.{i}" for i in range(3)] + [f"decisions.{i}" for i in range(3)]
+    assert all(loc in retry for loc in expected), retry
+
+
+def test_a_trickling_endpoint_is_cut_off_at_the_calls_wall_clock_budget():
+    # Given an endpoint that answers one byte every 0.2 s (each read well inside the 5 s timeout)
+    with fake_openai_server() as (fake, url):
+        fake.reply(completion(json.dumps(GOOD)), trickle=0.2)
+        s = summarizer(url, timeout=5.0, openai_max_retries=2)
+        # When the pipeline allows the call 1.5 s in all
+        started = time.monotonic()
+        with pytest.raises(SummarizerUnavailable, match="timed out after 1.5 s") as info:
+            s.summarize(CURRENT, ACTS, timeout=1.5)
+        elapsed = time.monotonic() - started
+    # Then it ends at its budget (plus slack), as a timeout, with no retry past the budget
+    assert elapsed < 2.5, elapsed
+    assert isinstance(info.value.__cause__, openai.APITimeoutError)
+    assert len(fake.requests) == 1

@@ -307,7 +307,7 @@ def test_a_concurrent_edit_that_conflicts_is_summarized_again_from_the_new_head(
     # Our change replaces /summary; the edit removes it, so the replay does not apply.
     s = EditsDuringSummary(w, {}, {"summary": "new"}, {"summary": "again", "x": 1})
     s.edit = {"summary": "edited"}
-    w.store.append(w.user, {"other": 1}, expected_version=1, source="api")  # head is now v2 without /summary
+    w.store.append(w.user, {"safety_notes": "n"}, expected_version=1, source="api")  # head is now v2 without /summary
     out = w.run(s)
     assert out.status is RunStatus.WRITTEN and out.rebased == 1
 

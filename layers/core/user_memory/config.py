@@ -215,6 +215,9 @@ class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings
     # true: PATCH, PUT, revert and prune without If-Match answer 428 instead of rebasing.
     require_if_match: bool = False
     database_pool_size: int = Field(default=1, ge=1, le=64)
+    # Time kept free before the invocation's deadline: every outbound call of a request (the
+    # embeddings after a write, a search's query vector) ends before it (adapters/openai_calls).
+    deadline_margin_ms: int = Field(default=1_000, ge=0)
     # The worker queue (the trigger route sends GENERATE_MEMORY_BATCH messages to it); without
     # it the route answers 503.
     queue_url: str | None = None

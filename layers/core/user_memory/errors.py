@@ -48,7 +48,7 @@ class InvalidEdits(InvalidDocument):
 
     def __init__(self, errors: list[str], total: int | None = None) -> None:
         counted = f"{len(errors)} of {total} edits are invalid" if total else f"{len(errors)} problem(s) with the edits"
-        super().__init__(f"{counted}: " + "; ".join(errors))
+        super().__init__(f"{counted}: " + join_problems(errors))
         self.errors = list(errors)
 
 
@@ -173,22 +173,45 @@ class SendFailed(UserMemoryError):
     """Some messages could not be sent to the queue after retries."""
 
 
-def describe_validation_error(err: ValidationError, *, limit: int = 5, env_names: bool = False) -> str:
-    """One line naming each failing field and why; never the input values (they may be personal data).
+# The most a list of problems takes in a message (a model's retry feedback, a problem's detail,
+# a log line's reason is cut shorter still): every problem that fits, then how many more there are.
+MAX_PROBLEMS_CHARS = 2_000
+
+
+def join_problems(problems: list[str], max_chars: int = MAX_PROBLEMS_CHARS, limit: int | None = None) -> str:
+    """`problems` joined with "; ", as many as fit in about `max_chars` (and at most `limit`), then
+    "and N more"; a problem longer than the whole budget is cut with "...". Never empty when
+    `problems` is not."""
+    shown: list[str] = []
+    used = 0
+    for problem in problems[:limit]:
+        if len(problem) > max_chars:
+            problem = problem[: max_chars - 3] + "..."
+        if shown and used + len(problem) + 2 > max_chars:
+            break
+        shown.append(problem)
+        used += len(problem) + 2
+    if len(shown) < len(problems):
+        shown.append(f"and {len(problems) - len(shown)} more")
+    return "; ".join(shown)
+
+
+def describe_validation_error(
+    err: ValidationError, *, limit: int | None = None, max_chars: int = MAX_PROBLEMS_CHARS, env_names: bool = False
+) -> str:
+    """One line naming each failing field and why, all of them as far as `max_chars` allows (or
+    the first `limit`); never the input values (they may be personal data).
 
     `env_names` names fields as their environment variables (upper case).
     """
     problems = []
-    for e in err.errors(include_input=False, include_url=False)[:limit]:
+    for e in err.errors(include_input=False, include_url=False):
         loc = ".".join(str(x) for x in e["loc"])
         if env_names:
             loc = loc.upper()
         msg = str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
         problems.append(f"{loc}: {msg}" if loc else msg)
-    more = err.error_count() - limit
-    if more > 0:
-        problems.append(f"and {more} more")
-    return "; ".join(problems)
+    return join_problems(problems, max_chars, limit)
 
 
 class UnknownSection(UserMemoryError, LookupError):

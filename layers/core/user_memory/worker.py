@@ -3,7 +3,14 @@
 Every failed record is logged once with its messageId, the error type and a short reason
 (never document or activity content) and counted in the `RecordsFailed` metric, whatever the
 exception. A record is not started when the invocation is too close to its deadline; it fails
-as DeadlineReached and comes back after the visibility timeout.
+as DeadlineReached and comes back after the visibility timeout. Every outbound call of the batch
+ends before that deadline (the scope `process_batch` opens, adapters/openai_calls).
+
+Each user's run leaves one INFO line (`user refreshed`: user id, run key, outcome written /
+unchanged / skipped and why, version, edits applied and refused, facts restored and filled; never
+content). A user whose stored document no longer validates is skipped, not failed: logged
+(`stored document invalid`) and counted (`InvalidStoredDocument`, alarmed) on each run that meets
+it, its activity left for the run after a valid version replaces the document.
 
 A GENERATE_MEMORY_BATCH record is one batch of conversations (user id and conversation id each);
 inside it each item is isolated. An item that names no conversation (malformed: not an object of
@@ -30,6 +37,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
 from pydantic import BeforeValidator, Json
 
+from user_memory.adapters.http_deadline import within
 from user_memory.companion_tasks import companion_nightly
 from user_memory.domain.conversations import (
     MAX_CONVERSATIONS_PER_MESSAGE,
@@ -40,6 +48,7 @@ from user_memory.domain.conversations import (
     run_batch,
 )
 from user_memory.domain.messages import Message, RecordActivity, RefreshUser, check_body_size
+from user_memory.domain.model import RunStatus
 from user_memory.domain.pipeline import Deadline, RunOutcome, refresh_user
 from user_memory.errors import (
     ConversationsFailed,
@@ -156,6 +165,10 @@ def refresh_users(
             failed("user refresh failed", user_id, err)
             continue
         tally.add(outcome)
+        log_run(outcome, message.run_key, message_id)
+        if outcome.status is RunStatus.INVALID_STORED_DOCUMENT:
+            report_invalid_document(outcome, message.run_key, message_id, services.settings.document_schema)
+            continue  # nothing builds on that document: not the companion's part, not embeddings
         try:
             _after_summary(user_id, message.run_key, services, tally)
         except DeadlineReached:
@@ -171,28 +184,63 @@ def refresh_users(
                 summarized=outcome.activities,
                 deferred=outcome.deferred,
             )
-        logger.debug(
-            "user refreshed",
-            user_id=str(user_id),
-            run_key=message.run_key,
-            status=outcome.status.value,
-            version=outcome.version,
-            activities=outcome.activities,
-            ops=outcome.ops,
-            tokens=outcome.tokens,
-            prompt_tokens=outcome.prompt_tokens,
-            edits_applied=outcome.edits_applied,
-            edits_refused=outcome.edits_refused,
-            activity_cut=outcome.activity_cut,
-            facts_restored=outcome.facts_restored,
-            facts_filled=outcome.facts_filled,
-            rebased=outcome.rebased,
-            seconds=round(outcome.seconds, 4),
-        )
     if len(errors) == 1 and len(message.user_ids) == 1:
         raise errors[0]
     if failures:
         raise UsersFailed(failures)
+
+
+# What a user's run did, as its log line says it: a version written, the memory unchanged (every
+# edit refused, or nothing to change), or the run skipped (and why).
+_OUTCOMES = {
+    RunStatus.WRITTEN: ("written", None),
+    RunStatus.UNCHANGED: ("unchanged", None),
+    RunStatus.NO_ACTIVITY: ("skipped", "no_activity"),
+    RunStatus.ALREADY_DONE: ("skipped", "already_done"),
+    RunStatus.INVALID_STORED_DOCUMENT: ("skipped", "invalid_stored_document"),
+}
+
+
+def log_run(outcome: RunOutcome, run_key: str, message_id: str) -> None:
+    """One INFO line per user and run: ids, the outcome and counts, never content. A run whose
+    every edit was refused, or that changed nothing, is visible for that user here."""
+    result, skipped = _OUTCOMES[outcome.status]
+    logger.info(
+        "user refreshed",
+        user_id=str(outcome.user_id),
+        run_key=run_key,
+        message_id=message_id,
+        outcome=result,
+        skipped=skipped,
+        version=outcome.version,
+        activities=outcome.activities,
+        deferred=outcome.deferred,
+        ops=outcome.ops,
+        edits_applied=outcome.edits_applied,
+        edits_refused=outcome.edits_refused,
+        facts_restored=outcome.facts_restored,
+        facts_filled=outcome.facts_filled,
+        activity_cut=outcome.activity_cut,
+        tokens=outcome.tokens,
+        prompt_tokens=outcome.prompt_tokens,
+        rebased=outcome.rebased,
+        seconds=round(outcome.seconds, 4),
+    )
+
+
+def report_invalid_document(outcome: RunOutcome, run_key: str, message_id: str, schema: str) -> None:
+    """A stored document that no longer validates: reported (log line, InvalidStoredDocument, an
+    alarm) once per run that meets it, never failed (the DLQ would only repeat it every night)."""
+    logger.warning(
+        "stored document invalid",
+        user_id=str(outcome.user_id),
+        run_key=run_key,
+        message_id=message_id,
+        version=outcome.version,
+        schema=schema,
+        reason="the head no longer validates against the schema; the user's runs wait for a valid version",
+    )
+    metrics.add_metric(name="InvalidStoredDocument", unit=MetricUnit.Count, value=1)
 
 
 def _after_summary(user_id: Any, run_key: str, services: WorkerServices, tally: _Tally) -> None:
@@ -362,9 +410,12 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
     def record_handler(record: QueueRecord) -> None:
         handle_record(record, services, deadline, tally)
 
-    response = process_partial_response(
-        event=event, record_handler=record_handler, processor=WorkerProcessor(), context=context
-    )
+    # Every outbound call of the batch (the model, the embeddings) ends before the deadline
+    # margin, however slowly an endpoint answers (adapters/openai_calls).
+    with within(deadline.left()):
+        response = process_partial_response(
+            event=event, record_handler=record_handler, processor=WorkerProcessor(), context=context
+        )
     failed = len(response.get("batchItemFailures", []))
     logger.info(
         "batch done",

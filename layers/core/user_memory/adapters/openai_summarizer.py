@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import openai
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from user_memory.adapters import openai_calls as calls
 from user_memory.domain.edits import parse_edits
 from user_memory.domain.model import Activity
 from user_memory.domain.pipeline import (
@@ -44,7 +45,7 @@ from user_memory.domain.pipeline import (
     tokens_for_chars,
 )
 from user_memory.domain.ports import SummaryResult
-from user_memory.errors import InvalidDocument, SummarizerUnavailable, describe_validation_error
+from user_memory.errors import InvalidDocument, describe_validation_error, join_problems
 
 if TYPE_CHECKING:
     from user_memory.config import WorkerSettings
@@ -161,13 +162,16 @@ def to_llm_shape(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def from_llm_shape(data: dict[str, Any], previous: dict[str, Any], model: str) -> dict[str, Any]:
-    """The model's output -> stored shape; duplicate part ids are an error."""
+    """The model's output -> stored shape; duplicate part ids are an error (each one named)."""
     parsed = LLMUserState.model_validate(data)
     parts: dict[str, Any] = {}
+    twice: list[str] = []
     for part in parsed.parts:
         if part.id in parts:
-            raise InvalidDocument(f"parts: id {part.id!r} appears twice")
+            twice.append(f"parts: id {part.id!r} appears twice")
         parts[part.id] = part.model_dump(exclude={"id"})
+    if twice:
+        raise InvalidDocument(join_problems(list(dict.fromkeys(twice))))
     return {
         "version": previous.get("version", 1),
         "last_updated_by": model,
@@ -339,13 +343,12 @@ class OpenAISummarizer:
 
 
 def openai_client(settings: WorkerSettings, *, api_key: str | None = None) -> openai.OpenAI:
-    """The client for the configured endpoint. Retries are ours (`complete_within`): the client's
-    own would wait out any Retry-After, however long, past the time the invocation has."""
-    return openai.OpenAI(
-        api_key=api_key or settings.openai_api_key or "not-needed-for-local-endpoints",
+    """The client for the configured endpoint: every call ends by its wall-clock deadline
+    (openai_calls); retries are ours (`complete_within`)."""
+    return calls.openai_client(
+        api_key=api_key or settings.openai_api_key,
         base_url=settings.openai_base_url,
         timeout=settings.openai_timeout_seconds,
-        max_retries=0,
     )
 
 
@@ -353,32 +356,29 @@ def complete_within(
     caller: Any, messages: list[dict[str, str]], answer_format: dict[str, Any], timeout: float | None
 ) -> Any:
     """One chat completion with at most `caller.max_retries` retries (429, 5xx, timeouts,
-    connection errors), every try and every wait inside `timeout` seconds in all.
+    connection errors), every try and every wait inside `timeout` seconds of wall clock in all,
+    each try inside `caller.timeout`.
 
     `caller` holds the call's settings: client, model, temperature, timeout (per try),
     max_retries and sleep (both summarizers here).
     """
-    ends = None if timeout is None else time.monotonic() + timeout
-    for attempt in range(caller.max_retries + 1):
-        left = None if ends is None else ends - time.monotonic()
-        per_try = caller.timeout if left is None else min(caller.timeout, left)
-        try:
-            return caller.client.with_options(timeout=per_try, max_retries=0).chat.completions.create(
-                model=caller.model,
-                temperature=caller.temperature,
-                messages=messages,
-                response_format=answer_format,
-            )
-        except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as err:
-            failure = _unavailable(err, per_try)
-            wait = _retry_after(err, attempt)
-            last_try = attempt == caller.max_retries
-            if last_try or (ends is not None and time.monotonic() + wait >= ends):
-                raise failure from err
-            caller.sleep(wait)
-        except openai.APIStatusError as err:
-            raise _unavailable(err, per_try) from err
-    raise SummarizerUnavailable("no try of the LLM call was made")  # pragma: no cover - max_retries >= 0
+
+    def create(per_try: float) -> Any:
+        return caller.client.with_options(timeout=per_try, max_retries=0).chat.completions.create(
+            model=caller.model,
+            temperature=caller.temperature,
+            messages=messages,
+            response_format=answer_format,
+        )
+
+    return calls.call_within(
+        create,
+        timeout=caller.timeout,
+        max_retries=caller.max_retries,
+        budget=timeout,
+        failure=calls.llm_unavailable,
+        sleep=caller.sleep,
+    )
 
 
 def usage_tokens(response: Any) -> tuple[int, int, int]:
@@ -399,26 +399,3 @@ def _answer(response: Any) -> Any:
         return json.loads(message.content or "")
     except json.JSONDecodeError as err:
         raise InvalidDocument(f"the model's output is not JSON ({err.msg} at {err.pos})") from err
-
-
-def _unavailable(err: Exception, per_try: float) -> SummarizerUnavailable:
-    if isinstance(err, openai.APITimeoutError):
-        return SummarizerUnavailable(f"the LLM endpoint timed out after {per_try:.1f} s")
-    if isinstance(err, openai.APIConnectionError):
-        return SummarizerUnavailable("cannot reach the LLM endpoint")
-    status = getattr(err, "status_code", "?")
-    return SummarizerUnavailable(f"the LLM endpoint answered HTTP {status}")
-
-
-def _retry_after(err: Exception, attempt: int) -> float:
-    """The server's Retry-After (capped at 20 s), else exponential backoff from 0.5 s."""
-    response = getattr(err, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return min(20.0, max(0.0, float(value) * scale))
-            except ValueError:
-                break
-    return min(8.0, 0.5 * 2**attempt)

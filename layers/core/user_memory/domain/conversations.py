@@ -677,7 +677,7 @@ def _summarize_valid(
             spent[0] += 1
             spent[1] += err.prompt_tokens
             spent[2] += err.completion_tokens
-            feedback = str(err)[:1000]
+            feedback = str(err)  # every error, bounded where it is described (errors.join_problems)
             continue
         spent[0] += 1
         spent[1] += result.prompt_tokens

@@ -80,6 +80,9 @@ class RunStatus(enum.StrEnum):
     ALREADY_DONE = "already_done"  # the run key was recorded by an earlier delivery
     NO_ACTIVITY = "no_activity"
     UNCHANGED = "unchanged"  # summarized, but the document did not change
+    # The stored document no longer validates (direct SQL, a schema change): nothing is summarized
+    # or written, the activity waits, until a valid version replaces the document.
+    INVALID_STORED_DOCUMENT = "invalid_stored_document"
 
 
 class WriteStatus(enum.StrEnum):

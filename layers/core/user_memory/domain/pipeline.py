@@ -33,7 +33,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from user_memory.domain.document import validate_document
+from pydantic import ValidationError
+
+from user_memory.domain.document import check_size, get_schema, validate_document
 from user_memory.domain.edits import MemoryEdit, RefusedEdit, apply_edits
 from user_memory.domain.facts import (
     FLOOR_SCHEMAS,
@@ -549,6 +551,22 @@ def _replayed(
     return kept
 
 
+def stored_document_valid(head: MemoryVersion, cfg: PipelineConfig) -> bool:
+    """Whether a run may build on the stored document: it validates against the deployment's
+    schema and size limit. One that does not (written by direct SQL, or left by a schema change)
+    is never summarized over (the answer could not validate either) nor repaired by guesswork
+    (a repair could drop the safety notes): the run is skipped, the activity waits, and the
+    caller reports it, until a valid version (the user's PUT, a revert) replaces it."""
+    if head.version == 0:
+        return True
+    try:  # validate_document without building the stored form: a third of its time, on every run
+        check_size(head.document, cfg.max_document_bytes)
+        get_schema(cfg.schema).model_validate(head.document)
+    except (InvalidDocument, ValidationError):
+        return False
+    return True
+
+
 def refresh_user(
     user_id: uuid.UUID,
     window: Window,
@@ -596,6 +614,8 @@ def refresh_user(
         head, recorded = store.head_for_run(user_id, run_key)
         if recorded is not None:
             return outcome(RunStatus.ALREADY_DONE, recorded)
+        if not stored_document_valid(head, cfg):
+            return outcome(RunStatus.INVALID_STORED_DOCUMENT, head.version)
         human = people_edits(store, user_id, head, cfg)
         draft = _summarize_all(user_id, head.document, window, activity, summarizer, cfg, deadline, human)
         if not draft.included:

@@ -25,6 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 
+from user_memory.adapters.http_deadline import invocation_left, within
 from user_memory.config import ApiSettings
 from user_memory.domain.agent import render_memory
 from user_memory.domain.conversations import ExportedConversation, TriggerReport
@@ -281,7 +282,12 @@ class MemoryApi:
     # -- plumbing --------------------------------------------------------------------------------
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        """Answer one API Gateway HTTP API v2 event."""
+        """Answer one API Gateway HTTP API v2 event; every outbound call it makes (embeddings)
+        ends before the invocation's deadline minus DEADLINE_MARGIN_MS."""
+        with within(invocation_left(context, self.settings.deadline_margin_ms / 1000)):
+            return self._resolve(event, context)
+
+    def _resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         match = _USER_PATH.match(event.get("rawPath") or "")
         if match:  # /users/{user_id}/...: the caller's own data under another name, or 403
             try:

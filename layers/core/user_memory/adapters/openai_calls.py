@@ -1,0 +1,203 @@
+"""Calls to OpenAI-compatible endpoints that end on time: the HTTP client and the retry loop.
+
+Why: httpx2's timeouts (like httpx's) bound each socket operation, not a request. The read
+timeout starts again with every byte received, so an endpoint that trickles one byte a second
+holds a call for as long as it likes, the invocation runs into Lambda's kill, and the whole
+batch is lost with no partial response.
+
+How: the clients built here (`http_client`, `openai_client`) run on a connection pool whose
+network backend bounds every blocking socket operation (connect, the TLS handshake, each send,
+each receive) by the time left before the innermost deadline in scope (`http_deadline.within`).
+At or past it the next operation raises httpcore2's timeout at once, the connection is closed
+(never reused), and the openai client reports an APITimeoutError. A call therefore ends at its
+deadline plus one socket operation's scheduling delay, whatever the endpoint does, in the thread
+that made it, with nothing left running behind it.
+
+Rejected: a worker thread waited on with `future.result(timeout)` returns in time but leaves the
+thread reading from the trickling endpoint (a Lambda environment is frozen and thawed with it);
+SIGALRM works in the main thread only (`user-memory serve` and the local poller run handlers in
+threads); closing the socket from a watchdog thread needs this same backend to find the socket,
+and races with the pool. What the deadline cannot cut short: name resolution (getaddrinfo cannot
+be interrupted) and a write slice the kernel accepts in one go.
+
+`call_within` is the one retry loop of these calls: at most `max_retries` retries of rate
+limits, 5xx, timeouts and connection errors, every try inside the deadline and every wait inside
+the call's budget (the openai client's own retries would wait out any Retry-After, however long).
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn, TypeVar
+
+import httpcore2
+import httpx2
+import openai
+
+from user_memory.adapters.http_deadline import time_left, within
+from user_memory.errors import SummarizerUnavailable
+
+T = TypeVar("T")
+# A write is handed to the socket in slices, each bounded by the time left when it starts.
+WRITE_SLICE = 64 * 1024
+
+
+def _bounded(timeout: float | None, late: type[Exception]) -> float | None:
+    """`timeout` cut to the time left before the deadline in scope; `late` raised once it passed."""
+    left = time_left()
+    if left is None:
+        return timeout
+    if left <= 0:
+        raise late("the call's wall-clock deadline has passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore2.NetworkStream):
+    """A connection whose every blocking operation ends by the deadline in scope."""
+
+    def __init__(self, inner: httpcore2.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _bounded(timeout, httpcore2.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        for start in range(0, len(buffer), WRITE_SLICE):
+            self._inner.write(buffer[start : start + WRITE_SLICE], _bounded(timeout, httpcore2.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore2.NetworkStream:
+        tls = self._inner.start_tls(ssl_context, server_hostname, _bounded(timeout, httpcore2.ConnectTimeout))
+        return _DeadlineStream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore2.NetworkBackend):
+    """httpcore2's synchronous backend with every connection bounded by the deadline in scope."""
+
+    def __init__(self, inner: httpcore2.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.NetworkStream:
+        bounded = _bounded(timeout, httpcore2.ConnectTimeout)
+        return _DeadlineStream(self._inner.connect_tcp(host, port, bounded, local_address, socket_options))
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore2.NetworkStream:
+        bounded = _bounded(timeout, httpcore2.ConnectTimeout)
+        return _DeadlineStream(self._inner.connect_unix_socket(path, bounded, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def http_client() -> httpx2.Client:
+    """An HTTP client for the openai client whose calls end by the deadline in scope.
+
+    httpx2's transport takes no network backend, so its pool's backend is wrapped; a library
+    version where that pool looks different fails here, when the client is built, rather than
+    leaving calls unbounded. Proxies from the environment are not used (a given transport
+    replaces them).
+    """
+    transport = httpx2.HTTPTransport()
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if not isinstance(pool, httpcore2.ConnectionPool) or not isinstance(backend, httpcore2.NetworkBackend):
+        raise RuntimeError("httpx2's transport has no httpcore2 connection pool to bound by a deadline")
+    pool._network_backend = _DeadlineBackend(backend)
+    return openai.DefaultHttpxClient(transport=transport)
+
+
+def openai_client(*, api_key: str | None, base_url: str | None, timeout: float) -> openai.OpenAI:
+    """The `openai` client for an endpoint, on `http_client()`. Its own retries are off: the
+    callers retry with `call_within`, inside their deadline."""
+    return openai.OpenAI(
+        api_key=api_key or "not-needed-for-local-endpoints",
+        base_url=base_url,
+        timeout=timeout,
+        max_retries=0,
+        http_client=http_client(),
+    )
+
+
+def call_within(
+    call: Callable[[float], T],
+    *,
+    timeout: float,
+    max_retries: int,
+    budget: float | None,
+    failure: Callable[[Exception, float], Exception],
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """`call(per_try)` with at most `max_retries` retries (429, 5xx, timeouts, connection errors).
+
+    Each try runs within min(`timeout`, what is left of `budget`) of wall clock (`within`); the
+    tries and the waits between them stay inside `budget` seconds in all (None: no bound beyond
+    each try's). A failure is raised as `failure(error, per_try)`, from the openai error (or as
+    that error itself when `failure` returns it).
+    """
+    ends = None if budget is None else time.monotonic() + budget
+    for attempt in range(max_retries + 1):
+        # The try's own bound: the timeout, cut to what is left of the budget and of the
+        # enclosing scope (the invocation's), so that errors name the bound that applied.
+        bounds = (timeout, None if ends is None else ends - time.monotonic(), time_left())
+        per_try = max(0.0, min(b for b in bounds if b is not None))
+        try:
+            with within(per_try):
+                return call(per_try)
+        except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as err:
+            wait = retry_after(err, attempt)
+            outer = time_left()
+            no_time = (ends is not None and time.monotonic() + wait >= ends) or (outer is not None and outer <= wait)
+            if attempt == max_retries or no_time:
+                _raise(failure(err, per_try), err)
+            sleep(wait)
+        except openai.APIStatusError as err:
+            _raise(failure(err, per_try), err)
+    raise SummarizerUnavailable("no try of the call was made")  # pragma: no cover - max_retries >= 0
+
+
+def _raise(failed: Exception, err: Exception) -> NoReturn:
+    if failed is err:  # the caller keeps the openai client's own error
+        raise err
+    raise failed from err
+
+
+def llm_unavailable(err: Exception, per_try: float) -> SummarizerUnavailable:
+    """A chat completion's failure, named by what happened (never the request or the answer)."""
+    if isinstance(err, openai.APITimeoutError):
+        return SummarizerUnavailable(f"the LLM endpoint timed out after {per_try:.1f} s")
+    if isinstance(err, openai.APIConnectionError):
+        return SummarizerUnavailable("cannot reach the LLM endpoint")
+    status = getattr(err, "status_code", "?")
+    return SummarizerUnavailable(f"the LLM endpoint answered HTTP {status}")
+
+
+def retry_after(err: Exception, attempt: int) -> float:
+    """The server's Retry-After (capped at 20 s), else exponential backoff from 0.5 s."""
+    response = getattr(err, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return min(20.0, max(0.0, float(value) * scale))
+            except ValueError:
+                break
+    return min(8.0, 0.5 * 2**attempt)
