@@ -148,8 +148,8 @@ def test_the_service_login_reads_every_user_and_cannot_rewrite_history_or_become
                 svc.execute(statement)
 
 
-def test_the_api_serves_end_users_and_operators_through_its_own_login(pool, api_login, monkeypatch):
-    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_the_api_serves_end_users_and_operators_through_its_own_login(pool, api_login):
     # Given the API composed on its own login, taking service_role after login (DATABASE_ROLE)
     settings = ApiSettings.from_env(
         {"DATABASE_URL": api_login, "DATABASE_ROLE": "service_role", "DOCUMENT_SCHEMA": "user_state"}
