@@ -35,7 +35,7 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from itertools import islice
 from typing import Any
 
-from user_memory.domain.times import LATEST, check_time, parse_when
+from user_memory.domain.times import EARLIEST, LATEST, check_time, parse_when
 from user_memory.errors import BudgetExceeded
 
 __all__ = ["parse_when", "event_start", "check_recurrence", "occurrence_starts", "recurrence_end", "Budget"]
@@ -55,7 +55,7 @@ MAX_WALK = 20_000  # occurrences walked, at most, whatever the budget
 # What a step costs, in about a microsecond each (dateutil 2.9 on one core of a laptop-class
 # machine): an occurrence, a line read, a month of the calendar scanned by a DAILY, WEEKLY or
 # MONTHLY rule, a year scanned by a YEARLY one. A budget of 500,000 steps is about half a second.
-STEP_COST = {"yield": 2, "line": 50, "DAILY": 32, "WEEKLY": 9, "MONTHLY": 4, "YEARLY": 30}
+STEP_COST = {"yield": 2, "line": 25, "DAILY": 32, "WEEKLY": 9, "MONTHLY": 4, "YEARLY": 30}
 CHECK_STEPS = 10_000  # one rule at the door: about 25 years of a DAILY rule's calendar, 300 of a YEARLY one
 DOCUMENT_STEPS = 500_000  # every event of one document, at the door
 EVENT_STEPS = 50_000  # one event's occurrences in one range
@@ -67,7 +67,7 @@ _WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 _FLOATING_UNTIL = re.compile(r"(UNTIL=)(\d{8}(?:T\d{6})?)(?=;|$)")
 _FLOATING_DATES = re.compile(r"^(EXDATE|RDATE)(?:;VALUE=DATE(?:-TIME)?)?:(\d{8}(?:T\d{6})?(?:,\d{8}(?:T\d{6})?)*)$")
 _UNTIL_UTC = re.compile(r"^\d{8}T\d{6}Z$")
-_DATES_LINE = re.compile(r"^(?:RDATE|EXDATE)(?:;[A-Z-]+=[A-Za-z0-9_/+-]+)*:[0-9TZ,]+$")
+_DATES_LINE = re.compile(r"^((?:RDATE|EXDATE)(?:;[A-Z-]+=[A-Za-z0-9_/+-]+)*):([0-9TZ,]+)$")
 
 
 # -- budgets -------------------------------------------------------------------------------------------
@@ -156,8 +156,24 @@ def recurrence_lines(rules: list[str], start: datetime) -> list[str]:
     return fixed
 
 
+# The values each BY part takes (RFC 5545 3.3.10): numbers in a range, zero excluded where a
+# negative counts from the end.
+_BY_RANGES = {
+    "BYSETPOS": (-366, 366),
+    "BYMONTH": (1, 12),
+    "BYMONTHDAY": (-31, 31),
+    "BYYEARDAY": (-366, 366),
+    "BYWEEKNO": (-53, 53),
+    "BYHOUR": (0, 23),
+    "BYMINUTE": (0, 59),
+    "BYSECOND": (0, 59),
+}
+_BYDAY = re.compile(r"^([+-]?\d{1,2})?(MO|TU|WE|TH|FR|SA|SU)$")
+
+
 def _rule_parts(line: str) -> dict[str, str]:
-    """An RRULE or EXRULE line's parts (ValueError when it is not a rule this service expands)."""
+    """An RRULE or EXRULE line's parts, each checked (ValueError naming what is not a rule this
+    service expands)."""
     if len(line) > MAX_RULE_CHARS:
         raise ValueError(f"a recurrence rule is at most {MAX_RULE_CHARS} characters")
     parts: dict[str, str] = {}
@@ -169,7 +185,8 @@ def _rule_parts(line: str) -> dict[str, str]:
         if key in parts:
             raise ValueError(f"a recurrence rule names {key} twice")
         parts[key] = value.upper()
-    if parts.get("FREQ") not in ALLOWED_FREQUENCIES:
+    freq = parts.get("FREQ")
+    if freq not in ALLOWED_FREQUENCIES:
         raise ValueError("a recurrence rule's FREQ must be DAILY, WEEKLY, MONTHLY or YEARLY")
     interval = parts.get("INTERVAL", "1")
     if not re.fullmatch(r"\d{1,4}", interval) or not 1 <= int(interval) <= MAX_INTERVAL:
@@ -179,30 +196,34 @@ def _rule_parts(line: str) -> dict[str, str]:
             raise ValueError(f"a recurrence rule's COUNT must be between 1 and {MAX_COUNT}")
         if "UNTIL" in parts:
             raise ValueError("a recurrence rule has COUNT or UNTIL, not both")
-    if "UNTIL" in parts and not _UNTIL_UTC.match(parts["UNTIL"]):
-        raise ValueError("a recurrence rule's UNTIL must be a date or a date-time (20260630T235959Z)")
+    if "UNTIL" in parts and (not _UNTIL_UTC.match(parts["UNTIL"]) or parts["UNTIL"] < EARLIEST.strftime("%Y%m%d")):
+        raise ValueError(
+            f"a recurrence rule's UNTIL must be a date or a date-time (20260630T235959Z) after {EARLIEST:%Y}"
+        )
     if "WKST" in parts and parts["WKST"] not in _WEEKDAYS:
         raise ValueError("a recurrence rule's WKST must be a day (MO..SU)")
+    for key, (low, high) in _BY_RANGES.items():
+        if key in parts and not all(_in_range(v, low, high) for v in parts[key].split(",")):
+            raise ValueError(f"a recurrence rule's {key} takes numbers from {low} to {high}, except 0")
+    for day in parts.get("BYDAY", "MO").split(","):
+        match = _BYDAY.match(day)
+        numbered = match is not None and match.group(1) is not None
+        if match is None or numbered and (freq not in ("MONTHLY", "YEARLY") or not _in_range(match.group(1), -53, 53)):
+            raise ValueError(
+                "a recurrence rule's BYDAY lists days (MO..SU), numbered (1MO, -1FR) only when MONTHLY or YEARLY"
+            )
     return parts
 
 
-def _check_lines(lines: list[str]) -> None:
-    """What can be told from the lines alone (ValueError naming it)."""
-    if len(lines) > MAX_LINES:
-        raise ValueError(f"an event has at most {MAX_LINES} recurrence lines")
-    for line in lines:
-        if line.startswith(("RRULE:", "EXRULE:")):
-            _rule_parts(line)
-        elif line.startswith(("RDATE", "EXDATE")):
-            if len(line) > MAX_DATE_LINE_CHARS:
-                raise ValueError(f"an RDATE or EXDATE line is at most {MAX_DATE_LINE_CHARS:,} characters")
-            if not _DATES_LINE.match(line):
-                raise ValueError("an RDATE or EXDATE line must list dates or date-times (20260616T190000Z)")
-        else:
-            raise ValueError("recurrence lines must start with RRULE:, EXRULE:, RDATE or EXDATE")
+def _in_range(value: str, low: int, high: int) -> bool:
+    if not re.fullmatch(r"[+-]?\d{1,3}", value):
+        return False
+    number = int(value)
+    return low <= number <= high and (number != 0 or low == 0)
 
 
-# -- walking ----------------------------------------------------------------------------------------
+def _numbers(value: str | None) -> list[int] | None:
+    return None if value is None else [int(v) for v in value.split(",")]
 
 
 def _budgeted_rule_class() -> type:
@@ -214,18 +235,17 @@ def _budgeted_rule_class() -> type:
 
         dateutil yields nothing while it scans for a rule's next match, so counting occurrences
         alone cannot bound a rule that matches rarely or never. Its walk (rrule._iter) reads
-        `_byeaster` each time it moves to the next month or year (_iterinfo.rebuild): that read is
-        the hook. Pinned by test_a_rule_that_never_matches_is_bounded (tests/unit/test_recurrence.py),
-        which fails if a dateutil release stops reading it."""
+        `_byeaster` each time it moves on to the next month or year (_iterinfo.rebuild): that
+        read is the hook. Pinned by test_a_rule_that_never_matches_is_bounded
+        (tests/unit/test_recurrence.py), which fails if a dateutil release stops reading it."""
 
-        _budget: Budget
-        _scan_cost: int
+        _budget: Budget | None = None
+        _scan_cost = 1
 
         @property
         def _byeaster(self) -> Any:
-            budget = self.__dict__.get("_budget")
-            if budget is not None:
-                budget.spend(self._scan_cost)
+            if self._budget is not None:
+                self._budget.spend(self._scan_cost)
             return self.__dict__["_byeaster"]
 
         @_byeaster.setter
@@ -235,7 +255,8 @@ def _budgeted_rule_class() -> type:
         def __iter__(self) -> Iterator[datetime]:
             budget = self._budget
             for when in super().__iter__():
-                budget.spend(STEP_COST["yield"])
+                if budget is not None:
+                    budget.spend(STEP_COST["yield"])
                 yield when
 
     return _BudgetedRule
@@ -244,49 +265,88 @@ def _budgeted_rule_class() -> type:
 _RULE_CLASS: type | None = None
 
 
-def _rule(line: str, start: datetime, budget: Budget) -> Any:
-    """One RRULE line as a budgeted dateutil rule (ValueError when dateutil cannot read it)."""
-    from dateutil.rrule import rrulestr
+def _rule(parts: dict[str, str], start: datetime, budget: Budget) -> Any:
+    """A rule's parts as a budgeted dateutil rule from `start` (built from the parts checked by
+    `_rule_parts`: dateutil's own reader of RRULE text is slow and lets through what its walk
+    then fails on)."""
+    from dateutil import rrule as du
 
     global _RULE_CLASS
     if _RULE_CLASS is None:
         _RULE_CLASS = _budgeted_rule_class()
     budget.spend(STEP_COST["line"])
-    freq = _rule_parts(line)["FREQ"]
+    days = []
+    for day in parts["BYDAY"].split(",") if "BYDAY" in parts else []:
+        match = _BYDAY.match(day)
+        assert match is not None  # checked by _rule_parts
+        weekday = du.weekday(_WEEKDAYS.index(match.group(2)))
+        days.append(weekday(int(match.group(1))) if match.group(1) else weekday)
+    until = parts.get("UNTIL")
     try:
-        rule = rrulestr(line, dtstart=start)
+        rule = _RULE_CLASS(
+            getattr(du, parts["FREQ"]),
+            dtstart=start,
+            interval=int(parts.get("INTERVAL", "1")),
+            wkst=_WEEKDAYS.index(parts["WKST"]) if "WKST" in parts else None,
+            count=int(parts["COUNT"]) if "COUNT" in parts else None,
+            until=datetime.strptime(until, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC) if until else None,
+            bysetpos=_numbers(parts.get("BYSETPOS")),
+            bymonth=_numbers(parts.get("BYMONTH")),
+            bymonthday=_numbers(parts.get("BYMONTHDAY")),
+            byyearday=_numbers(parts.get("BYYEARDAY")),
+            byweekno=_numbers(parts.get("BYWEEKNO")),
+            byweekday=days or None,
+            byhour=_numbers(parts.get("BYHOUR")),
+            byminute=_numbers(parts.get("BYMINUTE")),
+            bysecond=_numbers(parts.get("BYSECOND")),
+        )
     except (TypeError, ValueError, OverflowError, IndexError, KeyError) as err:
         raise ValueError(f"recurrence cannot be read: {type(err).__name__}") from None
-    rule.__class__ = _RULE_CLASS
     rule._budget = budget
-    rule._scan_cost = STEP_COST[freq]
+    rule._scan_cost = STEP_COST[parts["FREQ"]]
     return rule
 
 
-def _dates(line: str, start: datetime, budget: Budget) -> list[datetime]:
-    """The dates of an RDATE or EXDATE line, aware and in range (ValueError otherwise)."""
-    from dateutil.rrule import rrulestr
+def _dates(line: str, budget: Budget) -> list[datetime]:
+    """The dates of an RDATE or EXDATE line (UTC, or on the clock its TZID names), in range."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+    if len(line) > MAX_DATE_LINE_CHARS:
+        raise ValueError(f"an RDATE or EXDATE line is at most {MAX_DATE_LINE_CHARS:,} characters")
+    match = _DATES_LINE.match(line)
+    if match is None:
+        raise ValueError("an RDATE or EXDATE line must list dates or date-times (20260616T190000Z)")
+    params = dict(p.split("=", 1) for p in match.group(1).split(";")[1:])
     budget.spend(STEP_COST["line"] + line.count(","))
-    as_rdate = "RDATE" + line[len("EXDATE") :] if line.startswith("EXDATE") else line
     try:
-        found = list(rrulestr(as_rdate, dtstart=start, forceset=True))
-    except (TypeError, ValueError, OverflowError, IndexError, KeyError) as err:
-        raise ValueError(f"recurrence cannot be read: {type(err).__name__}") from None
-    for when in found:
-        check_time(when)
+        zone: tzinfo | None = ZoneInfo(params["TZID"]) if "TZID" in params else None
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError("an RDATE or EXDATE line's TZID must be an IANA time zone") from None
+    found = []
+    for value in match.group(2).split(","):
+        utc = len(value) == 16 and value[8] == "T" and value.endswith("Z")
+        local = zone is not None and (len(value) == 8 or len(value) == 15 and value[8] == "T")
+        if not (utc or local):
+            raise ValueError("an RDATE or EXDATE line's dates must be in UTC (…Z) or on the clock its TZID names")
+        try:
+            hour, minute, second = (
+                (int(value[9:11]), int(value[11:13]), int(value[13:15])) if len(value) > 8 else (0, 0, 0)
+            )
+            when = datetime(int(value[0:4]), int(value[4:6]), int(value[6:8]), hour, minute, second)
+        except ValueError:
+            raise ValueError("an RDATE or EXDATE line lists a date that does not exist") from None
+        found.append(check_time(when.replace(tzinfo=UTC if utc else zone)))
     return found
 
 
-def _restarted(line: str, start: datetime, target: datetime) -> tuple[str, datetime]:
+def _restarted(parts: dict[str, str], start: datetime, target: datetime) -> tuple[dict[str, str], datetime]:
     """The rule restarted at the first period of its own that begins at or before `target`: the
     same periods (a rule's periods are counted from its start, INTERVAL at a time), the defaults it
     took from its start written out, and a start at that period's first instant. A rule with
     COUNT, or whose start is near, is returned as it is."""
-    parts = _rule_parts(line)
     local = target.astimezone(start.tzinfo)
     if "COUNT" in parts or local <= start:
-        return line, start
+        return parts, start
     freq, n = parts["FREQ"], int(parts.get("INTERVAL", "1"))
     first, day = start.date(), local.date()
     if freq == "DAILY":
@@ -305,7 +365,7 @@ def _restarted(line: str, start: datetime, target: datetime) -> tuple[str, datet
         k = (day.year - first.year) // n
         anchor = date(first.year + k * n, 1, 1)
     if k < 2:
-        return line, start
+        return parts, start
     explicit = dict(parts)
     for key, value in (("BYHOUR", start.hour), ("BYMINUTE", start.minute), ("BYSECOND", start.second)):
         explicit.setdefault(key, str(value))
@@ -317,23 +377,24 @@ def _restarted(line: str, start: datetime, target: datetime) -> tuple[str, datet
             explicit["BYMONTHDAY"] = str(start.day)
         elif freq == "WEEKLY":
             explicit["BYDAY"] = _WEEKDAYS[start.weekday()]
-    restart = datetime.combine(anchor, time(0), start.tzinfo)
-    return "RRULE:" + ";".join(f"{k}={v}" for k, v in explicit.items()), restart
+    return explicit, datetime.combine(anchor, time(0), start.tzinfo)
 
 
 def _parsed(rules: list[str], start: datetime, budget: Budget, after: datetime | None) -> tuple[list[Any], ...]:
     """The lines read: (rules, exclusion rules, dates, excluded dates); with `after`, each rule
-    without COUNT restarted just before it (ValueError when a line cannot be read)."""
-    lines = recurrence_lines(rules, start)
-    _check_lines(lines)
+    without COUNT restarted just before it (ValueError naming a line that cannot be read)."""
+    if len(rules) > MAX_LINES:
+        raise ValueError(f"an event has at most {MAX_LINES} recurrence lines")
     found: tuple[list[Any], ...] = ([], [], [], [])
-    for line in lines:
+    for line in recurrence_lines(rules, start):
         if line.startswith(("RRULE:", "EXRULE:")):
-            as_rule = "RRULE:" + line.split(":", 1)[1]
-            rule_line, rule_start = _restarted(as_rule, start, after) if after is not None else (as_rule, start)
-            found[0 if line.startswith("RRULE:") else 1].append(_rule(rule_line, rule_start, budget))
+            parts = _rule_parts(line)
+            rule_parts, rule_start = _restarted(parts, start, after) if after is not None else (parts, start)
+            found[0 if line.startswith("RRULE:") else 1].append(_rule(rule_parts, rule_start, budget))
+        elif line.startswith(("RDATE", "EXDATE")):
+            found[2 if line.startswith("RDATE") else 3].extend(_dates(line, budget))
         else:
-            found[2 if line.startswith("RDATE") else 3].extend(_dates(line, start, budget))
+            raise ValueError("recurrence lines must start with RRULE:, EXRULE:, RDATE or EXDATE")
     return found
 
 
@@ -376,7 +437,7 @@ def walk(rules_set: Any, until: datetime | None = None, limit: int = MAX_WALK) -
 def check_recurrence(rules: list[str], start: datetime) -> None:
     """Refuse what cannot be expanded cheaply and safely (ValueError naming it, or BudgetExceeded
     for a rule with neither an occurrence nor its end within CHECK_STEPS of the calendar)."""
-    budget = Budget(CHECK_STEPS * (len(rules) + 1), "the recurrence's lines")
+    budget = Budget(CHECK_STEPS, "reading the recurrence's lines")
     parsed = _parsed(rules, start, budget, None)
     for rule in parsed[0] + parsed[1]:
         rule._budget = Budget(CHECK_STEPS, "a recurrence rule with no occurrence within years of its start")
@@ -410,7 +471,7 @@ def recurrence_end(rules: list[str], start: datetime) -> datetime | None:
         if all(untils):
             # Every rule ends at a time: the last occurrence is found from just before the latest.
             bound = max(datetime.strptime(u, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC) for u in untils if u)
-            dates = [d for line in lines if line.startswith("RDATE") for d in _dates(line, start, budget)]
+            dates = [d for line in lines if line.startswith("RDATE") for d in _dates(line, budget)]
             bound = min(max([bound, *dates]), LATEST)
             after = max(start, bound - timedelta(days=400))
         else:
