@@ -234,6 +234,47 @@ def test_a_rule_that_never_matches_is_refused_at_once_and_a_stored_one_stalls_no
     summarized_again(user, nightly)
 
 
+def test_many_stored_rules_that_never_match_share_one_budget_per_read(api, nightly, store):
+    # Given forty events stored with rules that never match (each alone within its own budget)
+    user = Bounded(api)
+    events = {f"e{n}": hostile_event(NEVER_MATCHES, f"e{n}") for n in range(40)}
+    events["ok"] = {
+        "id": "ok",
+        "summary": "Standup",
+        "start": "2026-01-05T09:00:00Z",
+        "recurrence": ["RRULE:FREQ=DAILY"],
+    }
+    store.append(user.user, {"events": events}, expected_version=0, source="seed")
+    # When the user reads a week, Then it answers within the bound: the daily event's seven
+    # occurrences, and every hostile event named as not expanded
+    week = ok(user.get("/me/events", query={"from": "2026-03-02T00:00:00Z", "to": "2026-03-09T00:00:00Z"}))
+    assert [o["id"] for o in week["items"]] == ["ok"] * 7
+    assert sorted(week["unexpanded"]) == sorted(f"e{n}" for n in range(40))
+    # And the nightly run's digest is bounded the same way
+    assert nightly.run(user.user) == {"batchItemFailures": []}
+
+
+def test_a_range_whose_occurrences_would_pass_the_response_limit_is_cut_with_where_to_go_on(api):
+    # Given a daily event of about 40 KB (a long description, two hundred attendees)
+    user = Bounded(api)
+    attendees = [{"email": f"p{n}@example.com", "displayName": "A" * 150} for n in range(200)]
+    big = google_event("big1", summary="Daily", description="d" * 8000, attendees=attendees,
+                       recurrence=["RRULE:FREQ=DAILY"], start={"dateTime": "2026-01-01T09:00:00Z"},
+                       end={"dateTime": "2026-01-01T09:15:00Z"})  # fmt: skip
+    ok(user.post("/me/events/import", json_body=[big]))
+    # When a year of it is read (366 occurrences, about 15 MB)
+    year = user.get("/me/events", query={"from": "2026-01-01T00:00:00Z", "to": "2027-01-01T00:00:00Z"})
+    # Then the answer stays under the limit, cut where the next request goes on
+    body = ok(year)
+    assert len(year.text) < 6 * 1024 * 1024
+    assert 0 < len(body["items"]) < 366 and body["next_from"] is not None
+    seen = [o["occurrence_start"] for o in body["items"]]
+    while body["next_from"] is not None:
+        body = ok(user.get("/me/events", query={"from": body["next_from"], "to": "2027-01-01T00:00:00Z"}))
+        seen.extend(o["occurrence_start"] for o in body["items"] if o["occurrence_start"] not in seen)
+    assert len(seen) == 365 and seen == sorted(seen)
+
+
 def rating(at: str) -> dict[str, Any]:
     return {"interaction_id": "i", "rating": 3, "rated_at": at}
 

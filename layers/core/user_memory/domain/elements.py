@@ -401,19 +401,31 @@ def expand_events(
     rows: Sequence[tuple[str, int, dict[str, Any]]], start: datetime, end: datetime, unexpanded: list[str]
 ) -> list[dict[str, Any]]:
     """The occurrences overlapping [start, end) of the index's event rows (path, version, event),
-    by start. Each event is expanded within its own budget and all of them within QUERY_STEPS: an
-    event past either, or whose times cannot be read (a document written before they were
-    checked), is left out and its id added to `unexpanded`, so nothing stored stalls or fails a
-    read."""
+    by start, all of them within QUERY_STEPS: first every recurring event with an equal share of
+    half of it (so a few costly events cannot starve the others), then those that needed more with
+    what is left, each at most EVENT_STEPS. An event past its budget, or whose times cannot be read
+    (a document written before they were checked), is left out and its id added to `unexpanded`,
+    so nothing stored stalls or fails a read."""
+    events = [(path, version, e) for path, version, e in rows if isinstance(e, dict) and e.get("status") != "cancelled"]
+    recurring = sum(1 for _, _, e in events if e.get("recurrence"))
+    share = min(EVENT_STEPS, QUERY_STEPS // (2 * max(1, recurring)))
     found: list[dict[str, Any]] = []
+    costly: list[tuple[str, int, dict[str, Any]]] = []
     with budget_scope(QUERY_STEPS, "the occurrences of the events in the range"):
-        for path, version, event in rows:
-            if not isinstance(event, dict) or event.get("status") == "cancelled":
-                continue
-            try:
-                found.extend({**o, "path": path, "version": version} for o in occurrences(event, start, end))
-            except (ValueError, OverflowError, TypeError, KeyError):  # BudgetExceeded is a ValueError
-                unexpanded.append(str(event.get("id")))
+        for passed, steps in ((events, share), (costly, EVENT_STEPS)):
+            for path, version, event in list(passed):
+                try:
+                    budget = Budget(steps, "this event's occurrences in the range")
+                    found.extend(
+                        {**o, "path": path, "version": version} for o in occurrences(event, start, end, budget)
+                    )
+                except BudgetExceeded:
+                    if passed is events:
+                        costly.append((path, version, event))  # again, with what the others left
+                    else:
+                        unexpanded.append(str(event.get("id")))
+                except (ValueError, OverflowError, TypeError, KeyError):
+                    unexpanded.append(str(event.get("id")))
     return sorted(found, key=lambda o: (o["occurrence_start"], o["path"]))
 
 
