@@ -258,6 +258,8 @@ def expected_digest(version: int, *, overdue: bool = True) -> dict[str, Any]:
             {**yoga, "start": "2031-05-15T09:00:00+00:00", "end": "2031-05-15T10:00:00+00:00"},
             {**yoga, "start": "2031-05-19T09:00:00+00:00", "end": "2031-05-19T10:00:00+00:00"},
         ],
+        "events_left_out": 0,
+        "events_not_expanded": [],
         "goals_near_target": [{"id": "savings", "title": "Save for the summer trip", "target_date": "2031-05-24"}],
     }
 

@@ -5,10 +5,11 @@
    its provenance), then marked as summarized by it. A run that finds unsummarized ratings a
    feedback version already names (a crash between the two steps, whatever came after it) marks
    them with that version instead of folding them in again.
-2. The digest: due and overdue to-dos, the next 7 days' event occurrences and the active goals
-   whose target date is within 14 days, read from the item index, stored for the user's today
-   (their basic_info.timezone; after their noon, their tomorrow) in daily_digests (a re-run
-   replaces the day's digest).
+2. The digest: due and overdue to-dos, the next 7 days' event occurrences (at most
+   MAX_DIGEST_EVENTS, the rest counted; recurring events that could not be expanded within the
+   budget named, never a failure) and the active goals whose target date is within 14 days, read
+   from the item index, stored for the user's today (their basic_info.timezone; after their
+   noon, their tomorrow) in daily_digests (a re-run replaces the day's digest).
 
 Both only for the companion schema. Then, for every schema when embeddings are configured, the
 texts the night's versions added are embedded (failures are logged and counted, the texts stay
@@ -36,6 +37,7 @@ from user_memory.domain.repository import MemoryStore
 from user_memory.errors import VersionConflict
 
 MAX_TRIES = 3
+MAX_DIGEST_EVENTS = 200  # occurrences listed (a digest is one row and one answer); the rest are counted
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,7 +117,10 @@ def make_digest(user_id: uuid.UUID, *, store: MemoryStore, companion: PostgresCo
     day_start, day_end = day_bounds(today, zone)
     overdue, due = split_due(companion.todos_due(user_id, day_end), today, zone)
     since = max(now, day_start)
-    events = companion.events_between(user_id, since, day_start + timedelta(days=DIGEST_EVENT_DAYS))
+    unexpanded: list[str] = []
+    events = companion.events_between(
+        user_id, since, day_start + timedelta(days=DIGEST_EVENT_DAYS), unexpanded=unexpanded
+    )
     goals = companion.active_goals(user_id, target_before=day_end + timedelta(days=DIGEST_GOAL_DAYS))
     digest = {
         "day": today.isoformat(),
@@ -132,8 +137,10 @@ def make_digest(user_id: uuid.UUID, *, store: MemoryStore, companion: PostgresCo
                 "end": o["occurrence_end"],
                 "location": o["event"].get("location") or "",
             }
-            for o in events
+            for o in events[:MAX_DIGEST_EVENTS]
         ],  # fmt: skip
+        "events_left_out": max(0, len(events) - MAX_DIGEST_EVENTS),
+        "events_not_expanded": unexpanded,
         "goals_near_target": [_brief(r.value, "title", "target_date") for r in goals],
     }
     companion.save_digest(user_id, today, digest, head.version)

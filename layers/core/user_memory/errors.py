@@ -52,6 +52,11 @@ class InvalidEdits(InvalidDocument):
         self.errors = list(errors)
 
 
+class BudgetExceeded(InvalidDocument):
+    """Data the request or a stored document holds needs more work than the service allows for it
+    (an iteration budget): for example a recurrence rule with no occurrence in its first years."""
+
+
 class VersionConflict(UserMemoryError):
     """The writer's expected_version is not the user's current version."""
 

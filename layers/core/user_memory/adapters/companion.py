@@ -17,8 +17,8 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from user_memory.adapters.postgres import _Database
-from user_memory.domain.elements import Rating, occurrences
-from user_memory.domain.items import MAX_ELEMENTS, document_items
+from user_memory.domain.elements import Rating, expand_events
+from user_memory.domain.items import MAX_ELEMENTS, document_items, redacted
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,19 +64,26 @@ class PostgresCompanion(_Database):
         """Open and in-progress to-dos due before `before`, soonest first."""
         with self.connection() as conn:
             rows = conn.execute(_TODOS_DUE, (user_id, before, limit), prepare=True).fetchall()
-        return [ElementRow(path=r[0], version=r[1], value=r[2]) for r in rows]
+        return [ElementRow(path=r[0], version=r[1], value=redacted(r[2])) for r in rows]
 
-    def events_between(self, user_id: uuid.UUID, start: datetime, end: datetime) -> list[dict[str, Any]]:
-        """The occurrences of the user's events overlapping [start, end), by start."""
+    def events_between(
+        self, user_id: uuid.UUID, start: datetime, end: datetime, *, unexpanded: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The occurrences of the user's events overlapping [start, end), by start; the ids of
+        recurring events that could not be expanded within the budget go to `unexpanded`
+        (logged and counted here)."""
         with self.connection() as conn:
             rows = conn.execute(_EVENTS, {"u": user_id, "start": start, "end": end}, prepare=True).fetchall()
-        found = [
-            {**o, "path": r[0], "version": r[1]}
-            for r in rows
-            for o in occurrences(r[2], start, end)
-            if r[2].get("status") != "cancelled"
-        ]
-        return sorted(found, key=lambda o: (o["occurrence_start"], o["path"]))
+        left_out: list[str] = []
+        found = expand_events([(r[0], r[1], redacted(r[2])) for r in rows], start, end, left_out)
+        if left_out:
+            from user_memory.observability import logger, metrics
+
+            logger.warning("events not expanded", user_id=str(user_id), events=len(left_out))
+            metrics.add_metric(name="EventsNotExpanded", unit="Count", value=len(left_out))
+        if unexpanded is not None:
+            unexpanded.extend(left_out)
+        return found
 
     def active_goals(
         self, user_id: uuid.UUID, *, target_before: datetime | None = None, limit: int = MAX_ELEMENTS
@@ -85,7 +92,7 @@ class PostgresCompanion(_Database):
         target is before `target_before` when given."""
         with self.connection() as conn:
             rows = conn.execute(_GOALS_ACTIVE, (user_id, target_before, target_before, limit), prepare=True).fetchall()
-        return [ElementRow(path=r[0], version=r[1], value=r[2]) for r in rows]
+        return [ElementRow(path=r[0], version=r[1], value=redacted(r[2])) for r in rows]
 
     # -- ratings -------------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from user_memory.adapters.postgres import ConnectionSource, _Database
+from user_memory.domain.items import redacted
 from user_memory.errors import EmbeddingsUnavailable, InvalidRequest
 
 Mode = Literal["auto", "fts", "vector", "fused"]
@@ -256,6 +257,9 @@ class PostgresSearch(_Database):
 
 
 def _hit(r: Any, how: str) -> SearchHit:
+    # Redacted again on the way out: rows indexed before values were redacted (migration 018
+    # cleans them) must not hand an attendee's email to a search either.
     return SearchHit(
-        path=r[0], version=r[1], kind=r[2], text=r[3], value=r[4], score=round(float(r[5]), 6), matched_by=(how,)
-    )
+        path=r[0], version=r[1], kind=r[2], text=r[3], value=redacted(r[4]), score=round(float(r[5]), 6),
+        matched_by=(how,),
+    )  # fmt: skip

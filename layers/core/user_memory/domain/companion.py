@@ -14,11 +14,21 @@ import re
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, ModelWrapValidatorHandler, model_validator
+from pydantic_core import PydanticCustomError
 
 from user_memory.domain.document import IsoDate, _Strict, register_schema
 from user_memory.domain.items import ELEMENT_KINDS, MAX_ELEMENTS, SENSITIVE_FIELDS
-from user_memory.domain.recurrence import event_start, parse_when
+from user_memory.domain.recurrence import (
+    DOCUMENT_STEPS,
+    MAX_LINES,
+    budget_scope,
+    check_recurrence,
+    event_start,
+    parse_when,
+)
+from user_memory.domain.times import RANGE_TEXT
+from user_memory.errors import BudgetExceeded
 
 # The element collections, the sensitive fields and the collections' size live with the item
 # index (domain/items.py), which every writer imports; this module's models load on first use of
@@ -48,6 +58,25 @@ def _when(value: str) -> str:
 When = Annotated[str, AfterValidator(_when)]
 
 
+def _day(value: str) -> str:
+    try:
+        parse_when(value)
+    except ValueError:
+        raise ValueError(f"must be a date {RANGE_TEXT}") from None
+    return value
+
+
+Day = Annotated[IsoDate, AfterValidator(_day)]
+
+# Every string and every collection of the schema has a bound: a list of a hundred entries of a
+# hundred kilobytes each would otherwise fit any document limit set high enough, and every entry
+# is text the index, the prompts and the digest carry.
+MAX_LIST = 50
+MAX_LINE_CHARS = 500
+Line = Annotated[str, Field(max_length=MAX_LINE_CHARS)]
+Short = Annotated[str, Field(max_length=100)]
+
+
 def _timezone(value: str) -> str:
     if value:
         try:
@@ -70,6 +99,9 @@ def _phone(value: str) -> str:
 
 
 Priority = Literal["low", "medium", "high"]
+MAX_PROGRESS = 500
+MAX_FEEDBACK_LINE_CHARS = 2000
+FeedbackLine = Annotated[str, Field(max_length=MAX_FEEDBACK_LINE_CHARS)]
 
 
 class BasicInfo(_Strict):
@@ -84,11 +116,21 @@ class BasicInfo(_Strict):
 
 class AdvancedInfo(_Strict):
     occupation: str = Field(default="", max_length=200)
-    preferences: dict[str, list[str]] = Field(default_factory=dict, description="by area: food, music, ...")
-    languages: list[str] = Field(default_factory=list)
-    travel_styles: list[str] = Field(default_factory=list)
-    other_attributes: dict[str, str] = Field(default_factory=dict)
-    schema_version: int = Field(default=1, ge=1)
+    preferences: dict[Short, list[Annotated[str, Field(max_length=200)]]] = Field(
+        default_factory=dict, max_length=MAX_LIST, description="by area: food, music, ..."
+    )
+    languages: list[Short] = Field(default_factory=list, max_length=MAX_LIST)
+    travel_styles: list[Short] = Field(default_factory=list, max_length=MAX_LIST)
+    other_attributes: dict[Short, Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=dict, max_length=MAX_LIST
+    )
+    schema_version: int = Field(default=1, ge=1, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _preference_lists(self) -> AdvancedInfo:
+        if any(len(values) > MAX_LIST for values in self.preferences.values()):
+            raise ValueError(f"preferences: at most {MAX_LIST} values per area")
+        return self
 
 
 class ProgressEntry(_Strict):
@@ -102,11 +144,11 @@ class Goal(_Strict):
     title: str = Field(min_length=1, max_length=500)
     description: str = Field(default="", max_length=4000)
     category: str = Field(default="", max_length=100)
-    target_date: IsoDate | None = None
+    target_date: Day | None = None
     status: Literal["active", "paused", "completed", "abandoned"] = "active"
     priority: Priority = "medium"
     parent_id: ElementId | None = None
-    progress: list[ProgressEntry] = Field(default_factory=list, max_length=500)
+    progress: list[ProgressEntry] = Field(default_factory=list, max_length=MAX_PROGRESS)
     completed_at: When | None = None
 
 
@@ -119,7 +161,7 @@ class Todo(_Strict):
     status: Literal["open", "in_progress", "done", "cancelled"] = "open"
     priority: Priority = "medium"
     goal_id: ElementId | None = None
-    tags: list[str] = Field(default_factory=list, max_length=20)
+    tags: list[Short] = Field(default_factory=list, max_length=20)
     notes: str = Field(default="", max_length=4000)
     completed_at: When | None = None
 
@@ -141,7 +183,9 @@ class Event(_Strict):
     )
     location: str = Field(default="", max_length=1000)
     attendees: list[Attendee] = Field(default_factory=list, max_length=200)
-    recurrence: list[str] = Field(default_factory=list, max_length=10, description="RFC 5545 RRULE/EXDATE lines")
+    recurrence: list[str] = Field(
+        default_factory=list, max_length=MAX_LINES, description="RFC 5545 RRULE/EXRULE/RDATE/EXDATE lines"
+    )
     status: Literal["confirmed", "tentative", "cancelled", "completed"] = "confirmed"
     last_modified: When | None = None
     source: str = Field(default="", max_length=200, description="where it came from, e.g. google:<calendar id>")
@@ -150,32 +194,30 @@ class Event(_Strict):
     def _ends_after_start(self) -> Event:
         if self.end is not None and parse_when(self.end) < parse_when(self.start):
             raise ValueError("end is before start")
-        for line in self.recurrence:
-            if not line.startswith(("RRULE:", "EXRULE:", "RDATE", "EXDATE")):
-                raise ValueError("recurrence lines must start with RRULE:, EXRULE:, RDATE or EXDATE")
         if self.recurrence:
-            from user_memory.domain.recurrence import check_recurrence
-
-            check_recurrence(self.recurrence, event_start({"start": self.start, "timezone": self.timezone}))
+            try:
+                check_recurrence(self.recurrence, event_start({"start": self.start, "timezone": self.timezone}))
+            except BudgetExceeded as err:  # its own error type, so it is answered as budget-exceeded
+                raise PydanticCustomError("budget_exceeded", "recurrence: {reason}", {"reason": str(err)}) from None
         return self
 
 
 class CurrentState(_Strict):
     education: str = Field(default="", max_length=1000)
-    skills: list[str] = Field(default_factory=list)
+    skills: list[Line] = Field(default_factory=list, max_length=MAX_LIST)
     mood: str = Field(default="", max_length=200)
-    focus_areas: list[str] = Field(default_factory=list)
-    pain_points: list[str] = Field(default_factory=list)
-    recent_wins: list[str] = Field(default_factory=list)
-    recent_losses: list[str] = Field(default_factory=list)
+    focus_areas: list[Line] = Field(default_factory=list, max_length=MAX_LIST)
+    pain_points: list[Line] = Field(default_factory=list, max_length=MAX_LIST)
+    recent_wins: list[Line] = Field(default_factory=list, max_length=MAX_LIST)
+    recent_losses: list[Line] = Field(default_factory=list, max_length=MAX_LIST)
     last_updated: When | None = None
 
 
 class FeedbackSummary(_Strict):
-    positives: list[str] = Field(default_factory=list)
-    negatives: list[str] = Field(default_factory=list)
-    suggestions: list[str] = Field(default_factory=list)
-    ratings_count: int = Field(default=0, ge=0)
+    positives: list[FeedbackLine] = Field(default_factory=list, max_length=MAX_LIST)
+    negatives: list[FeedbackLine] = Field(default_factory=list, max_length=MAX_LIST)
+    suggestions: list[FeedbackLine] = Field(default_factory=list, max_length=MAX_LIST)
+    ratings_count: int = Field(default=0, ge=0, le=2**31 - 1)
     average_rating: float | None = Field(default=None, ge=1, le=5)
     last_summarized_at: When | None = None
 
@@ -183,8 +225,8 @@ class FeedbackSummary(_Strict):
 class CompanionMemory(_Strict):
     """The "companion" memory document: the seven elements."""
 
-    version: int = Field(default=1, ge=1, description="schema version of the document")
-    last_updated_by: str = "system"
+    version: int = Field(default=1, ge=1, le=1_000_000, description="schema version of the document")
+    last_updated_by: str = Field(default="system", max_length=200)
     basic_info: BasicInfo = Field(default_factory=BasicInfo)
     advanced_info: AdvancedInfo = Field(default_factory=AdvancedInfo)
     goals: dict[ElementId, Goal] = Field(default_factory=dict, max_length=MAX_ELEMENTS)
@@ -192,6 +234,14 @@ class CompanionMemory(_Strict):
     events: dict[ElementId, Event] = Field(default_factory=dict, max_length=MAX_ELEMENTS)
     current_state: CurrentState = Field(default_factory=CurrentState)
     feedback: FeedbackSummary = Field(default_factory=FeedbackSummary)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_budget(cls, data: Any, handler: ModelWrapValidatorHandler[CompanionMemory]) -> CompanionMemory:
+        # Every event's recurrence check spends from one budget too: many rules each within its
+        # own bound could still add up to a stall of every write of the document.
+        with budget_scope(DOCUMENT_STEPS, "checking the recurrences of every event of the document"):
+            return handler(data)
 
     @model_validator(mode="after")
     def _ids_and_links(self) -> CompanionMemory:

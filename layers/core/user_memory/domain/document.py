@@ -116,8 +116,17 @@ def validate_document(
     try:
         parsed = model.model_validate(document)
     except ValidationError as err:
-        raise InvalidDocument(describe_validation_error(err)) from err
+        raise invalid_document(err) from err
     return parsed.model_dump(mode="json")
+
+
+def invalid_document(err: ValidationError) -> InvalidDocument:
+    """The error a failed validation is: BudgetExceeded when a check ran out of its budget (a
+    recurrence rule), else InvalidDocument; both name each failing field."""
+    from user_memory.errors import BudgetExceeded
+
+    kind = BudgetExceeded if any(e["type"] == "budget_exceeded" for e in err.errors()) else InvalidDocument
+    return kind(describe_validation_error(err))
 
 
 def empty_document(schema: str = "user_state") -> dict[str, Any]:

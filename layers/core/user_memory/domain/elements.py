@@ -10,6 +10,7 @@ the feedback summary of a batch of ratings.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -17,11 +18,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
-from user_memory.domain.items import ELEMENT_KINDS
+from user_memory.domain.items import ELEMENT_KINDS, MAX_ELEMENTS
 from user_memory.domain.model import Document
 from user_memory.domain.patching import copy_json
-from user_memory.domain.recurrence import MAX_WALK, event_start, parse_when, rule_set, walk
-from user_memory.errors import InvalidRequest, NotFound, UserMemoryError
+from user_memory.domain.recurrence import (
+    EVENT_STEPS,
+    QUERY_STEPS,
+    Budget,
+    budget_scope,
+    event_start,
+    occurrence_starts,
+    parse_when,
+)
+from user_memory.errors import BudgetExceeded, InvalidRequest, NotFound, UserMemoryError
 
 Collection = Literal["goals", "todos", "events"]
 COLLECTIONS: tuple[Collection, ...] = ("goals", "todos", "events")
@@ -113,7 +122,7 @@ def complete(collection: Collection, element_id: str, now: datetime | None = Non
         if collection != "events":
             element["completed_at"] = _now_iso(now)
         if collection == "goals":
-            element.setdefault("progress", []).append({"at": _now_iso(now), "note": "completed", "percent": 100})
+            _note_progress(element, {"at": _now_iso(now), "note": "completed", "percent": 100})
         return doc
 
     return change
@@ -143,12 +152,12 @@ def validate_element(collection: Collection, element: dict[str, Any]) -> dict[st
     from pydantic import ValidationError
 
     from user_memory.domain.companion import ELEMENT_MODELS
-    from user_memory.errors import InvalidDocument, describe_validation_error
+    from user_memory.domain.document import invalid_document
 
     try:
         return ELEMENT_MODELS[collection].model_validate(element).model_dump(mode="json")  # type: ignore[no-any-return]
     except ValidationError as err:
-        raise InvalidDocument(describe_validation_error(err)) from err
+        raise invalid_document(err) from err
 
 
 # -- Google Calendar ------------------------------------------------------------------------------
@@ -280,13 +289,13 @@ def import_google_events(events: Any, report: ImportReport) -> Callable[[Documen
     for _, element in mapped:
         if element is not None:
             validate_element("events", element)  # name the bad event before anything is written
+    ordered = _import_order(mapped, events)
 
     def change(document: Document) -> Document:
         doc = copy_json(document)
         ours = doc.setdefault("events", {})
-        counts = ImportReport()
-        for (element_id, element), raw in zip(mapped, events, strict=True):
-            counts.ids.append(element_id)
+        counts = ImportReport(ids=list(dict.fromkeys(element_id for element_id, _ in mapped)))  # as the page lists them
+        for element_id, element, raw in ordered:
             # One occurrence of a recurring event changed or cancelled (Google sends it as its own
             # item naming the series): the series skips that date; a changed one is kept as an event.
             parent = ours.get(_google_id(raw.get("recurringEventId"))) if raw.get("recurringEventId") else None
@@ -324,6 +333,26 @@ def import_google_events(events: Any, report: ImportReport) -> Callable[[Documen
     return change
 
 
+def _import_order(
+    mapped: list[tuple[str, dict[str, Any] | None]], events: list[Any]
+) -> list[tuple[str, dict[str, Any] | None, dict[str, Any]]]:
+    """The page's items in an order of their own, so that what an import does never depends on
+    the order of the page: one item per id (the newest by `updated`; of equally new ones, the
+    greater as canonical JSON), then the series and single events before the instances that name
+    a series (each group by id), so an instance changes its series as this page leaves it."""
+    best: dict[str, tuple[tuple[float, str], dict[str, Any] | None, dict[str, Any]]] = {}
+    for (element_id, element), raw in zip(mapped, events, strict=True):
+        try:
+            updated = parse_when(raw.get("updated")).timestamp()
+        except (TypeError, ValueError):
+            updated = float("-inf")
+        rank = (updated, json.dumps(raw, sort_keys=True, ensure_ascii=False))
+        if element_id not in best or rank > best[element_id][0]:
+            best[element_id] = (rank, element, raw)
+    items = [(element_id, element, raw) for element_id, (_, element, raw) in best.items()]
+    return sorted(items, key=lambda item: (bool(item[2].get("recurringEventId")), item[0]))
+
+
 def _newer(incoming: str | None, current: str | None) -> bool:
     if incoming is None or current is None:
         return incoming is not None or current is None
@@ -336,21 +365,27 @@ def _newer(incoming: str | None, current: str | None) -> bool:
 # -- queries: occurrences of events in a range ------------------------------------------------------
 
 
-def occurrences(event: dict[str, Any], start: datetime, end: datetime) -> list[dict[str, Any]]:
-    """The event's occurrences that overlap [start, end): itself, or its recurrence expanded."""
+def occurrences(
+    event: dict[str, Any], start: datetime, end: datetime, budget: Budget | None = None
+) -> list[dict[str, Any]]:
+    """The event's occurrences that overlap [start, end): itself, or its recurrence expanded from
+    just before the range, within `budget` (EVENT_STEPS of its own by default): BudgetExceeded
+    when it is spent, ValueError for an event whose start cannot be read (a document written
+    before its times were checked)."""
     first = event_start(event)
     length = (parse_when(event["end"]) - first) if event.get("end") else timedelta(0)
     rules = [r for r in event.get("recurrence") or [] if isinstance(r, str)]
     if not rules:
         starts = [first]
     else:
-        # Walked from the event's start, bounded (domain/recurrence.py); lines that cannot be
-        # read (a document written before they were checked) count as the first occurrence only.
+        # Lines that cannot be read (a document written before they were checked) count as the
+        # first occurrence only.
         try:
-            starts = [s for s in walk(rule_set(rules, first), until=end, limit=MAX_WALK) if s + length >= start][
-                :MAX_OCCURRENCES
-            ]
-        except ValueError:
+            spend = budget or Budget(EVENT_STEPS, "this event's occurrences in the range")
+            starts = occurrence_starts(rules, first, start - length, end, spend)[:MAX_OCCURRENCES]
+        except BudgetExceeded:
+            raise
+        except (ValueError, OverflowError):
             starts = [first]
     found = []
     for s in starts:
@@ -360,6 +395,38 @@ def occurrences(event: dict[str, Any], start: datetime, end: datetime) -> list[d
                 {"id": event["id"], "occurrence_start": s.isoformat(), "occurrence_end": e.isoformat(), "event": event}
             )
     return found
+
+
+def expand_events(
+    rows: Sequence[tuple[str, int, dict[str, Any]]], start: datetime, end: datetime, unexpanded: list[str]
+) -> list[dict[str, Any]]:
+    """The occurrences overlapping [start, end) of the index's event rows (path, version, event),
+    by start, all of them within QUERY_STEPS: first every recurring event with an equal share of
+    half of it (so a few costly events cannot starve the others), then those that needed more with
+    what is left, each at most EVENT_STEPS. An event past its budget, or whose times cannot be read
+    (a document written before they were checked), is left out and its id added to `unexpanded`,
+    so nothing stored stalls or fails a read."""
+    events = [(path, version, e) for path, version, e in rows if isinstance(e, dict) and e.get("status") != "cancelled"]
+    recurring = sum(1 for _, _, e in events if e.get("recurrence"))
+    share = min(EVENT_STEPS, QUERY_STEPS // (2 * max(1, recurring)))
+    found: list[dict[str, Any]] = []
+    costly: list[tuple[str, int, dict[str, Any]]] = []
+    with budget_scope(QUERY_STEPS, "the occurrences of the events in the range"):
+        for passed, steps in ((events, share), (costly, EVENT_STEPS)):
+            for path, version, event in list(passed):
+                try:
+                    budget = Budget(steps, "this event's occurrences in the range")
+                    found.extend(
+                        {**o, "path": path, "version": version} for o in occurrences(event, start, end, budget)
+                    )
+                except BudgetExceeded:
+                    if passed is events:
+                        costly.append((path, version, event))  # again, with what the others left
+                    else:
+                        unexpanded.append(str(event.get("id")))
+                except (ValueError, OverflowError, TypeError, KeyError):
+                    unexpanded.append(str(event.get("id")))
+    return sorted(found, key=lambda o: (o["occurrence_start"], o["path"]))
 
 
 # -- the daily digest -----------------------------------------------------------------------------
@@ -429,6 +496,7 @@ class Rating:
 
 _SUGGESTION = re.compile(r"\b(should|could|would be (nice|better)|wish|please|suggest|prefer|instead)\b", re.I)
 MAX_FEEDBACK_LINES = 20
+MAX_FEEDBACK_LINE_CHARS = 2000
 
 
 def summarize_ratings(
@@ -447,15 +515,16 @@ def summarize_ratings(
     for r in sorted(ratings, key=lambda r: (r.rated_at, r.id or 0)):
         comment = r.comment.strip()
         tagged = f" [{', '.join(r.tags)}]" if r.tags else ""
-        line = (comment or ", ".join(r.tags)) + ("" if not comment else tagged)
+        line = ((comment or ", ".join(r.tags)) + ("" if not comment else tagged))[:MAX_FEEDBACK_LINE_CHARS]
         if not line:
             continue
         if r.rating >= 4 and line not in positives:
             positives.append(line)
         elif r.rating <= 2 and line not in negatives:
             negatives.append(line)
-        if comment and (_SUGGESTION.search(comment) or "suggestion" in r.tags) and comment not in suggestions:
-            suggestions.append(comment)
+        suggestion = comment[:MAX_FEEDBACK_LINE_CHARS]
+        if comment and (_SUGGESTION.search(comment) or "suggestion" in r.tags) and suggestion not in suggestions:
+            suggestions.append(suggestion)
     if totals is not None:  # the table's own count and average: a changed rating counts once
         count, mean = totals
         total = (mean or 0.0) * count
@@ -501,10 +570,24 @@ def _element_id_for(payload: dict[str, Any], fallback: str) -> str:
     return raw if isinstance(raw, str) and raw else _google_id(fallback)
 
 
-def _push(values: list[Any], value: Any) -> None:
-    if isinstance(value, str) and value.strip() and value not in values:
-        values.append(value.strip())
+# The schema's bounds (domain/companion.py), kept by the fold so that a day's activity can never
+# fold into a document that no longer validates (the user's nightly run would then fail for ever).
+MAX_LINE_CHARS = 500
+MAX_PREFERENCE_AREAS = 50
+MAX_PROGRESS = 500
+
+
+def _push(values: list[Any], value: Any, max_chars: int = MAX_LINE_CHARS) -> None:
+    line = value.strip()[:max_chars] if isinstance(value, str) else ""
+    if line and line not in values:
+        values.append(line)
         del values[:-MAX_STATE_LINES]
+
+
+def _note_progress(goal: dict[str, Any], entry: dict[str, Any]) -> None:
+    progress = goal.setdefault("progress", [])
+    progress.append(entry)
+    del progress[:-MAX_PROGRESS]  # the newest are kept
 
 
 def fold_companion(doc: Document, kind: str, payload: Any, external_id: str, occurred_at: datetime) -> bool:
@@ -518,7 +601,7 @@ def fold_companion(doc: Document, kind: str, payload: Any, external_id: str, occ
             collection = targets[kind]
             element_id = _element_id_for(p, external_id)
             elements = doc.setdefault(collection, {})
-            if element_id in elements:
+            if element_id in elements or len(elements) >= MAX_ELEMENTS:
                 return False
             if kind == "goal_set" and "title" not in fields and isinstance(fields.get("goal"), str):
                 fields["title"] = fields.pop("goal")
@@ -543,7 +626,7 @@ def fold_companion(doc: Document, kind: str, payload: Any, external_id: str, occ
             entry = {"at": _now_iso(occurred_at), "note": str(p.get("note") or "")[:2000]}
             if isinstance(p.get("percent"), int) and 0 <= p["percent"] <= 100:
                 entry["percent"] = p["percent"]
-            goal.setdefault("progress", []).append(entry)
+            _note_progress(goal, entry)
             return True
     except UserMemoryError:
         return False
@@ -560,9 +643,12 @@ def fold_companion(doc: Document, kind: str, payload: Any, external_id: str, occ
             return False
     elif kind == "preference" and isinstance(p.get("area"), str) and isinstance(p.get("value"), str):
         preferences = doc.setdefault("advanced_info", {}).setdefault("preferences", {})
-        values = preferences.setdefault(p["area"][:100], [])
+        area = p["area"].strip()[:100]
+        if not area or (area not in preferences and len(preferences) >= MAX_PREFERENCE_AREAS):
+            return False
+        values = preferences.setdefault(area, [])
         before = list(values)
-        _push(values, p["value"][:200])
+        _push(values, p["value"], 200)
         if values == before:
             return False
     else:

@@ -5,7 +5,9 @@ an object in a list such as a tutor's areas_to_improve) or a document leaf (a no
 string), each at its JSON Pointer. Its text is what full-text search and embeddings see: the
 element's words, or the leaf's key and value ("occupation: nurse"). Sensitive fields
 (date_of_birth, email, phone) and bookkeeping (versions, scores, ids, timestamps) are never
-items, so they never reach the index or an embeddings endpoint.
+items, so they never reach the index or an embeddings endpoint; an item's value is kept without
+its sensitive fields at any depth (an event's attendees' emails), so no search result or query
+that reads the index carries them (`redacted`).
 
 `item_changes(old, new, patch)` is what a version changes in the index: only the sections the
 patch touched are walked (`/todos/<id>` for an element, the top-level key otherwise); an item
@@ -22,7 +24,7 @@ from typing import Any
 
 from user_memory.domain.model import Document, Patch
 from user_memory.domain.patching import escape_token
-from user_memory.domain.recurrence import event_start, parse_when, recurrence_end
+from user_memory.domain.recurrence import INDEX_STEPS, budget_scope, event_start, parse_when, recurrence_end
 
 # The companion schema's element collections (maps keyed by id; domain/companion.py), and at most
 # how many elements each holds (a user's memory stays one document under its size limit).
@@ -135,6 +137,15 @@ def _words(value: Any, key: str | None = None) -> Iterator[str]:
             yield from _words(v, key)
 
 
+def redacted(value: Any) -> Any:
+    """`value` without its sensitive fields, at any depth."""
+    if isinstance(value, dict):
+        return {k: redacted(v) for k, v in value.items() if k not in SENSITIVE_FIELDS}
+    if isinstance(value, list):
+        return [redacted(v) for v in value]
+    return value
+
+
 def _element(path: str, kind: str, value: Any) -> Item:
     fields = ELEMENT_TEXT.get(kind)
     if fields is not None and isinstance(value, dict):
@@ -158,9 +169,9 @@ def _element(path: str, kind: str, value: Any) -> Item:
                 if rules:
                     typed["recurring"] = True
                     typed["recur_until"] = recurrence_end(rules, event_start(value))
-        except (TypeError, ValueError):  # a document that was never validated: leave the column empty
+        except (TypeError, ValueError, OverflowError):  # never validated, or not since times were checked
             pass
-    return Item(path=path, kind=kind, text=text[:MAX_TEXT_CHARS], value=value, **typed)
+    return Item(path=path, kind=kind, text=text[:MAX_TEXT_CHARS], value=redacted(value), **typed)
 
 
 def _walk(value: Any, path: str, key: str | None, depth: int) -> Iterator[Item]:
@@ -195,9 +206,11 @@ MAX_PATH_BYTES = 1000
 def document_items(document: Document, sections: set[str] | None = None) -> dict[str, Item]:
     """The document's items by path; only those under `sections` (pointers) when given. Items
     whose pointer is over MAX_PATH_BYTES are left out (not searchable, never an error)."""
-    return {
-        path: item for path, item in _document_items(document, sections).items() if len(path.encode()) <= MAX_PATH_BYTES
-    }
+    # Each event's last occurrence has a budget of its own, and all of them this one: past it an
+    # event is indexed as recurring for ever (queries then expand it, within their own budget).
+    with budget_scope(INDEX_STEPS, "the last occurrences of every event of the document"):
+        found = _document_items(document, sections)
+    return {path: item for path, item in found.items() if len(path.encode()) <= MAX_PATH_BYTES}
 
 
 def _document_items(document: Document, sections: set[str] | None) -> dict[str, Item]:

@@ -29,7 +29,6 @@ import uuid
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AwareDatetime,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -51,6 +50,7 @@ from user_memory.domain.conversations import (
 )
 from user_memory.domain.model import Activity, Window
 from user_memory.domain.requests import request_problem
+from user_memory.domain.times import StorableTime
 from user_memory.errors import InvalidMessage, MessageTooLarge, describe_validation_error
 
 MAX_MESSAGE_BYTES = 256 * 1024
@@ -75,7 +75,7 @@ class ActivityIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     user_id: uuid.UUID
-    occurred_at: AwareDatetime
+    occurred_at: StorableTime  # aware, and in the range PostgreSQL and psycopg read back (domain/times.py)
     kind: str = Field(min_length=1, max_length=100)
     payload: dict[str, Any] = Field(default_factory=dict)
     source: str = Field(min_length=1, max_length=100)

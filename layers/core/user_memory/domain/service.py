@@ -90,7 +90,9 @@ class CompanionData(Protocol):
 
     def todos_due(self, user_id: uuid.UUID, before: datetime, *, limit: int = 2000) -> list[Any]: ...
 
-    def events_between(self, user_id: uuid.UUID, start: datetime, end: datetime) -> list[dict[str, Any]]: ...
+    def events_between(
+        self, user_id: uuid.UUID, start: datetime, end: datetime, *, unexpanded: list[str] | None = None
+    ) -> list[dict[str, Any]]: ...
 
     def active_goals(
         self, user_id: uuid.UUID, *, target_before: datetime | None = None, limit: int = 2000
@@ -414,8 +416,11 @@ class MemoryService:
         overdue, due = elements.split_due(companion.todos_due(self.user_id, end), day, zone)
         return day, overdue, due
 
-    def events_between(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
-        """Occurrences of the user's events overlapping [start, end), from the item index."""
+    def events_between(
+        self, start: datetime, end: datetime, *, unexpanded: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Occurrences of the user's events overlapping [start, end), from the item index; the ids
+        of events that could not be expanded within the budget go to `unexpanded`."""
         companion = self._companion_schema()
         if start.tzinfo is None or end.tzinfo is None:
             raise InvalidRequest("from and to need a time zone (for example 2026-11-23T00:00:00Z)")
@@ -425,7 +430,7 @@ class MemoryService:
             raise InvalidRequest("from and to must be between the years 2 and 9998")
         if end - start > timedelta(days=366):
             raise InvalidRequest("a range is at most 366 days")
-        return companion.events_between(self.user_id, start, end)
+        return companion.events_between(self.user_id, start, end, unexpanded=unexpanded)
 
     def active_goals(self, within_days: int | None = None) -> list[Any]:
         """Active goals (those whose target date is within `within_days` when given), from the index."""

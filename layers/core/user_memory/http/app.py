@@ -757,14 +757,18 @@ class MemoryApi:
             if range_to is None and start.year > 9997:
                 raise InvalidRequest("from must be before the year 9998")
             end = range_to or start + timedelta(days=7)
+            unexpanded: list[str] = []
             with self._me() as service:
-                found = service.events_between(start, end)
+                found = service.events_between(start, end, unexpanded=unexpanded)
+            found, next_from = _occurrences_within_budget(found)
             return models.EventsInRange(
                 user_id=str(service.user_id),
                 from_=start,
                 to=end,
                 items=[models.Occurrence(**{k: o[k] for k in ("id", "path", "version", "occurrence_start",
                                                              "occurrence_end", "event")}) for o in found],
+                unexpanded=unexpanded,
+                next_from=next_from,
             )  # fmt: skip
 
         @app.post("/me/events/import", responses=_responses(models.EventsImported, etag=True), tags=["companion"])
@@ -962,6 +966,25 @@ def _within_response_budget(entries: Sequence[KvEntry], next_after: str | None) 
         if total > MAX_PAGE_RESPONSE_BYTES and n > 0:
             return entries[:n], entries[n - 1].key
     return entries, next_after
+
+
+MAX_RANGE_OCCURRENCES = 1000
+
+
+def _occurrences_within_budget(found: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+    """Occurrences cut short where there are MAX_RANGE_OCCURRENCES of them or their JSON would pass
+    MAX_PAGE_RESPONSE_BYTES (each carries its event: a daily event of 100 KB over a year is 36 MB),
+    with the start of the first one left out."""
+    sizes: dict[str, int] = {}
+    total = 0
+    for n, occurrence in enumerate(found):
+        path = occurrence["path"]
+        if path not in sizes:
+            sizes[path] = len(json.dumps(occurrence["event"], ensure_ascii=False).encode()) + 300  # the other members
+        total += sizes[path]
+        if n >= MAX_RANGE_OCCURRENCES or (total > MAX_PAGE_RESPONSE_BYTES and n > 0):
+            return found[:n], str(occurrence["occurrence_start"])
+    return found, None
 
 
 def _path_key(encoded: str) -> str:

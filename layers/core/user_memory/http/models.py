@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, f
 from user_memory.domain.conversations import MessagePayload, is_conversation_message
 from user_memory.domain.kv import MAX_KEY_CHARS, MAX_TTL_SECONDS
 from user_memory.domain.messages import MAX_ACTIVITIES_PER_MESSAGE, MAX_ACTIVITY_PAYLOAD_BYTES
+from user_memory.domain.times import RANGE_TEXT, StorableTime
 
 PROBLEM_JSON = "application/problem+json"
 JSON_PATCH = "application/json-patch+json"
@@ -120,7 +121,7 @@ class ActivityItem(_In):
     once the conversation has gone quiet.
     """
 
-    occurred_at: datetime
+    occurred_at: StorableTime = Field(description=f"With a zone, {RANGE_TEXT}.")
     kind: str = Field(min_length=1, max_length=100)
     payload: dict[str, JsonValue] = Field(
         default_factory=dict,
@@ -335,6 +336,16 @@ class EventsInRange(_Out):
     from_: datetime = Field(alias="from")
     to: datetime
     items: list[Occurrence]
+    unexpanded: list[str] = Field(
+        default_factory=list,
+        description="Ids of recurring events whose occurrences in the range need more work than the service allows "
+        "for one request (read the event itself with GET /me/events/{id}).",
+    )
+    next_from: str | None = Field(
+        default=None,
+        description="Set when the answer was cut short (too many occurrences or bytes): the start of the first "
+        "occurrence left out; ask again from it for the rest.",
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
@@ -358,14 +369,9 @@ class RatingIn(_In):
     rating: int = Field(ge=1, le=5)
     tags: list[Annotated[str, Field(min_length=1, max_length=50)]] = Field(default_factory=list, max_length=20)
     comment: str = Field(default="", max_length=2000)
-    rated_at: datetime | None = Field(default=None, description="When it was given (with zone); default now.")
-
-    @field_validator("rated_at")
-    @classmethod
-    def _zoned(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("rated_at needs a time zone")
-        return value
+    rated_at: StorableTime | None = Field(
+        default=None, description=f"When it was given (with zone, {RANGE_TEXT}); default now."
+    )
 
 
 class RatingRecorded(_Out):

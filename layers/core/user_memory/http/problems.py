@@ -13,6 +13,7 @@ from user_memory.domain.elements import ElementExists
 from user_memory.domain.service import IdempotencyKeyReused, WrongSchema
 from user_memory.errors import (
     AccessDenied,
+    BudgetExceeded,
     DocumentTooLarge,
     EmbeddingsUnavailable,
     Forbidden,
@@ -66,6 +67,7 @@ TOO_LARGE = Kind(413, "too-large", "The body or the resulting document is too la
 UNSUPPORTED_MEDIA = Kind(415, "unsupported-media-type", "Unsupported Content-Type")
 INVALID_DOCUMENT = Kind(422, "invalid-document", "The result does not match the memory schema")
 INVALID_INPUT = Kind(422, "invalid-input", "The request does not validate")
+BUDGET_EXCEEDED = Kind(422, "budget-exceeded", "The data needs more work than the service allows for it")
 PRECONDITION_REQUIRED = Kind(428, "if-match-required", "This deployment requires If-Match on writes")
 UNAVAILABLE = Kind(503, "storage-unavailable", "The storage is unavailable; retry later")
 QUEUE_UNAVAILABLE = Kind(503, "queue-unavailable", "The worker queue is unavailable; retry later")
@@ -91,6 +93,7 @@ ALL_KINDS = (
     UNSUPPORTED_MEDIA,
     INVALID_DOCUMENT,
     INVALID_INPUT,
+    BUDGET_EXCEEDED,
     PRECONDITION_REQUIRED,
     UNAVAILABLE,
     QUEUE_UNAVAILABLE,
@@ -116,6 +119,8 @@ def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
         return PRECONDITION_FAILED if if_match else VERSION_CONFLICT
     if isinstance(err, DocumentTooLarge | KvValueTooLarge):
         return TOO_LARGE
+    if isinstance(err, BudgetExceeded):
+        return BUDGET_EXCEEDED
     if isinstance(err, UnknownVersion):
         return UNKNOWN_VERSION
     if isinstance(err, NotFound):
