@@ -61,8 +61,8 @@ def append(
     checkpoint: bool = False,
     source: str = "api: test",
 ) -> tuple[str, int]:
-    if patch is None:
-        patch = [{"op": "add", "path": "/v", "value": expected + 1}]
+    if patch is None:  # a patch that gives the document, whatever the head (an end user's is applied)
+        patch = [{"op": "replace", "path": "", "value": document}]
     row = conn.execute(
         APPEND, (user, expected, Jsonb(patch), checkpoint, Jsonb(document), source, key, activity_ids)
     ).fetchone()
@@ -374,7 +374,8 @@ def provenance_of(conn: psycopg.Connection, user: str, version: int) -> Any:
 
 
 def append_with_provenance(conn: psycopg.Connection, user: str, provenance: Any, **kw: Any) -> tuple[str, int]:
-    args = (user, 1, Jsonb([]), Jsonb({"n": 2}), kw.get("source", "api"), kw.get("key"), provenance)
+    patch = Jsonb([{"op": "replace", "path": "", "value": {"n": 2}}])
+    args = (user, 1, patch, Jsonb({"n": 2}), kw.get("source", "api"), kw.get("key"), provenance)
     row = conn.execute(APPEND_WITH_PROVENANCE, args).fetchone()
     assert row is not None
     return row[0], row[1]
@@ -434,7 +435,6 @@ def test_provenance_that_is_not_a_json_object_is_refused(conn, two_users, role, 
 BAD_ARGUMENTS = [
     pytest.param({"document": [1, 2]}, "document must be a JSON object, got array", id="document-array"),
     pytest.param({"document": "text"}, "document must be a JSON object, got string", id="document-string"),
-    pytest.param({"document": None}, "document must be a JSON object, got NULL", id="document-null"),
     pytest.param({"patch": {"op": "add"}}, "patch must be a JSON array, got object", id="patch-object"),
     pytest.param({"expected": -1}, "expected version must be 0 or more", id="negative-expected"),
 ]
@@ -1029,27 +1029,138 @@ def test_large_values_use_lz4_where_the_server_has_it(conn):
 # -- end users cannot write history that does not rebuild, nor pose as the service ----------------
 
 
-def test_an_end_users_version_is_always_a_checkpoint_so_a_bad_patch_cannot_break_history(conn, two_users):
-    # Given an end user who sends a patch that does not produce its document
+def snapshot_row(conn: psycopg.Connection, user: str, version: int) -> tuple[Any, ...] | None:
+    return conn.execute(
+        "SELECT is_full_snapshot, patch, full_snapshot_content FROM user_memory_snapshots"
+        " WHERE user_id = %s AND version = %s",
+        (user, version),
+    ).fetchone()
+
+
+def rebuilt_versions(conn: psycopg.Connection, user: str) -> list[Any]:
+    """Every version of the user rebuilt by the store (checkpoints and patches), oldest first."""
+    from user_memory.adapters.postgres import PostgresRecorder, open_pool
+    from user_memory.domain.repository import MemoryStore
+
+    pool = open_pool(conn.info.dsn)
+    try:
+        return [v.document for v in MemoryStore(PostgresRecorder(pool)).versions(user)]
+    finally:
+        pool.close()
+
+
+def head_document(conn: psycopg.Connection, user: str) -> Any:
+    return conn.execute("SELECT document FROM user_memory_heads WHERE user_id = %s", (user,)).fetchone()[0]
+
+
+def test_an_end_users_version_is_stored_as_its_patch_not_as_a_checkpoint(conn, two_users):
+    # Given an end user whose patch gives its document
+    a, _ = two_users
+    patch = [{"op": "add", "path": "/likes", "value": ["tea"]}]
+    with conn.transaction():
+        as_role(conn, "authenticated", a)
+        # When it appends without asking for a checkpoint
+        assert append(conn, a, 1, {"owner": a, "likes": ["tea"]}, patch=patch) == ("written", 2)
+    # Then the version is the patch alone, and the head is the patch applied
+    assert snapshot_row(conn, a, 2) == (False, patch, None)
+    assert head_document(conn, a) == {"owner": a, "likes": ["tea"]}
+    assert rebuilt_versions(conn, a)[-1] == {"owner": a, "likes": ["tea"]}
+
+
+@pytest.mark.parametrize(
+    ("patch", "document", "sqlstate"),
+    [
+        pytest.param([{"op": "add", "path": "/n", "value": 1}], {"real": "document"}, "UMP03", id="other-document"),
+        pytest.param([{"op": "add", "path": "/n", "value": 1}], {"n": 1, "owner": "x"}, "UMP03", id="other-value"),
+        pytest.param([{"op": "remove", "path": "/nope"}], {"real": "document"}, "UMP01", id="patch-does-not-apply"),
+        pytest.param([{"op": "test", "path": "/owner", "value": 1}], {"owner": "x"}, "UMP01", id="test-fails"),
+        pytest.param([{"op": "replace", "path": "", "value": [1]}], {"a": 1}, "UMP01", id="not-an-object"),
+    ],
+)
+def test_an_end_users_document_that_is_not_its_patch_applied_is_refused(conn, two_users, patch, document, sqlstate):
+    # Given an end user who sends a patch that does not give its document (or does not apply)
+    a, _ = two_users
+    with pytest.raises(psycopg.DatabaseError) as err, conn.transaction():
+        as_role(conn, "authenticated", a)
+        append(conn, a, 1, document, patch=patch)
+    # Then it is refused with its own SQLSTATE, and nothing is written
+    assert err.value.sqlstate == sqlstate
+    assert versions(conn, a) == [1]
+    assert head_document(conn, a) == {"owner": a}
+
+
+def test_a_document_that_differs_from_the_result_only_in_number_spelling_is_stored_as_the_result(conn, two_users):
+    # Given an end user whose document says 1.0 where its patch says 1 (equal as jsonb)
     a, _ = two_users
     with conn.transaction():
         as_role(conn, "authenticated", a)
-        assert append(conn, a, 1, {"real": "document"}, patch=[{"op": "remove", "path": "/nope"}]) == ("written", 2)
-    # Then the version was stored with its full document, and it rebuilds from that
-    row = conn.execute(
-        "SELECT is_full_snapshot, full_snapshot_content FROM user_memory_snapshots WHERE user_id = %s AND version = 2",
-        (a,),
-    ).fetchone()
-    assert row == (True, {"real": "document"})
-    from user_memory.adapters.postgres import PostgresRecorder
-    from user_memory.adapters.postgres import open_pool as _open
-    from user_memory.domain.repository import MemoryStore
+        row = conn.execute(
+            APPEND,
+            (
+                a,
+                1,
+                Jsonb([{"op": "add", "path": "/n", "value": 1}]),
+                False,
+                f'{{"owner": "{a}", "n": 1.0}}',
+                "api",
+                None,
+                None,
+            ),
+        ).fetchone()
+    assert tuple(row) == ("written", 2)
+    # Then the head is the patch's result, spelled as the patch spells it, so every rebuild equals it
+    assert conn.execute("SELECT document->>'n' FROM user_memory_heads WHERE user_id = %s", (a,)).fetchone()[0] == "1"
+    assert rebuilt_versions(conn, a)[-1] == head_document(conn, a)
 
-    pool = _open(conn.info.dsn)
-    try:
-        assert MemoryStore(PostgresRecorder(pool)).at(a, 2).document == {"real": "document"}
-    finally:
-        pool.close()
+
+@pytest.mark.parametrize("role", ["authenticated", "service_role"])
+def test_a_null_document_is_the_patch_applied_to_the_head(conn, two_users, role):
+    # Given a caller that sends only the patch
+    a, _ = two_users
+    patch = Jsonb([{"op": "add", "path": "/n", "value": 2}])
+    with conn.transaction():
+        as_role(conn, role, a)
+        row = conn.execute(APPEND, (a, 1, patch, False, None, "api", None, None)).fetchone()
+    # Then the version's document is the patch applied to version 1
+    assert tuple(row) == ("written", 2)
+    assert head_document(conn, a) == {"owner": a, "n": 2}
+    assert rebuilt_versions(conn, a) == [{"owner": a}, {"owner": a, "n": 2}]
+
+
+def test_the_services_document_is_trusted_as_before(conn, two_users):
+    # Given the service, which diffs and verifies its own patches before it appends
+    a, _ = two_users
+    with conn.transaction():
+        as_role(conn, "service_role")
+        # When it sends a document with a patch that the database does not check
+        assert append(conn, a, 1, {"n": 2}, patch=[{"op": "add", "path": "/n", "value": 2}]) == ("written", 2)
+    # Then the document is stored as given (the fast path: the patch is not applied again)
+    assert head_document(conn, a) == {"n": 2}
+
+
+def test_an_end_user_that_never_asks_for_a_checkpoint_gets_one_every_200_versions(conn):
+    # Given an end user who appends 401 versions, never asking for a checkpoint
+    u = new_user()
+    with conn.transaction():
+        as_role(conn, "authenticated", u)
+        for v in range(401):
+            append(conn, u, v, {"n": v + 1}, patch=[{"op": "add", "path": "/n", "value": v + 1}])
+    # Then versions 200 and 400 were made checkpoints, so a rebuild applies at most 199 patches
+    checkpoints = conn.execute(
+        "SELECT version FROM user_memory_snapshots WHERE user_id = %s AND is_full_snapshot ORDER BY version", (u,)
+    ).fetchall()
+    assert [c[0] for c in checkpoints] == [200, 400]
+    assert snapshot_row(conn, u, 400) == (True, [{"op": "add", "path": "/n", "value": 400}], {"n": 400})
+
+
+def test_an_end_users_checkpoint_request_is_honoured(conn, two_users):
+    a, _ = two_users
+    with conn.transaction():
+        as_role(conn, "authenticated", a)
+        assert append(
+            conn, a, 1, {"owner": a, "n": 2}, patch=[{"op": "add", "path": "/n", "value": 2}], checkpoint=True
+        ) == ("written", 2)
+    assert snapshot_row(conn, a, 2) == (True, [{"op": "add", "path": "/n", "value": 2}], {"owner": a, "n": 2})
 
 
 @pytest.mark.parametrize("source", ["daily summary 2026-11-21, 3 activities, model rules", "summary (backfill)", None])

@@ -38,10 +38,17 @@ from user_memory.errors import (
     ConfigError,
     DocumentTooLarge,
     InvalidDocument,
+    PatchError,
+    PatchMismatch,
     StorageError,
     StorageUnavailable,
     UserMemoryError,
 )
+
+# SQLSTATEs of migrations/015: the patch does not apply (UMP01) or is over its bounds (UMP02); the
+# document is not the patch applied to the head (UMP03).
+_PATCH_REFUSED = frozenset({"UMP01", "UMP02"})
+_PATCH_MISMATCH = "UMP03"
 
 
 def translate(err: psycopg.Error) -> UserMemoryError:
@@ -50,6 +57,10 @@ def translate(err: psycopg.Error) -> UserMemoryError:
     primary = (getattr(err.diag, "message_primary", None) or str(err)).splitlines()[0][:300]
     if isinstance(err, pgerrors.InsufficientPrivilege):
         return AccessDenied(primary)
+    if err.sqlstate in _PATCH_REFUSED:  # migrations/015: the database's applier refused the patch
+        return PatchError(primary)
+    if err.sqlstate == _PATCH_MISMATCH:
+        return PatchMismatch(primary)
     if isinstance(err, pgerrors.InvalidParameterValue):
         sizes = re.search(r"document is (\d+) bytes, over the limit of (\d+)", primary)
         if sizes:  # the database's own measure (jsonb's text form), reported as it measured it
