@@ -306,6 +306,43 @@ REVOKE ALL ON FUNCTION public.user_memory_apply_patch(jsonb, jsonb, integer)
   FROM PUBLIC, anon, authenticated, service_role;
 
 -- ---------------------------------------------------------------------------------------------
+-- A version row is keyed by (user_id, version)
+-- ---------------------------------------------------------------------------------------------
+
+-- The seed's `id uuid DEFAULT gen_random_uuid()` primary key was never read: every lookup is by
+-- (user_id, version), which the unique index already keeps. A random key's index takes each
+-- version at a random place (about 90 bytes of WAL and 40 bytes of index a version, measured with
+-- bench/bench_store.py --compare-eventsourcing --wal-by-relation); the unique index becomes the
+-- primary key under its own name.
+ALTER TABLE user_memory_snapshots DROP CONSTRAINT user_memory_snapshots_pkey;
+ALTER TABLE user_memory_snapshots DROP COLUMN id;
+ALTER TABLE user_memory_snapshots
+  ADD CONSTRAINT idx_user_memory_snapshots_user_version PRIMARY KEY USING INDEX idx_user_memory_snapshots_user_version;
+
+-- "The version as of a time" without an index of every row's time. user_memory_append now stamps
+-- a version no earlier than the one before it (a clock that steps back cannot reorder a user's
+-- history), so a user's created_at grows with version: the answer lies between the last checkpoint
+-- at or before the time and the next one. The checkpoints' index carries created_at for that
+-- (an index-only walk over a user's checkpoints), and the rows between two checkpoints are found
+-- by the primary key. The (user_id, created_at) index of every row goes: 57 bytes of history and
+-- 104 bytes of WAL a version (bench/bench_history.py, bench/bench_store.py).
+DROP INDEX idx_user_memory_snapshots_checkpoints;
+CREATE INDEX idx_user_memory_snapshots_checkpoints
+  ON user_memory_snapshots (user_id, version) INCLUDE (created_at) WHERE is_full_snapshot = TRUE;
+DROP INDEX idx_user_memory_snapshots_user_created_at;
+
+-- Idempotency keys: found through a hash index of "<user id> <key>" (about 20 bytes an entry)
+-- instead of a unique b-tree of (user_id, key) (88 bytes an entry measured: every agent tool call
+-- and API request with an Idempotency-Key has one). Uniqueness never rested on that index alone:
+-- user_memory_append looks a key up only after it holds the user's head row, so two writes of one
+-- key are serialized there, and two first writes of a new user collide on the primary key
+-- (user_id, version 1). The lookups name the index's expression (user_memory_append, and
+-- adapters/postgres.py), and then the key itself.
+DROP INDEX idx_user_memory_snapshots_user_idempotency_key;
+CREATE INDEX idx_user_memory_snapshots_user_idempotency_key
+  ON user_memory_snapshots USING hash ((user_id::text || ' ' || idempotency_key)) WHERE idempotency_key IS NOT NULL;
+
+-- ---------------------------------------------------------------------------------------------
 -- The document size limit (pre-rebase shim: the lead's rewritten 006 creates this table)
 -- ---------------------------------------------------------------------------------------------
 
@@ -313,6 +350,15 @@ CREATE TABLE IF NOT EXISTS public.user_memory_settings (name text PRIMARY KEY, v
 INSERT INTO public.user_memory_settings (name, value) VALUES ('max_document_bytes', '524288')
   ON CONFLICT (name) DO NOTHING;
 REVOKE ALL ON public.user_memory_settings FROM PUBLIC, anon, authenticated, service_role;
+
+-- A deployment that raised the limit on the old function (ALTER FUNCTION ... SET, as 006 told it
+-- to) keeps its value: the function below has no SET clause to hold it any more.
+UPDATE public.user_memory_settings s SET value = substr(c, length('user_memory.max_document_bytes=') + 1)
+  FROM pg_proc p, unnest(p.proconfig) c
+ WHERE s.name = 'max_document_bytes'
+   AND p.oid = 'public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[], jsonb, jsonb)'::regprocedure
+   AND c LIKE 'user_memory.max_document_bytes=%'
+   AND substr(c, length('user_memory.max_document_bytes=') + 1) <> '524288';
 
 -- ---------------------------------------------------------------------------------------------
 -- user_memory_append: 012's function; an end user's patch is applied, not trusted
@@ -353,6 +399,7 @@ DECLARE
   head jsonb;
   result jsonb;
   last_checkpoint integer;
+  last_written timestamptz;
   recorded integer;
   fresh bigint;
   ts timestamptz := clock_timestamp();
@@ -438,15 +485,19 @@ BEGIN
   END IF;
 
   IF end_user OR p_document IS NULL THEN
-    SELECT h.version, h.indexed_version, h.document INTO current_version, indexed, head
+    SELECT h.version, h.indexed_version, h.updated_at, h.document INTO current_version, indexed, last_written, head
       FROM public.user_memory_heads h WHERE h.user_id = p_user_id FOR UPDATE;
   ELSE
-    SELECT h.version, h.indexed_version INTO current_version, indexed
+    SELECT h.version, h.indexed_version, h.updated_at INTO current_version, indexed, last_written
       FROM public.user_memory_heads h WHERE h.user_id = p_user_id FOR UPDATE;
   END IF;
+  -- A user's versions are stamped in order, whatever the clock does (version_at relies on it).
+  ts := greatest(ts, last_written);
   IF p_key IS NOT NULL THEN
     SELECT s.version INTO recorded
-      FROM public.user_memory_snapshots s WHERE s.user_id = p_user_id AND s.idempotency_key = p_key;
+      FROM public.user_memory_snapshots s
+     WHERE (s.user_id::text || ' ' || s.idempotency_key) = (p_user_id::text || ' ' || p_key)
+       AND s.user_id = p_user_id AND s.idempotency_key = p_key;
     IF recorded IS NOT NULL THEN
       RETURN QUERY SELECT 'idempotent'::text, recorded, NULL::timestamptz;
       RETURN;

@@ -13,6 +13,7 @@ import secrets
 import threading
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -974,12 +975,57 @@ def test_covered_index_is_gone_and_checkpoints_are_indexed_by_version(conn):
     # The (user_id) index is covered by the unique (user_id, version) one
     assert "idx_user_memory_snapshots_user_id" not in indexes
     assert "UNIQUE" in indexes["idx_user_memory_snapshots_user_version"]
-    # The checkpoint index answers "latest checkpoint at or below v"
+    # The checkpoint index answers "latest checkpoint at or below v", and carries the checkpoints'
+    # times for as_of (015: no index of every row's time any more)
     assert indexes["idx_user_memory_snapshots_checkpoints"].endswith(
-        "USING btree (user_id, version) WHERE (is_full_snapshot = true)"
+        "USING btree (user_id, version) INCLUDE (created_at) WHERE (is_full_snapshot = true)"
     )
-    # as_of still has its index
-    assert "(user_id, created_at DESC)" in indexes["idx_user_memory_snapshots_user_created_at"]
+    assert "idx_user_memory_snapshots_user_created_at" not in indexes
+    # Idempotency keys are found through a hash index of "<user> <key>"
+    assert "USING hash" in indexes["idx_user_memory_snapshots_user_idempotency_key"]
+
+
+def test_a_version_is_never_stamped_before_the_one_before_it(conn):
+    # Given a user whose last version is stamped an hour ahead of the clock (a clock that stepped back)
+    u = new_user()
+    append(conn, u, 0, {"v": 1})
+    conn.execute("UPDATE user_memory_heads SET updated_at = now() + interval '1 hour' WHERE user_id = %s", (u,))
+    ahead = conn.execute("SELECT updated_at FROM user_memory_heads WHERE user_id = %s", (u,)).fetchone()[0]
+    # When the next version is written, Then it is stamped no earlier than that
+    append(conn, u, 1, {"v": 2})
+    stamped = conn.execute(
+        "SELECT created_at FROM user_memory_snapshots WHERE user_id = %s AND version = 2", (u,)
+    ).fetchone()[0]
+    assert stamped >= ahead
+
+
+def test_as_of_reads_the_checkpoints_index_and_at_most_an_interval_of_rows(conn, store):
+    # Given 200 versions with a checkpoint every 20
+    u = new_user()
+    for v in range(1, 201):
+        append(conn, u, v - 1, {"v": v}, checkpoint=v % 20 == 0)
+    stamps = dict(conn.execute("SELECT version, created_at FROM user_memory_snapshots WHERE user_id = %s", (u,)))
+    # Then as_of any version's time is that version, before the first is 0, after the last the head
+    for v in (1, 19, 20, 21, 99, 100, 101, 200):
+        assert store.as_of(u, stamps[v]).version == v
+    assert store.as_of(u, stamps[1] - timedelta(microseconds=1)).version == 0
+    # And the lookup reads the checkpoints' index without the heap, and at most 20 rows between two
+    from user_memory.adapters.postgres import _VERSION_AT
+
+    plan = "\n".join(
+        r[0]
+        for r in conn.execute(
+            sql.SQL("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ") + sql.SQL(_VERSION_AT),
+            {"u": u, "t": stamps[101]},
+        )
+    )
+    assert "Index Only Scan" in plan and "idx_user_memory_snapshots_checkpoints" in plan, plan
+    rows = [
+        int(line.split("rows=")[1].split()[0])
+        for line in plan.splitlines()
+        if "idx_user_memory_snapshots_user_version" in line
+    ]
+    assert rows and max(rows) <= 20, plan
 
 
 def test_the_rebuild_finds_its_checkpoint_through_the_checkpoint_index(conn):
