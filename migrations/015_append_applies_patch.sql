@@ -11,11 +11,17 @@
 --     versions); a forged false cannot leave more than 200 versions since the last checkpoint
 --     (the 200th is made one), so a rebuild stays bounded whatever an end user sends.
 -- The service's calls are unchanged: a given document is trusted (it was diffed and verified in
--- the service), so its append does not pay for the patch a second time; a service call with a
--- NULL document has the patch applied as well.
+-- the service), so its append does not pay for the patch a second time (applying it for the
+-- service too was measured no cheaper: bench/bench_store.py --database-applies); a service call
+-- with a NULL document has the patch applied as well.
 --
--- Who may do what: unchanged from 012. The three helper functions below are the owner's only
--- (the SECURITY DEFINER append calls them as their owner); nobody else may execute them.
+-- History's own bytes, now that most versions are patches (bench/bench_history.py): the version
+-- rows lose the seed's random `id` key ((user_id, version) is the primary key), the index of every
+-- row's time (as_of finds its version between two checkpoints: versions are stamped in order) and
+-- the b-tree of idempotency keys (a hash index instead).
+--
+-- Who may do what: unchanged from 012 and 013. The four functions of the applier are the owner's
+-- only (the SECURITY DEFINER append calls them as their owner); nobody else may execute them.
 
 -- ---------------------------------------------------------------------------------------------
 -- RFC 6902 in the database: user_memory_apply_patch(document, patch)
@@ -31,9 +37,10 @@
 -- SQLSTATE UMP01, one over its bounds with UMP02; the message names the operation (from 0) and
 -- what failed, never a value or a key.
 --
--- The helpers have no SET clause: they are called once per operation, and a SET clause costs a
--- configuration save and restore per call. They run only under user_memory_apply_patch, whose
--- search_path is fixed; every name they use is in pg_catalog, which is searched first anyway.
+-- These functions have no SET clause (a SET clause costs a configuration save and restore per
+-- call, measured at a fifth of a small patch's time): they are executable by their owner only,
+-- and run under user_memory_append, whose search_path is fixed; every name they use is in
+-- pg_catalog (searched first anyway) or schema-qualified.
 
 -- Exact equality of two JSON values, as domain/patching.py json_equal sees them once read back.
 CREATE FUNCTION public.user_memory_json_equal(a jsonb, b jsonb) RETURNS boolean
@@ -139,7 +146,6 @@ CREATE FUNCTION public.user_memory_apply_patch(p_doc jsonb, p_patch jsonb, p_max
 RETURNS jsonb
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   doc jsonb := p_doc;
@@ -160,6 +166,7 @@ DECLARE
   -- is a pointer the fast lookup does not find (for the exact error).
   lenient constant text := '/([[:space:]]|[+-][0-9]|0[0-9])';
   exact boolean;
+  pointer text;
 BEGIN
   IF jsonb_typeof(p_patch) IS DISTINCT FROM 'array' THEN
     RAISE EXCEPTION 'a patch must be a JSON array of operations, got %', coalesce(jsonb_typeof(p_patch), 'NULL')
@@ -177,8 +184,15 @@ BEGIN
     IF kind IS NULL OR kind NOT IN ('add', 'remove', 'replace', 'move', 'copy', 'test') THEN
       RAISE EXCEPTION 'operation % has an unknown op', n USING ERRCODE = 'UMP01';
     END IF;
-    tokens := public.user_memory_json_pointer(op -> 'path', n, 'path');
-    exact := (op ->> 'path') !~ lenient;
+    -- A pointer without escapes, within the bounds, is split here (most are: a call per pointer to
+    -- the helper cost a quarter of a small patch's time); any other goes to the helper.
+    pointer := CASE WHEN jsonb_typeof(op -> 'path') = 'string' THEN op ->> 'path' END;
+    IF pointer ~ '^(/[^/~]*)+$' AND octet_length(pointer) <= 2048 AND length(pointer) - length(replace(pointer, '/', '')) <= 100 THEN
+      tokens := CASE WHEN pointer = '/' THEN ARRAY[''] ELSE string_to_array(substr(pointer, 2), '/') END;
+    ELSE
+      tokens := public.user_memory_json_pointer(op -> 'path', n, 'path');
+    END IF;
+    exact := pointer !~ lenient;
     IF kind IN ('add', 'replace', 'test') THEN
       value := op -> 'value';
       IF value IS NULL THEN
@@ -343,24 +357,6 @@ CREATE INDEX idx_user_memory_snapshots_user_idempotency_key
   ON user_memory_snapshots USING hash ((user_id::text || ' ' || idempotency_key)) WHERE idempotency_key IS NOT NULL;
 
 -- ---------------------------------------------------------------------------------------------
--- The document size limit (pre-rebase shim: the lead's rewritten 006 creates this table)
--- ---------------------------------------------------------------------------------------------
-
-CREATE TABLE IF NOT EXISTS public.user_memory_settings (name text PRIMARY KEY, value text NOT NULL);
-INSERT INTO public.user_memory_settings (name, value) VALUES ('max_document_bytes', '524288')
-  ON CONFLICT (name) DO NOTHING;
-REVOKE ALL ON public.user_memory_settings FROM PUBLIC, anon, authenticated, service_role;
-
--- A deployment that raised the limit on the old function (ALTER FUNCTION ... SET, as 006 told it
--- to) keeps its value: the function below has no SET clause to hold it any more.
-UPDATE public.user_memory_settings s SET value = substr(c, length('user_memory.max_document_bytes=') + 1)
-  FROM pg_proc p, unnest(p.proconfig) c
- WHERE s.name = 'max_document_bytes'
-   AND p.oid = 'public.user_memory_append(uuid, integer, jsonb, boolean, jsonb, text, text, bigint[], jsonb, jsonb)'::regprocedure
-   AND c LIKE 'user_memory.max_document_bytes=%'
-   AND substr(c, length('user_memory.max_document_bytes=') + 1) <> '524288';
-
--- ---------------------------------------------------------------------------------------------
 -- user_memory_append: 012's function; an end user's patch is applied, not trusted
 -- ---------------------------------------------------------------------------------------------
 
@@ -371,7 +367,6 @@ UPDATE public.user_memory_settings s SET value = substr(c, length('user_memory.m
 --   * an end user's p_checkpoint is honoured, bounded: at 200 versions since the last checkpoint
 --     the version is made one;
 --   * p_patch is at most twice the document limit (pg_column_size), for every caller (22023);
---   * the size limit comes from user_memory_settings, not from a SET clause.
 CREATE OR REPLACE FUNCTION public.user_memory_append(
   p_user_id uuid,
   p_expected integer,
