@@ -2,29 +2,42 @@
 
     .venv/bin/python bench/bench_store.py [--users 1000] [--versions 100]
     .venv/bin/python bench/bench_store.py --compare-eventsourcing [--users 100] [--versions 60]
+        [--wal-by-relation] [--database-applies]
 
 The first form prints append throughput (diff time reported separately), head and at()
 latencies, table bytes against a full-copy-per-version table, the floors (a bare INSERT +
 UPDATE transaction and a bare primary-key SELECT of the same bytes), and the bytes of every
 relation: heap, TOAST and each index of user_memory_snapshots and user_memory_heads.
 
-The second stores the same history twice, side by side on the same server: once through
-MemoryStore and once with the `eventsourcing` library (9.x, `pip install -e .[bench]`), each
-version an event holding the same JSON patch, snapshots every 50 versions like our
-checkpoints, and prints the bytes of both and their ratio (defaults: 100 users x 60 versions
-of a ~13 KiB document, ~5% changed per version).
+The second stores the same history three times, side by side on the same server: through
+MemoryStore, through the bare floor (one statement: the patch row's INSERT and the head's upsert,
+each keyed by its primary key only) and with the `eventsourcing` library (9.x,
+`pip install -e .[bench]`), each version an event holding the same JSON patch, snapshots every 50
+versions like our checkpoints. It prints the bytes of each, the time of a version's database
+write (MemoryStore's `user_memory_append` call against the floor's statement, interleaved version
+by version) and the WAL a version writes (insert-LSN differences around each write; defaults:
+100 users x 60 versions of a ~13 KiB document, ~5% changed per version). `--wal-by-relation`
+also reads MemoryStore's WAL with pg_waldump (local embedded server only) and prints where it
+goes, relation by relation; `--database-applies` sends MemoryStore's patches without their
+documents, so that user_memory_append applies each to the head as it does an end user's.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import random
+import re
+import shutil
+import statistics
+import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -34,6 +47,7 @@ from _common import fresh_database, pct, summary_ms, table  # noqa: E402
 from psycopg import sql  # noqa: E402
 from user_memory.adapters.postgres import PostgresRecorder, open_pool  # noqa: E402
 from user_memory.domain.patching import make_patch  # noqa: E402
+from user_memory.domain.ports import InsertOutcome, NewVersion  # noqa: E402
 from user_memory.domain.repository import MemoryStore  # noqa: E402
 
 _letters = random.Random(1)
@@ -102,13 +116,23 @@ def main() -> None:
     parser.add_argument(
         "--compare-eventsourcing",
         action="store_true",
-        help="store the same history with MemoryStore and with the eventsourcing library; print bytes",
+        help="store the same history with MemoryStore, the bare floor and the eventsourcing library",
+    )
+    parser.add_argument(
+        "--wal-by-relation", action="store_true", help="with --compare-eventsourcing: MemoryStore's WAL per relation"
+    )
+    parser.add_argument(
+        "--database-applies",
+        action="store_true",
+        help="with --compare-eventsourcing: MemoryStore sends the patch alone, the database applies it to the head",
     )
     args = parser.parse_args()
     if args.compare_eventsourcing:
         users = args.users if "--users" in sys.argv else 100
         versions = args.versions if "--versions" in sys.argv else 60
-        compare_eventsourcing(users, versions)
+        compare_eventsourcing(
+            users, versions, wal_by_relation=args.wal_by_relation, database_applies=args.database_applies
+        )
         return
     dsn = fresh_database("user_memory_bench_store")
     rng = random.Random(7)
@@ -335,7 +359,121 @@ def store_with_eventsourcing(dsn: str, data: list[History], interval: int) -> No
     app.close()
 
 
-def compare_eventsourcing(users: int, versions: int) -> None:
+# -- WAL -------------------------------------------------------------------------------------------
+
+
+def wal_position(conn: psycopg.Connection) -> int:
+    """The server's WAL insert position in bytes (cluster-wide)."""
+    row = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint", prepare=True).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+class MeasuredRecorder(PostgresRecorder):
+    """PostgresRecorder that times each version's database write (`insert`: the one
+    user_memory_append statement) and the WAL it writes, read from another connection."""
+
+    def __init__(self, pool: Any, lsn: psycopg.Connection, *, send_document: bool = True) -> None:
+        super().__init__(pool)
+        self.lsn = lsn
+        self.send_document = send_document
+        self.seconds: list[float] = []
+        self.wal: list[int] = []
+        self.spans: list[tuple[int, int]] = []
+
+    def insert(self, new: NewVersion) -> InsertOutcome:
+        if not self.send_document:  # the patch alone: the database applies it to the head (015)
+            new = dataclasses.replace(new, document_json=None)  # type: ignore[arg-type]
+        before = wal_position(self.lsn)
+        t0 = time.perf_counter()
+        outcome = super().insert(new)
+        self.seconds.append(time.perf_counter() - t0)
+        after = wal_position(self.lsn)
+        self.wal.append(after - before)
+        self.spans.append((before, after))
+        return outcome
+
+
+_FLOOR_TABLES = """
+CREATE TABLE bench_floor_rows (user_id uuid, version int, patch jsonb NOT NULL, PRIMARY KEY (user_id, version));
+CREATE TABLE bench_floor_heads (user_id uuid PRIMARY KEY, version int NOT NULL, document jsonb NOT NULL);
+"""
+# The floor of a version: its patch row and the head's rewrite, one statement (one round trip and
+# one transaction, as user_memory_append), no lock taken first, no checks, nothing else.
+_FLOOR = """
+WITH r AS (INSERT INTO bench_floor_rows VALUES (%(u)s, %(v)s, %(p)s))
+INSERT INTO bench_floor_heads VALUES (%(u)s, %(v)s, %(d)s::jsonb)
+ON CONFLICT (user_id) DO UPDATE SET version = EXCLUDED.version, document = EXCLUDED.document
+"""
+
+
+def wal_by_relation_rows(conn: psycopg.Connection, spans: list[tuple[int, int]]) -> list[tuple[str, str]]:
+    """Bytes of WAL (records with their full-page images) per relation within `spans`, read with
+    pg_waldump from the server's own pg_wal; a record is counted for its first block's relation."""
+    try:
+        from pgserver._commands import POSTGRES_BIN_PATH
+
+        waldump = str(POSTGRES_BIN_PATH / "pg_waldump")
+    except ImportError:
+        waldump = shutil.which("pg_waldump") or "pg_waldump"
+    data = conn.execute("SHOW data_directory").fetchone()
+    assert data is not None
+    names: dict[str, str] = {}
+    for filenode, name, kind, owner in conn.execute(
+        """SELECT c.relfilenode::text, c.relname, c.relkind,
+                  (SELECT t.relname FROM pg_class t WHERE t.reltoastrelid IN (c.oid,
+                     (SELECT i.indrelid FROM pg_index i WHERE i.indexrelid = c.oid)))
+             FROM pg_class c WHERE c.relfilenode <> 0"""
+    ):
+        names[filenode] = f"{owner} TOAST" + (" index" if kind == "i" else "") if owner else name
+    totals: dict[str, int] = {}
+    fpi: dict[str, int] = {}
+    start, end = spans[0][0], spans[-1][1]
+    fmt = "{:X}/{:X}".format
+    out = subprocess.run(
+        [
+            waldump,
+            "-p",
+            str(Path(data[0]) / "pg_wal"),
+            "-s",
+            fmt(start >> 32, start & 0xFFFFFFFF),
+            "-e",
+            fmt(end >> 32, end & 0xFFFFFFFF),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if not out.stdout:
+        sys.exit(f"pg_waldump read nothing: {out.stderr.strip()[:300]}")
+    ranges = iter(spans)
+    span = next(ranges)
+    record = re.compile(
+        r"rmgr: (\w+)\s+len \(rec/tot\):\s+(\d+)/\s*(\d+),.*?lsn: ([0-9A-F]+)/([0-9A-F]+),.*?desc: (\w+)"
+    )
+    for line in out.stdout.splitlines():
+        m = record.search(line)
+        if not m:
+            continue
+        lsn = (int(m.group(4), 16) << 32) + int(m.group(5), 16)
+        while lsn >= span[1]:
+            span = next(ranges, (1 << 64, 1 << 64))
+        if lsn < span[0]:
+            continue  # between two versions: another connection's (the floor's, a LSN query)
+        rel = re.search(r"rel \d+/\d+/(\d+)", line)
+        where = names.get(rel.group(1), f"relfilenode {rel.group(1)}") if rel else f"{m.group(1)} {m.group(6)}"
+        totals[where] = totals.get(where, 0) + int(m.group(3))
+        fpi[where] = fpi.get(where, 0) + int(m.group(3)) - int(m.group(2))
+    n = len(spans)
+    return [
+        (where, f"{total / n:>9,.0f} B a version (full-page images {fpi[where] / n:,.0f} B)")
+        for where, total in sorted(totals.items(), key=lambda kv: -kv[1])
+    ]
+
+
+def compare_eventsourcing(
+    users: int, versions: int, *, wal_by_relation: bool = False, database_applies: bool = False
+) -> None:
     import importlib.metadata
 
     data = histories(users, versions)
@@ -346,18 +484,43 @@ def compare_eventsourcing(users: int, versions: int) -> None:
 
     ours_dsn = fresh_database("user_memory_bench_compare")
     pool = open_pool(ours_dsn)
-    store = MemoryStore(PostgresRecorder(pool))  # checkpoints every 50 versions, version 1 a patch only
+    lsn = psycopg.connect(ours_dsn, autocommit=True)
+    floor = psycopg.connect(ours_dsn, autocommit=True)
+    floor.execute(_FLOOR_TABLES)
+    recorder = MeasuredRecorder(pool, lsn, send_document=not database_applies)
+    store = MemoryStore(recorder)  # checkpoints every 50 versions, version 1 a patch only
+    floor_s: list[float] = []
+    floor_wal: list[int] = []
+    lsn.execute("CHECKPOINT")  # both start with the same full-page images to write
     started = time.perf_counter()
-    for user, docs, _ in data:
-        for v, doc in enumerate(docs, start=1):
+    for user, docs, patches in data:
+        for v, (doc, patch) in enumerate(zip(docs, patches, strict=True), start=1):
             store.append(user, doc, expected_version=v - 1, source="bench")
+            # The floor is handed the patch, and the document already encoded, as the store's insert is.
+            params = {"u": user, "v": v, "p": Jsonb(patch), "d": json.dumps(doc, separators=(",", ":"))}
+            before = wal_position(lsn)
+            t0 = time.perf_counter()
+            floor.execute(_FLOOR, params, prepare=True)
+            floor_s.append(time.perf_counter() - t0)
+            floor_wal.append(wal_position(lsn) - before)
     ours_s = time.perf_counter() - started
     pool.close()
+    floor.close()
+
+    if wal_by_relation:  # before the next checkpoint recycles the segments
+        table("MemoryStore's WAL per relation (pg_waldump)", wal_by_relation_rows(lsn, recorder.spans))
 
     es_dsn = empty_database(ours_dsn, "user_memory_bench_eventsourcing")
+    lsn.execute("CHECKPOINT")
+    es_before = wal_position(lsn)
     started = time.perf_counter()
     store_with_eventsourcing(es_dsn, data, store.checkpoint_interval)
     es_s = time.perf_counter() - started
+    es_wal = wal_position(lsn) - es_before
+    n = users * versions
+    ours_version_s, floor_version_s = statistics.fmean(recorder.seconds), statistics.fmean(floor_s)
+    ours_wal, floor_wal_mean = sum(recorder.wal) / n, sum(floor_wal) / n
+    lsn.close()
 
     with psycopg.connect(ours_dsn, autocommit=True) as ours, psycopg.connect(es_dsn, autocommit=True) as es:
         # Heads are updated in place: measure them as autovacuum keeps them, not with dead tuples.
@@ -383,7 +546,11 @@ def compare_eventsourcing(users: int, versions: int) -> None:
     table(
         f"Side by side: {users} users x {versions} versions, document ~{doc_kib:.1f} KiB (compact JSON), {changed}",
         [
-            ("MemoryStore settings", f"checkpoint every {store.checkpoint_interval} versions, TOAST {compression}"),
+            (
+                "MemoryStore settings",
+                f"checkpoint every {store.checkpoint_interval} versions, TOAST {compression}, "
+                + ("the patch alone (the database applies it)" if database_applies else "the verified document sent"),
+            ),
             (
                 "eventsourcing settings",
                 f"{importlib.metadata.version('eventsourcing')}, eventsourcing.postgres, JSON transcoder, "
@@ -393,8 +560,18 @@ def compare_eventsourcing(users: int, versions: int) -> None:
             ("eventsourcing rows", f"{counts[0]:,} events, {counts[1]:,} snapshots"),
             (
                 "write time, one transaction a version",
-                f"MemoryStore {ours_s:.1f} s (diffs and verifies each version), "
+                f"MemoryStore {ours_s:.1f} s (diffs and verifies each version; the floor's writes interleaved), "
                 f"eventsourcing {es_s:.1f} s (is handed the patches)",
+            ),
+            (
+                "a version's database write, mean",
+                f"MemoryStore {ours_version_s * 1000:.3f} ms (user_memory_append), "
+                f"floor {floor_version_s * 1000:.3f} ms = {ours_version_s / floor_version_s:.2f}x the floor",
+            ),
+            (
+                "WAL a version, mean",
+                f"MemoryStore {ours_wal:,.0f} B, floor {floor_wal_mean:,.0f} B "
+                f"= {ours_wal / floor_wal_mean:.2f}x the floor; eventsourcing {es_wal / n:,.0f} B",
             ),
             ("MemoryStore: history + heads", f"{ours_total:>12,} B"),
             ("MemoryStore: history alone", f"{history_total:>12,} B"),

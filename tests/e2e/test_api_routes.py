@@ -941,3 +941,28 @@ def test_history_shows_what_produced_a_daily_summary_version(alice, store):
     assert [i["version"] for i in items] == [2, 1]
     assert items[1]["provenance"] == provenance
     assert items[0]["provenance"] is None
+
+
+# -- storage: an end user's versions are patches, checkpoints at the interval ----------------------
+
+
+def test_an_end_users_edits_are_stored_as_patches_with_checkpoints_at_the_interval(make_api):
+    # Given a deployment that checkpoints every 3 versions
+    alice = new_client(make_api("tutor", checkpoint_interval="3"))
+    # When the end user edits its memory 7 times through the API, merge and JSON patches
+    for n in range(4):
+        ok(merge(alice, {"personal_info": {"name": f"Ann {n}"}}))
+    for goal in ("algebra", "reading", "fractions"):
+        ok(json_patch(alice, [{"op": "add", "path": "/personal_info/learning_goals/-", "value": goal}]))
+    # Then only versions 3 and 6 carry the whole document, every other one only its patch
+    items = ok(alice.get("/me/memory/history", query={"limit": 10}))["items"]
+    assert {i["version"]: i["checkpoint"] for i in items} == {v: v in (3, 6) for v in range(1, 8)}
+    # And every version still reads back as it was written
+    assert ok(alice.get("/me/memory", query={"version": 5}))["document"]["personal_info"]["learning_goals"] == [
+        "algebra"
+    ]
+    assert ok(alice.get("/me/memory"))["document"]["personal_info"]["learning_goals"] == [
+        "algebra",
+        "reading",
+        "fractions",
+    ]

@@ -520,3 +520,46 @@ def test_an_agent_tool_call_in_a_user_session_is_written_as_the_agent(api, pool)
     assert (again.status, again.version) == (WriteStatus.IDEMPOTENT, 1)
     head = MemoryStore(PostgresRecorder(pool)).head(a)
     assert (head.source, head.document["summary"]) == ("agent:update_memory", "Likes tea.")
+
+
+# -- storage: an end user's versions are patches ----------------------------------------------------
+
+
+def test_an_end_users_writes_and_tool_calls_are_patches_and_checkpoint_at_the_interval(pool):
+    # Given the API's sessions with a checkpoint every 4 versions
+    api = build_api(ApiSettings.from_env({}, checkpoint_interval=4), pool=pool)
+    a = new_user()
+    # When an end user writes 3 versions through the API's edits and 3 through an agent's tool calls
+    with api.session(a) as svc:
+        svc.apply_merge_patch({"summary": "Likes tea."}, Edit())
+        svc.apply_json_patch([{"op": "replace", "path": "/safety_notes", "value": "none"}], Edit())
+        svc.apply_merge_patch({"summary": "Likes green tea."}, Edit(idempotency_key="api:key:k1"))
+        for n in range(3):
+            arguments = {"section": "summary", "mode": "replace", "value_json": json.dumps(f"Tea {n}.")}
+            svc.tool_call(
+                {
+                    "id": f"call_{n}",
+                    "type": "function",
+                    "function": {"name": "update_memory", "arguments": json.dumps(arguments)},
+                }
+            )
+    # Then version 4 is the only checkpoint; the others hold only their patch
+    store = MemoryStore(PostgresRecorder(pool))
+    history = store.history(a)
+    assert {h.version: h.is_checkpoint for h in history} == {v: v == 4 for v in range(1, 7)}
+    rows = session_rows(pool, a)
+    assert [v for v, full in rows if full] == [4]
+    # And every version rebuilds from its checkpoint and patches to what was written
+    assert store.at(a, 6).document["summary"] == "Tea 2." and store.at(a, 3).document["summary"] == "Likes green tea."
+    assert json_equal(list(store.versions(a))[-1].document, store.head(a).document)
+
+
+def session_rows(pool: ConnectionPool, user: uuid.UUID) -> list[tuple[int, bool]]:
+    """(version, has its full document) of every version row of the user."""
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT version, full_snapshot_content IS NOT NULL FROM user_memory_snapshots WHERE user_id = %s"
+            " ORDER BY version",
+            (user,),
+        ).fetchall()
+    return [(r[0], r[1]) for r in rows]

@@ -95,7 +95,7 @@ def test_snapshot_table_matches_the_seed(conn):
             WHERE table_name = 'user_memory_snapshots' ORDER BY ordinal_position"""
     ).fetchall()
     assert [c[0] for c in cols] == [
-        "id", "user_id", "version", "patch", "is_full_snapshot", "full_snapshot_content",
+        "user_id", "version", "patch", "is_full_snapshot", "full_snapshot_content",
         "source_description", "created_at", "idempotency_key", "provenance",
     ]  # fmt: skip
     # Provenance (010): JSON, optional (versions written before it, and by other writers, have none)
@@ -105,8 +105,15 @@ def test_snapshot_table_matches_the_seed(conn):
     )}  # fmt: skip
     assert "WHERE (is_full_snapshot = true)" in indexes["idx_user_memory_snapshots_checkpoints"]
     assert "UNIQUE" in indexes["idx_user_memory_snapshots_user_version"]
-    # The seed's (user_id) index is dropped by 007: the unique (user_id, version) index covers it.
-    assert "idx_user_memory_snapshots_user_created_at" in indexes
+    # 015: the seed's random `id` key is gone; (user_id, version) is the primary key
+    primary = conn.execute(
+        "SELECT conname FROM pg_constraint WHERE conrelid = 'user_memory_snapshots'::regclass AND contype = 'p'"
+    ).fetchall()
+    assert primary == [("idx_user_memory_snapshots_user_version",)]
+    # The seed's (user_id) index is dropped by 007: the unique (user_id, version) index covers it;
+    # 015 drops (user_id, created_at): the checkpoints' index carries their times instead.
+    assert "idx_user_memory_snapshots_user_created_at" not in indexes
+    assert "INCLUDE (created_at)" in indexes["idx_user_memory_snapshots_checkpoints"]
     assert "idx_user_memory_snapshots_user_id" not in indexes
     comment = conn.execute("SELECT obj_description('user_memory_snapshots'::regclass)").fetchone()[0]
     assert "differential snapshots" in comment
@@ -172,8 +179,6 @@ def test_upgrading_to_provenance_keeps_history_and_the_deployments_own_size_limi
         assert c.execute(
             "SELECT version, provenance FROM user_memory_snapshots WHERE user_id = %s", (user,)
         ).fetchall() == [(1, None)]
-        config = c.execute("SELECT proconfig FROM pg_proc WHERE proname = 'user_memory_append'").fetchall()
-        assert config == [(["search_path=pg_catalog, public, pg_temp"],)]
         # And a write above the old default is taken, with provenance
         big = {"text": "x" * 600_000}
         row = c.execute(

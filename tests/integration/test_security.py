@@ -13,6 +13,7 @@ import secrets
 import threading
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -61,8 +62,8 @@ def append(
     checkpoint: bool = False,
     source: str = "api: test",
 ) -> tuple[str, int]:
-    if patch is None:
-        patch = [{"op": "add", "path": "/v", "value": expected + 1}]
+    if patch is None:  # a patch that gives the document, whatever the head (an end user's is applied)
+        patch = [{"op": "replace", "path": "", "value": document}]
     row = conn.execute(
         APPEND, (user, expected, Jsonb(patch), checkpoint, Jsonb(document), source, key, activity_ids)
     ).fetchone()
@@ -374,7 +375,8 @@ def provenance_of(conn: psycopg.Connection, user: str, version: int) -> Any:
 
 
 def append_with_provenance(conn: psycopg.Connection, user: str, provenance: Any, **kw: Any) -> tuple[str, int]:
-    args = (user, 1, Jsonb([]), Jsonb({"n": 2}), kw.get("source", "api"), kw.get("key"), provenance)
+    patch = Jsonb([{"op": "replace", "path": "", "value": {"n": 2}}])
+    args = (user, 1, patch, Jsonb({"n": 2}), kw.get("source", "api"), kw.get("key"), provenance)
     row = conn.execute(APPEND_WITH_PROVENANCE, args).fetchone()
     assert row is not None
     return row[0], row[1]
@@ -434,7 +436,6 @@ def test_provenance_that_is_not_a_json_object_is_refused(conn, two_users, role, 
 BAD_ARGUMENTS = [
     pytest.param({"document": [1, 2]}, "document must be a JSON object, got array", id="document-array"),
     pytest.param({"document": "text"}, "document must be a JSON object, got string", id="document-string"),
-    pytest.param({"document": None}, "document must be a JSON object, got NULL", id="document-null"),
     pytest.param({"patch": {"op": "add"}}, "patch must be a JSON array, got object", id="patch-object"),
     pytest.param({"expected": -1}, "expected version must be 0 or more", id="negative-expected"),
 ]
@@ -974,12 +975,55 @@ def test_covered_index_is_gone_and_checkpoints_are_indexed_by_version(conn):
     # The (user_id) index is covered by the unique (user_id, version) one
     assert "idx_user_memory_snapshots_user_id" not in indexes
     assert "UNIQUE" in indexes["idx_user_memory_snapshots_user_version"]
-    # The checkpoint index answers "latest checkpoint at or below v"
+    # The checkpoint index answers "latest checkpoint at or below v", and carries the checkpoints'
+    # times for as_of (015: no index of every row's time any more)
     assert indexes["idx_user_memory_snapshots_checkpoints"].endswith(
-        "USING btree (user_id, version) WHERE (is_full_snapshot = true)"
+        "USING btree (user_id, version) INCLUDE (created_at) WHERE (is_full_snapshot = true)"
     )
-    # as_of still has its index
-    assert "(user_id, created_at DESC)" in indexes["idx_user_memory_snapshots_user_created_at"]
+    assert "idx_user_memory_snapshots_user_created_at" not in indexes
+    # Idempotency keys are found through a hash index of "<user> <key>"
+    assert "USING hash" in indexes["idx_user_memory_snapshots_user_idempotency_key"]
+
+
+def test_a_version_is_never_stamped_before_the_one_before_it(conn):
+    # Given a user whose last version is stamped an hour ahead of the clock (a clock that stepped back)
+    u = new_user()
+    append(conn, u, 0, {"v": 1})
+    conn.execute("UPDATE user_memory_heads SET updated_at = now() + interval '1 hour' WHERE user_id = %s", (u,))
+    ahead = conn.execute("SELECT updated_at FROM user_memory_heads WHERE user_id = %s", (u,)).fetchone()[0]
+    # When the next version is written, Then it is stamped no earlier than that
+    append(conn, u, 1, {"v": 2})
+    stamped = conn.execute(
+        "SELECT created_at FROM user_memory_snapshots WHERE user_id = %s AND version = 2", (u,)
+    ).fetchone()[0]
+    assert stamped >= ahead
+
+
+def test_as_of_reads_the_checkpoints_index_and_at_most_an_interval_of_rows(conn, store):
+    # Given 200 versions with a checkpoint every 20
+    u = new_user()
+    for v in range(1, 201):
+        append(conn, u, v - 1, {"v": v}, checkpoint=v % 20 == 0)
+    stamps = dict(conn.execute("SELECT version, created_at FROM user_memory_snapshots WHERE user_id = %s", (u,)))
+    # Then as_of any version's time is that version, before the first is 0, after the last the head
+    for v in (1, 19, 20, 21, 99, 100, 101, 200):
+        assert store.as_of(u, stamps[v]).version == v
+    assert store.as_of(u, stamps[1] - timedelta(microseconds=1)).version == 0
+    # And the lookup finds its checkpoints through their index, and reads at most the 20 rows between two
+    from user_memory.adapters.postgres import _VERSION_AT
+
+    plan = [
+        r[0]
+        for r in conn.execute(
+            sql.SQL("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ") + sql.SQL(_VERSION_AT),
+            {"u": u, "t": stamps[101]},
+        )
+    ]
+    assert sum("idx_user_memory_snapshots_checkpoints" in line for line in plan) == 2, plan
+    scan = next(i for i, line in enumerate(plan) if "using idx_user_memory_snapshots_user_version" in line)
+    read = int(plan[scan].split("rows=")[1].split()[0])
+    removed = [line for line in plan[scan + 1 : scan + 4] if "Rows Removed by Filter" in line]
+    assert read + (int(removed[0].split(":")[1]) if removed else 0) <= 20, plan
 
 
 def test_the_rebuild_finds_its_checkpoint_through_the_checkpoint_index(conn):
@@ -1029,27 +1073,138 @@ def test_large_values_use_lz4_where_the_server_has_it(conn):
 # -- end users cannot write history that does not rebuild, nor pose as the service ----------------
 
 
-def test_an_end_users_version_is_always_a_checkpoint_so_a_bad_patch_cannot_break_history(conn, two_users):
-    # Given an end user who sends a patch that does not produce its document
+def snapshot_row(conn: psycopg.Connection, user: str, version: int) -> tuple[Any, ...] | None:
+    return conn.execute(
+        "SELECT is_full_snapshot, patch, full_snapshot_content FROM user_memory_snapshots"
+        " WHERE user_id = %s AND version = %s",
+        (user, version),
+    ).fetchone()
+
+
+def rebuilt_versions(conn: psycopg.Connection, user: str) -> list[Any]:
+    """Every version of the user rebuilt by the store (checkpoints and patches), oldest first."""
+    from user_memory.adapters.postgres import PostgresRecorder, open_pool
+    from user_memory.domain.repository import MemoryStore
+
+    pool = open_pool(conn.info.dsn)
+    try:
+        return [v.document for v in MemoryStore(PostgresRecorder(pool)).versions(user)]
+    finally:
+        pool.close()
+
+
+def head_document(conn: psycopg.Connection, user: str) -> Any:
+    return conn.execute("SELECT document FROM user_memory_heads WHERE user_id = %s", (user,)).fetchone()[0]
+
+
+def test_an_end_users_version_is_stored_as_its_patch_not_as_a_checkpoint(conn, two_users):
+    # Given an end user whose patch gives its document
+    a, _ = two_users
+    patch = [{"op": "add", "path": "/likes", "value": ["tea"]}]
+    with conn.transaction():
+        as_role(conn, "authenticated", a)
+        # When it appends without asking for a checkpoint
+        assert append(conn, a, 1, {"owner": a, "likes": ["tea"]}, patch=patch) == ("written", 2)
+    # Then the version is the patch alone, and the head is the patch applied
+    assert snapshot_row(conn, a, 2) == (False, patch, None)
+    assert head_document(conn, a) == {"owner": a, "likes": ["tea"]}
+    assert rebuilt_versions(conn, a)[-1] == {"owner": a, "likes": ["tea"]}
+
+
+@pytest.mark.parametrize(
+    ("patch", "document", "sqlstate"),
+    [
+        pytest.param([{"op": "add", "path": "/n", "value": 1}], {"real": "document"}, "UMP03", id="other-document"),
+        pytest.param([{"op": "add", "path": "/n", "value": 1}], {"n": 1, "owner": "x"}, "UMP03", id="other-value"),
+        pytest.param([{"op": "remove", "path": "/nope"}], {"real": "document"}, "UMP01", id="patch-does-not-apply"),
+        pytest.param([{"op": "test", "path": "/owner", "value": 1}], {"owner": "x"}, "UMP01", id="test-fails"),
+        pytest.param([{"op": "replace", "path": "", "value": [1]}], {"a": 1}, "UMP01", id="not-an-object"),
+    ],
+)
+def test_an_end_users_document_that_is_not_its_patch_applied_is_refused(conn, two_users, patch, document, sqlstate):
+    # Given an end user who sends a patch that does not give its document (or does not apply)
+    a, _ = two_users
+    with pytest.raises(psycopg.DatabaseError) as err, conn.transaction():
+        as_role(conn, "authenticated", a)
+        append(conn, a, 1, document, patch=patch)
+    # Then it is refused with its own SQLSTATE, and nothing is written
+    assert err.value.sqlstate == sqlstate
+    assert versions(conn, a) == [1]
+    assert head_document(conn, a) == {"owner": a}
+
+
+def test_a_document_that_differs_from_the_result_only_in_number_spelling_is_stored_as_the_result(conn, two_users):
+    # Given an end user whose document says 1.0 where its patch says 1 (equal as jsonb)
     a, _ = two_users
     with conn.transaction():
         as_role(conn, "authenticated", a)
-        assert append(conn, a, 1, {"real": "document"}, patch=[{"op": "remove", "path": "/nope"}]) == ("written", 2)
-    # Then the version was stored with its full document, and it rebuilds from that
-    row = conn.execute(
-        "SELECT is_full_snapshot, full_snapshot_content FROM user_memory_snapshots WHERE user_id = %s AND version = 2",
-        (a,),
-    ).fetchone()
-    assert row == (True, {"real": "document"})
-    from user_memory.adapters.postgres import PostgresRecorder
-    from user_memory.adapters.postgres import open_pool as _open
-    from user_memory.domain.repository import MemoryStore
+        row = conn.execute(
+            APPEND,
+            (
+                a,
+                1,
+                Jsonb([{"op": "add", "path": "/n", "value": 1}]),
+                False,
+                f'{{"owner": "{a}", "n": 1.0}}',
+                "api",
+                None,
+                None,
+            ),
+        ).fetchone()
+    assert tuple(row) == ("written", 2)
+    # Then the head is the patch's result, spelled as the patch spells it, so every rebuild equals it
+    assert conn.execute("SELECT document->>'n' FROM user_memory_heads WHERE user_id = %s", (a,)).fetchone()[0] == "1"
+    assert rebuilt_versions(conn, a)[-1] == head_document(conn, a)
 
-    pool = _open(conn.info.dsn)
-    try:
-        assert MemoryStore(PostgresRecorder(pool)).at(a, 2).document == {"real": "document"}
-    finally:
-        pool.close()
+
+@pytest.mark.parametrize("role", ["authenticated", "service_role"])
+def test_a_null_document_is_the_patch_applied_to_the_head(conn, two_users, role):
+    # Given a caller that sends only the patch
+    a, _ = two_users
+    patch = Jsonb([{"op": "add", "path": "/n", "value": 2}])
+    with conn.transaction():
+        as_role(conn, role, a)
+        row = conn.execute(APPEND, (a, 1, patch, False, None, "api", None, None)).fetchone()
+    # Then the version's document is the patch applied to version 1
+    assert tuple(row) == ("written", 2)
+    assert head_document(conn, a) == {"owner": a, "n": 2}
+    assert rebuilt_versions(conn, a) == [{"owner": a}, {"owner": a, "n": 2}]
+
+
+def test_the_services_document_is_trusted_as_before(conn, two_users):
+    # Given the service, which diffs and verifies its own patches before it appends
+    a, _ = two_users
+    with conn.transaction():
+        as_role(conn, "service_role")
+        # When it sends a document with a patch that the database does not check
+        assert append(conn, a, 1, {"n": 2}, patch=[{"op": "add", "path": "/n", "value": 2}]) == ("written", 2)
+    # Then the document is stored as given (the fast path: the patch is not applied again)
+    assert head_document(conn, a) == {"n": 2}
+
+
+def test_an_end_user_that_never_asks_for_a_checkpoint_gets_one_every_200_versions(conn):
+    # Given an end user who appends 401 versions, never asking for a checkpoint
+    u = new_user()
+    with conn.transaction():
+        as_role(conn, "authenticated", u)
+        for v in range(401):
+            append(conn, u, v, {"n": v + 1}, patch=[{"op": "add", "path": "/n", "value": v + 1}])
+    # Then versions 200 and 400 were made checkpoints, so a rebuild applies at most 199 patches
+    checkpoints = conn.execute(
+        "SELECT version FROM user_memory_snapshots WHERE user_id = %s AND is_full_snapshot ORDER BY version", (u,)
+    ).fetchall()
+    assert [c[0] for c in checkpoints] == [200, 400]
+    assert snapshot_row(conn, u, 400) == (True, [{"op": "add", "path": "/n", "value": 400}], {"n": 400})
+
+
+def test_an_end_users_checkpoint_request_is_honoured(conn, two_users):
+    a, _ = two_users
+    with conn.transaction():
+        as_role(conn, "authenticated", a)
+        assert append(
+            conn, a, 1, {"owner": a, "n": 2}, patch=[{"op": "add", "path": "/n", "value": 2}], checkpoint=True
+        ) == ("written", 2)
+    assert snapshot_row(conn, a, 2) == (True, [{"op": "add", "path": "/n", "value": 2}], {"owner": a, "n": 2})
 
 
 @pytest.mark.parametrize("source", ["daily summary 2026-11-21, 3 activities, model rules", "summary (backfill)", None])

@@ -120,7 +120,12 @@ def test_user_state_parts_are_elements_and_other_strings_are_leaves():
         "/parts/critic": ("part", "part: Inner critic · be kinder", "active"),
         "/triggers_and_goals/0": ("entry", "entry: stay calm · critic · deadlines", None),
     }
-    assert items["/parts/critic"].value == doc["parts"]["critic"]
+    # And the part's value leaves its bookkeeping out (a score that moves is no reason to rewrite it)
+    assert items["/parts/critic"].value == {
+        "name": "Inner critic",
+        "status": "active",
+        "goals": [{"goal": "be kinder"}],
+    }
 
 
 def test_tutor_list_entries_are_entries_at_their_index():
@@ -530,3 +535,12 @@ def test_schema_free_documents_keep_the_index_in_step():
             rows[change["path"]] = change
     assert rows == {path: item.row() for path, item in document_items(new).items()}
     assert "/todos/2" in rows and "/parts/b" not in rows
+
+
+def test_a_version_that_only_moves_scores_changes_no_item():
+    # Given a user_state document with a part, and a version that only decays its scores
+    old = {"parts": {"critic": {"name": "Inner critic", "recency_score": 0.8, "influence_score": 0.4, "goals": []}}}
+    new = {"parts": {"critic": {"name": "Inner critic", "recency_score": 0.72, "influence_score": 0.36, "goals": []}}}
+    patch = make_patch(old, new)
+    # When its item changes are taken, Then there are none: the part's row stays as it is
+    assert patch and item_changes(old, new, patch) == []

@@ -222,3 +222,32 @@ def _containers(node):
     elif isinstance(node, list):
         yield from (c for v in list(node) for c in _containers(v))
         yield node
+
+
+# -- what the database's applier takes (migrations/015) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("patch", "kept"),
+    [
+        pytest.param([{"op": "add", "path": f"/{i}", "value": i} for i in range(1000)], True, id="1000-operations"),
+        pytest.param([{"op": "add", "path": f"/{i}", "value": i} for i in range(1001)], False, id="1001-operations"),
+        pytest.param([{"op": "add", "path": "/" + "é" * 1023, "value": 1}], True, id="2047-byte-pointer"),
+        pytest.param([{"op": "add", "path": "/" + "é" * 1024, "value": 1}], False, id="2049-byte-pointer"),
+        pytest.param([{"op": "move", "from": "/a" * 101, "path": "/b"}], False, id="101-token-from"),
+        pytest.param([{"op": "remove", "path": "/a" * 100}], True, id="100-tokens"),
+    ],
+)
+def test_a_patch_over_the_databases_bounds_is_stored_as_a_whole_document(patch, kept):
+    document = {"new": ["document"]}
+    stored = patching.storable_patch(patch, document)
+    if kept:
+        assert stored is patch
+    else:
+        assert stored == [{"op": "replace", "path": "", "value": document}]
+        assert stored[0]["value"] is not document
+
+
+def test_an_op_that_is_not_a_string_is_a_patch_error():
+    with pytest.raises(PatchError, match="unknown op"):
+        apply_patch({}, [{"op": ["add"], "path": "/a", "value": 1}])

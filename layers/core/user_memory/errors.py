@@ -102,6 +102,11 @@ class StorageError(UserMemoryError):
     """The database reported an error this library does not name more precisely."""
 
 
+class PatchMismatch(StorageError):
+    """The database applied a version's patch to the head and did not get the version's document
+    (an end user's forged call, or the service's applier and the database's disagreeing)."""
+
+
 class MigrationError(UserMemoryError):
     """A migration failed, or an applied migration file was changed afterwards."""
 

@@ -38,10 +38,17 @@ from user_memory.errors import (
     ConfigError,
     DocumentTooLarge,
     InvalidDocument,
+    PatchError,
+    PatchMismatch,
     StorageError,
     StorageUnavailable,
     UserMemoryError,
 )
+
+# SQLSTATEs of migrations/015: the patch does not apply (UMP01) or is over its bounds (UMP02); the
+# document is not the patch applied to the head (UMP03).
+_PATCH_REFUSED = frozenset({"UMP01", "UMP02"})
+_PATCH_MISMATCH = "UMP03"
 
 
 def translate(err: psycopg.Error) -> UserMemoryError:
@@ -50,6 +57,10 @@ def translate(err: psycopg.Error) -> UserMemoryError:
     primary = (getattr(err.diag, "message_primary", None) or str(err)).splitlines()[0][:300]
     if isinstance(err, pgerrors.InsufficientPrivilege):
         return AccessDenied(primary)
+    if err.sqlstate in _PATCH_REFUSED:  # migrations/015: the database's applier refused the patch
+        return PatchError(primary)
+    if err.sqlstate == _PATCH_MISMATCH:
+        return PatchMismatch(primary)
     if isinstance(err, pgerrors.InvalidParameterValue):
         sizes = re.search(r"document is (\d+) bytes, over the limit of (\d+)", primary)
         if sizes:  # the database's own measure (jsonb's text form), reported as it measured it
@@ -154,7 +165,8 @@ class _Database:
 _HEAD = """
 SELECT h.version, h.document, h.updated_at, h.source_description,
        (SELECT s.version FROM user_memory_snapshots s
-         WHERE s.user_id = %(u)s AND s.idempotency_key = %(k)s)
+         WHERE (s.user_id::text || ' ' || s.idempotency_key) = (%(u)s::text || ' ' || %(k)s)
+           AND s.user_id = %(u)s AND s.idempotency_key = %(k)s)
   FROM (SELECT 1) one
   LEFT JOIN user_memory_heads h ON h.user_id = %(u)s
 """
@@ -197,7 +209,24 @@ SELECT s.version, s.source_description, s.created_at,
 
 _APPEND = "SELECT status, version, created_at FROM user_memory_append(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s)"
 
-_RECORDED = "SELECT version FROM user_memory_snapshots WHERE user_id = %s AND idempotency_key = %s"
+# Keys are found through the hash index of "<user id> <key>" (migrations/015), then compared.
+_RECORDED = """
+SELECT version FROM user_memory_snapshots
+ WHERE (user_id::text || ' ' || idempotency_key) = (%(u)s::text || ' ' || %(k)s)
+   AND user_id = %(u)s AND idempotency_key = %(k)s
+"""
+
+# The version as of a time: a user's versions are stamped in order (migrations/015), so it lies
+# between the last checkpoint at or before the time and the next one (the checkpoints' index
+# carries their times), found by the primary key.
+_VERSION_AT = """
+SELECT max(s.version) FROM user_memory_snapshots s
+ WHERE s.user_id = %(u)s AND s.created_at <= %(t)s
+   AND s.version >= coalesce((SELECT max(c.version) FROM user_memory_snapshots c
+                               WHERE c.user_id = %(u)s AND c.is_full_snapshot AND c.created_at <= %(t)s), 1)
+   AND s.version < coalesce((SELECT min(c.version) FROM user_memory_snapshots c
+                              WHERE c.user_id = %(u)s AND c.is_full_snapshot AND c.created_at > %(t)s), 2147483647)
+"""
 
 
 class PostgresRecorder(_Database):
@@ -222,10 +251,7 @@ class PostgresRecorder(_Database):
 
     def version_at(self, user_id: uuid.UUID, timestamp: datetime) -> int:
         with self.connection() as conn:
-            row = conn.execute(
-                "SELECT max(version) FROM user_memory_snapshots WHERE user_id = %s AND created_at <= %s",
-                (user_id, timestamp),
-            ).fetchone()
+            row = conn.execute(_VERSION_AT, {"u": user_id, "t": timestamp}, prepare=True).fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
     def read_history(self, user_id: uuid.UUID, *, limit: int, before_version: int | None) -> list[HistoryEntry]:
@@ -285,7 +311,7 @@ class PostgresRecorder(_Database):
     def _after_race(self, new: NewVersion) -> InsertOutcome:
         with self.connection() as conn:
             if new.idempotency_key is not None:
-                recorded = conn.execute(_RECORDED, (new.user_id, new.idempotency_key)).fetchone()
+                recorded = conn.execute(_RECORDED, {"u": new.user_id, "k": new.idempotency_key}).fetchone()
                 if recorded:
                     return InsertOutcome(status="idempotent", version=recorded[0])
             head = conn.execute("SELECT version FROM user_memory_heads WHERE user_id = %s", (new.user_id,)).fetchone()

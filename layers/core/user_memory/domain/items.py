@@ -80,6 +80,9 @@ ELEMENT_TEXT = {
 }
 # Top-level maps whose values are elements (one item each, at a stable pointer).
 ELEMENT_MAPS = {**ELEMENT_KINDS, "parts": "part"}
+# Kinds whose whole value the companion's queries return (to-dos due, events, goals): the other
+# elements' values leave their bookkeeping out (SKIPPED_KEYS).
+_QUERIED_KINDS = frozenset(ELEMENT_KINDS.values())
 MAX_TEXT_CHARS = 4000
 
 
@@ -171,6 +174,10 @@ def _element(path: str, kind: str, value: Any) -> Item:
                     typed["recur_until"] = recurrence_end(rules, event_start(value))
         except (TypeError, ValueError, OverflowError):  # never validated, or not since times were checked
             pass
+    if kind not in _QUERIED_KINDS and isinstance(value, dict):
+        # A score that moves every night is no reason to rewrite the element's row (and its text's
+        # vector): a search hit shows what the element says, the document keeps the bookkeeping.
+        value = {k: v for k, v in value.items() if k not in SKIPPED_KEYS}
     return Item(path=path, kind=kind, text=text[:MAX_TEXT_CHARS], value=redacted(value), **typed)
 
 

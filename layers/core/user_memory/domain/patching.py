@@ -15,10 +15,25 @@ import jsonpatch
 
 from user_memory.errors import PatchError
 
-__all__ = ["PatchError", "apply_patch", "copy_json", "escape_token", "json_equal", "make_patch", "parse_pointer"]
+__all__ = [
+    "PatchError",
+    "apply_patch",
+    "copy_json",
+    "escape_token",
+    "json_equal",
+    "make_patch",
+    "parse_pointer",
+    "storable_patch",
+]
 
 Operation = dict[str, Any]
 _OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
+
+# The bounds of the database's applier (migrations/015: user_memory_apply_patch), which applies an
+# end user's patch to the head before it stores it.
+MAX_STORED_OPERATIONS = 1000
+MAX_STORED_POINTER_BYTES = 2048
+MAX_STORED_POINTER_TOKENS = 100
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -192,7 +207,7 @@ def apply_patch(doc: Any, patch: Any, *, in_place: bool = False, share: bool = F
         if not isinstance(op, dict):
             raise PatchError(f"operation {n} must be an object, got {type(op).__name__}")
         kind = op.get("op")
-        if kind not in _OPS:
+        if not isinstance(kind, str) or kind not in _OPS:
             raise PatchError(f"operation {n} has an unknown op {kind!r}")
         pointer = _member(op, "path", n)
         tokens = parse_pointer(pointer)
@@ -264,3 +279,21 @@ def make_patch(old: Any, new: Any) -> list[Operation]:
     if not _reproduces(old, fallback, new):  # pragma: no cover - structural diff is correct by construction
         fallback = [{"op": "replace", "path": "", "value": copy_json(new)}]
     return fallback
+
+
+def _storable_pointer(pointer: Any) -> bool:
+    if not isinstance(pointer, str):
+        return True  # no such member (`from` of most operations)
+    return pointer.count("/") <= MAX_STORED_POINTER_TOKENS and (
+        len(pointer) * 4 <= MAX_STORED_POINTER_BYTES or len(pointer.encode()) <= MAX_STORED_POINTER_BYTES
+    )
+
+
+def storable_patch(patch: list[Operation], document: Any) -> list[Operation]:
+    """`patch` when the database's applier takes it (operations and pointers within its bounds),
+    else one operation that replaces the whole document with `document` (the patch's result)."""
+    if len(patch) <= MAX_STORED_OPERATIONS and all(
+        _storable_pointer(op.get("path")) and _storable_pointer(op.get("from")) for op in patch
+    ):
+        return patch
+    return [{"op": "replace", "path": "", "value": copy_json(document)}]
