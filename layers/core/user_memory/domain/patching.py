@@ -15,10 +15,19 @@ import jsonpatch
 
 from user_memory.errors import PatchError
 
-__all__ = ["PatchError", "apply_patch", "copy_json", "escape_token", "json_equal", "make_patch", "parse_pointer"]
+__all__ = [
+    "OPERATIONS",
+    "PatchError",
+    "apply_patch",
+    "copy_json",
+    "escape_token",
+    "json_equal",
+    "make_patch",
+    "parse_pointer",
+]
 
 Operation = dict[str, Any]
-_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
+OPERATIONS = frozenset({"add", "remove", "replace", "move", "copy", "test"})  # RFC 6902's six
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -192,7 +201,7 @@ def apply_patch(doc: Any, patch: Any, *, in_place: bool = False, share: bool = F
         if not isinstance(op, dict):
             raise PatchError(f"operation {n} must be an object, got {type(op).__name__}")
         kind = op.get("op")
-        if kind not in _OPS:
+        if kind not in OPERATIONS:
             raise PatchError(f"operation {n} has an unknown op {kind!r}")
         pointer = _member(op, "path", n)
         tokens = parse_pointer(pointer)
