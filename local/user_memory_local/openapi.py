@@ -25,7 +25,8 @@ def document_path() -> Path:
 def render() -> str:
     """The document the current routes and models generate (no database is needed)."""
     from user_memory.config import ApiSettings
-    from user_memory.http.app import create_api, render_openapi
+    from user_memory.http.app import create_api
+    from user_memory.http.openapi import render_openapi
     from user_memory.runtime import ApiServices
 
     settings = ApiSettings.from_env({})

@@ -318,7 +318,7 @@ def test_a_kv_page_of_the_largest_values_fits_in_a_lambda_response(alice):
 def test_the_document_describes_what_api_gateway_answers_itself():
     # Deployed, a refused token never reaches the function: API Gateway's JWT authorizer answers 401
     # {"message": "Unauthorized"} (application/json, not a problem), and throttling is its 429.
-    from user_memory.http.app import openapi_text
+    from user_memory.http.openapi import openapi_text
 
     document = json.loads(openapi_text())
     gateway = document["components"]["schemas"]["GatewayError"]

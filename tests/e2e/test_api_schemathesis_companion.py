@@ -34,7 +34,8 @@ from schemathesis.specs.openapi.checks import (
 from user_memory.adapters.migrations import migrate
 from user_memory.adapters.postgres import open_pool
 from user_memory.config import ApiSettings
-from user_memory.http.app import create_api, openapi_text
+from user_memory.http.app import create_api
+from user_memory.http.openapi import openapi_text
 from user_memory.runtime import build_api
 from user_memory_local.serve import ApiServer
 from user_memory_local.tokens import issue_token

@@ -26,7 +26,7 @@ from user_memory.domain.conversations import (
     NewMessage,
     RuleBasedConversationSummarizer,
 )
-from user_memory.http.app import create_api
+from user_memory.http.app import MemoryApi, create_api
 from user_memory.runtime import build_api, build_fanout, build_worker
 from user_memory_functions.fanout.app import handler as fanout_handler
 from user_memory_functions.worker.app import handler as worker_handler
@@ -570,11 +570,27 @@ def test_the_trigger_route_is_for_operators_only(api_with_queue, stack, logs):
     assert operator.post("/tasks/trigger-memory-generation", query={"threshold_minutes": 0}).status == 400
 
 
-def test_the_trigger_route_without_a_queue_is_a_503_problem(make_api_without_queue):
+def test_the_trigger_route_without_a_queue_is_a_404_not_enabled_problem(make_api_without_queue):
     operator = ApiClient(make_api_without_queue, uuid.uuid4(), scopes=OPERATOR)
     reply = operator.post("/tasks/trigger-memory-generation")
-    assert reply.status == 503 and reply.json["type"].endswith("/queue-unavailable")
+    # A capability the deployment lacks answers as the search across users without it does
+    assert reply.status == 404 and reply.json["type"].endswith("/not-enabled")
     assert "QUEUE_URL" in reply.json["detail"]
+
+
+def test_operator_routes_whose_capability_is_missing_answer_alike(pool):
+    # Given an API composed without the services that run tasks or search across users
+    settings = ApiSettings.from_env({})
+    operator = ApiClient(MemoryApi(build_api(settings, pool=pool), settings), uuid.uuid4(), scopes=OPERATOR)
+    # When an operator triggers memory generation or searches across users
+    replies = [
+        operator.post("/tasks/trigger-memory-generation"),
+        operator.get("/admin/memory/search", query={"q": "x"}),
+    ]
+    # Then both answer the same problem: 404 not-enabled, naming what the deployment cannot do
+    for reply in replies:
+        assert reply.status == 404 and reply.json["type"].endswith("/not-enabled"), reply.text
+        assert reply.json["detail"].startswith("this deployment cannot"), reply.text
 
 
 @pytest.fixture

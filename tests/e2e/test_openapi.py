@@ -9,7 +9,8 @@ import re
 import pytest
 import schemathesis
 from user_memory.config import ApiSettings
-from user_memory.http.app import create_api, openapi_text, render_openapi
+from user_memory.http.app import create_api
+from user_memory.http.openapi import openapi_text, render_openapi
 from user_memory.runtime import ApiServices
 from user_memory_local import openapi as regenerate
 

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 from user_memory.config import ApiSettings
-from user_memory.http.app import create_api, openapi_text
+from user_memory.http.app import create_api
+from user_memory.http.openapi import openapi_text
 from user_memory.runtime import build_api
 from user_memory_local.serve import ApiServer
 from user_memory_local.tokens import issue_token

@@ -33,7 +33,7 @@ from user_memory.domain.model import parse_user_id
 from user_memory.domain.pipeline import PipelineConfig
 from user_memory.domain.ports import Summarizer
 from user_memory.domain.repository import MemoryStore
-from user_memory.domain.service import MemoryService
+from user_memory.domain.service import MemoryService, WrongSchema
 from user_memory.errors import ConfigError
 
 
@@ -262,10 +262,9 @@ class ApiServices:
     def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport:
         """The conversation-memory trigger with the service's rights (operators only: the route checks)."""
         from user_memory.conversation_tasks import trigger_memory_generation
-        from user_memory.errors import SendFailed
 
-        if not self.settings.queue_url:
-            raise SendFailed("no worker queue is configured (QUEUE_URL): nothing can be triggered")
+        if not self.settings.queue_url:  # a capability this deployment lacks (404 not-enabled), not an outage
+            raise WrongSchema("no worker queue is configured (QUEUE_URL): nothing can be triggered")
         if self.sqs_client is None:
             self.sqs_client = _sqs_client(None)
         return trigger_memory_generation(

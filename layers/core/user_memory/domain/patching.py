@@ -16,6 +16,7 @@ import jsonpatch
 from user_memory.errors import PatchError
 
 __all__ = [
+    "OPERATIONS",
     "PatchError",
     "apply_patch",
     "copy_json",
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 Operation = dict[str, Any]
-_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
+OPERATIONS = frozenset({"add", "remove", "replace", "move", "copy", "test"})  # RFC 6902's six
 
 # The bounds of the database's applier (migrations/015: user_memory_apply_patch), which applies an
 # end user's patch to the head before it stores it.
@@ -207,7 +208,7 @@ def apply_patch(doc: Any, patch: Any, *, in_place: bool = False, share: bool = F
         if not isinstance(op, dict):
             raise PatchError(f"operation {n} must be an object, got {type(op).__name__}")
         kind = op.get("op")
-        if not isinstance(kind, str) or kind not in _OPS:
+        if not isinstance(kind, str) or kind not in OPERATIONS:
             raise PatchError(f"operation {n} has an unknown op {kind!r}")
         pointer = _member(op, "path", n)
         tokens = parse_pointer(pointer)

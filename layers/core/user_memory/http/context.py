@@ -1,0 +1,127 @@
+"""What a route reads from the resolver's context: the services, the caller, its transaction.
+
+`MemoryApi` puts its `Dependencies` into the resolver's context for each request
+(`app.append_context`); a route declares a `request: Request` parameter (Powertools injects it,
+and leaves it out of the OpenAPI document) and opens the caller's transaction with `me(request)`,
+or an operator's with `operator(request, user_id, action)`. Routes hold no state of their own, so
+one module-level `Router` per resource serves every `MemoryApi` in the process.
+"""
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from aws_lambda_powertools.event_handler import Request
+
+from user_memory.config import ApiSettings
+from user_memory.domain.conversations import TriggerReport
+from user_memory.domain.service import Edit, MemoryService, Sessions, WrongSchema, idempotency_key
+from user_memory.errors import Forbidden
+from user_memory.http.auth import Caller, caller_from_claims
+from user_memory.http.problems import BAD_REQUEST, HttpProblem
+from user_memory.observability import logger, metrics
+
+
+@runtime_checkable
+class Tasks(Protocol):
+    """What operators can start through the API besides reading and erasing users."""
+
+    def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport: ...
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """What the routes use, put into the resolver's context for each request under `KEY`."""
+
+    sessions: Sessions
+    settings: ApiSettings
+    tasks: Tasks | None = None
+
+
+KEY = "dependencies"
+
+
+def dependencies(request: Request) -> Dependencies:
+    deps: Dependencies = request.context[KEY]
+    return deps
+
+
+def not_enabled(capability: str) -> WrongSchema:
+    """The one answer to a route whose capability this deployment lacks: 404 not-enabled."""
+    return WrongSchema(f"this deployment cannot {capability}")
+
+
+def caller(request: Request) -> Caller:
+    """The caller, from the verified token's claims."""
+    return caller_of(request.resolved_event.raw_event, dependencies(request).settings)
+
+
+def caller_of(event: dict[str, Any], settings: ApiSettings) -> Caller:
+    """The caller an event's verified token names (Unauthenticated without one)."""
+    claims = (((event.get("requestContext") or {}).get("authorizer") or {}).get("jwt") or {}).get("claims")
+    return caller_from_claims(claims, operator_scope=settings.operator_scope)
+
+
+@contextmanager
+def me(request: Request) -> Iterator[MemoryService]:
+    """The caller's own data, in one transaction as the caller (row-level security)."""
+    user = caller(request)
+    request.context["user_id"] = str(user.user_id)
+    with dependencies(request).sessions.session(user.user_id) as service:
+        yield service
+
+
+@contextmanager
+def operator(request: Request, user_id: str, action: str) -> Iterator[MemoryService]:
+    """A user's data for an operator, in one transaction with the service's rights (logged)."""
+    acting = operator_caller(request, action, user_id)
+    with dependencies(request).sessions.session(user_id, operator=acting.subject) as service:
+        yield service
+
+
+def operator_caller(request: Request, action: str, user_id: str | None = None) -> Caller:
+    """The caller, when it holds the operator scope or group (else Forbidden); the action is logged."""
+    acting = caller(request)
+    if not acting.operator:
+        scope = dependencies(request).settings.operator_scope
+        raise Forbidden(f"operator routes need the {scope!r} scope or group")
+    if user_id is not None:
+        request.context["user_id"] = user_id
+    logger.info(
+        "operator action", operator=acting.subject, user_id=user_id, action=action, request_id=request_id(request)
+    )
+    metrics.add_metric(name="OperatorActions", unit="Count", value=1)
+    return acting
+
+
+def request_id(request: Request) -> str | None:
+    return event_request_id(request.resolved_event.raw_event)
+
+
+def event_request_id(event: dict[str, Any]) -> str | None:
+    """API Gateway's id of the request (the problem's `instance`, in every log line about it)."""
+    context = event.get("requestContext")
+    return context.get("requestId") if isinstance(context, dict) else None
+
+
+def edit(request: Request, if_match: str | None, key: str | None, *, source: str = "api") -> Edit:
+    """A write's preconditions from its headers; a stale If-Match then answers 412 (not 409)."""
+    version = parse_if_match(if_match)
+    request.context["if_match"] = version is not None
+    return Edit(source=source, idempotency_key=idempotency_key(key), if_match=version)
+
+
+_IF_MATCH = re.compile(r'^(?:W/)?"?([0-9]{1,9})"?$')
+
+
+def parse_if_match(value: str | None) -> int | None:
+    """The version an If-Match header names ("7", W/"7", 7), or None for no header or `*`."""
+    if value is None or value.strip() == "*":
+        return None
+    # ASCII digits only: str.isdigit() also takes "²" (which int() refuses: a 500) and other scripts' digits.
+    match = _IF_MATCH.match(value.strip())
+    if match is None:
+        raise HttpProblem(BAD_REQUEST, 'If-Match must be the version as an ETag, for example "7"')
+    return int(match.group(1))

@@ -1,0 +1,127 @@
+"""The OpenAPI wiring: what each route declares it answers, the committed document and its route.
+
+Powertools generates the document from the routes and models; this module adds what it cannot
+say (PATCH's two media types, the bearer token, the answers API Gateway gives itself) and serves
+the committed copy at `/openapi.json` (tests keep it equal to what the routes generate).
+"""
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from user_memory.http import models
+from user_memory.http.problems import ALL_KINDS
+
+if TYPE_CHECKING:
+    from user_memory.http.app import MemoryApi
+
+API_TITLE = "user-memory"
+API_VERSION = "1.0.0"
+
+_PROBLEM_RESPONSES: dict[int, Any] = {
+    status: {
+        "description": " / ".join(k.title for k in ALL_KINDS if k.status == status),
+        "content": {models.PROBLEM_JSON: {"model": models.Problem}},
+    }
+    for status in sorted({k.status for k in ALL_KINDS})
+}
+_ETAG = {"ETag": {"description": 'The version, quoted: "7".', "schema": {"type": "string"}}}
+_REPLAYED = {
+    "Idempotent-Replayed": {
+        "description": "true when this answers a repeat of an Idempotency-Key (nothing was written).",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
+_WRITES = (models.Written, models.ElementWritten, models.EventsImported)
+
+
+def responses(model: type, *, etag: bool = False) -> dict[int, Any]:
+    """A route's answers for the document: `model` on 200 (with ETag, and Idempotent-Replayed on
+    writes, when `etag`), and a problem for every status a route can fail with."""
+    ok: dict[str, Any] = {"description": "OK", "content": {"application/json": {"model": model}}}
+    if etag:
+        ok["headers"] = {**_ETAG, **_REPLAYED} if model in _WRITES else _ETAG
+    return {200: ok, **_PROBLEM_RESPONSES}
+
+
+_PATCH_BODY = {
+    "required": True,
+    "content": {
+        models.JSON_PATCH: {
+            "schema": {"type": "array", "items": {"$ref": "#/components/schemas/PatchOperation"}},
+        },
+        models.MERGE_PATCH: {"schema": {"type": "object", "additionalProperties": True}},
+    },
+}
+
+# What API Gateway answers itself, before or instead of the function, as {"message": "..."}
+# (HTTP APIs cannot reshape these): a refused token, no route, a body over 10 MB, throttling, and a
+# function that failed, timed out or was throttled.
+_GATEWAY_ERROR = {
+    "type": "object",
+    "description": 'An answer of API Gateway itself, for example {"message": "Unauthorized"}.',
+    "properties": {"message": {"type": "string"}},
+    "required": ["message"],
+}
+_GATEWAY_ANSWERS = {
+    "401": "API Gateway: the token is missing or invalid",
+    "404": "API Gateway: no such route",
+    "413": "API Gateway: the body is over 10 MB",
+    "429": "API Gateway: throttled (ApiThrottlingBurstLimit, ApiThrottlingRateLimit); retry later",
+    "500": "API Gateway: the function failed",
+    "503": "API Gateway: the function is unavailable",
+}
+
+
+def openapi_document(api: "MemoryApi") -> dict[str, Any]:
+    """The OpenAPI document generated from the routes and models, plus what Powertools cannot say:
+    PATCH's two media types and the bearer token every route but this document needs."""
+    from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
+
+    text = api.app.get_openapi_json_schema(
+        title=API_TITLE,
+        version=API_VERSION,
+        description=(
+            "Read, edit, prune, revert and follow a user's versioned memory; key-value memory; activity. "
+            "Identity comes from the bearer token's sub. Errors are RFC 9457 problem details."
+        ),
+        security_schemes={"bearer": HTTPBearer(bearerFormat="JWT")},
+        security=[{"bearer": []}],
+    )
+    document = json.loads(text)
+    document["paths"]["/me/memory"]["patch"]["requestBody"] = _PATCH_BODY
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    schemas["PatchOperation"] = models.PatchOperation.model_json_schema(by_alias=True)
+    schemas["GatewayError"] = _GATEWAY_ERROR
+    gateway = {"schema": {"$ref": "#/components/schemas/GatewayError"}}
+    for item in document["paths"].values():
+        for operation in item.values():
+            for status, description in _GATEWAY_ANSWERS.items():
+                response = operation["responses"].setdefault(status, {"description": description})
+                response.setdefault("content", {})["application/json"] = gateway
+    return document
+
+
+_OPENAPI_FILE = "openapi.json"
+
+
+def openapi_text() -> str:
+    """The committed OpenAPI document (tests keep it equal to what the routes generate)."""
+    from importlib.resources import files
+
+    return files("user_memory.http").joinpath(_OPENAPI_FILE).read_text(encoding="utf-8")
+
+
+def render_openapi(api: "MemoryApi") -> str:
+    """The OpenAPI document as committed: sorted keys, two-space indent, a final newline."""
+    return json.dumps(openapi_document(api), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+router = Router()
+
+
+@router.get("/openapi.json", include_in_schema=False)
+def openapi() -> Response[str]:
+    return Response(200, "application/json", openapi_text())

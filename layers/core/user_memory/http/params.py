@@ -1,0 +1,27 @@
+"""Parameters more than one resource's routes take, declared once (their OpenAPI text included)."""
+
+from datetime import datetime
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Header, Query
+
+MAX_VERSION = 2**31 - 1  # versions are PostgreSQL integers
+
+# Reading the memory (the caller's and, for operators, anyone's)
+Version = Annotated[int | None, Query(ge=0, description="A past version (0: the empty document).")]
+AsOf = Annotated[datetime | None, Query(description="The version current at this time (ISO 8601 with zone).")]
+Limit = Annotated[int, Query(ge=1, le=500)]
+Before = Annotated[int | None, Query(ge=1, le=MAX_VERSION, description="Only versions below this one (the cursor).")]
+From = Annotated[int, Query(alias="from", ge=0)]
+To = Annotated[int, Query(alias="to", ge=0)]
+Since = Annotated[int, Query(ge=0, description="The version the client holds.")]
+
+# Writing it (the memory document and the companion elements)
+IfMatch = Annotated[
+    str | None,
+    Header(alias="If-Match", description='The version this edit is based on ("7"); stale: 412.'),
+]
+IdemKey = Annotated[
+    str | None,
+    Header(alias="Idempotency-Key", description="A repeat with the same key writes nothing again."),
+]

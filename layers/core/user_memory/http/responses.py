@@ -1,0 +1,207 @@
+"""Response builders: what the service returns, as the API's models (and a write's headers).
+
+Bodies built from stored rows skip validation (`model_construct`, a hot path): what the store
+returns is JSON it parsed itself, documents were validated when written, and tests check every
+response against the OpenAPI document.
+"""
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+
+from user_memory.domain.conversations import ExportedConversation
+from user_memory.domain.kv import KvEntry
+from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
+from user_memory.domain.service import MemoryService
+from user_memory.http import models
+
+MAX_PAGE_RESPONSE_BYTES = 4 * 1024 * 1024  # well within a Lambda response (6 MB)
+MAX_RANGE_OCCURRENCES = 1000
+
+
+def etag(version: int) -> str:
+    return f'"{version}"'
+
+
+def write_headers(result: AppendResult) -> dict[str, str]:
+    """A write's headers: the version as ETag, and Idempotent-Replayed on a key's repeat."""
+    headers = {"ETag": etag(result.version)}
+    if result.status == "idempotent":
+        headers["Idempotent-Replayed"] = "true"
+    return headers
+
+
+def memory(user_id: object, v: MemoryVersion) -> models.Memory:
+    return models.Memory.model_construct(
+        user_id=str(user_id), version=v.version, document=v.document, created_at=v.created_at, source=v.source
+    )
+
+
+def read(service: MemoryService, version: int | None, as_of: datetime | None) -> Response[models.Memory]:
+    """A memory document (head, version or time) with its version as ETag."""
+    found = service.read(version=version, as_of=as_of)
+    return Response(
+        status_code=200,
+        content_type="application/json",
+        body=memory(service.user_id, found),
+        headers={"ETag": etag(found.version)},
+    )
+
+
+def written(user_id: object, result: AppendResult) -> Response[models.Written]:
+    body = models.Written.model_construct(
+        user_id=str(user_id),
+        status=result.status.value,
+        version=result.version,
+        document=result.document,
+        patch=result.patch,
+    )
+    return Response(status_code=200, content_type="application/json", body=body, headers=write_headers(result))
+
+
+def history(service: MemoryService, limit: int, before: int | None) -> models.History:
+    entries, next_before = service.history(limit=limit, before=before)
+    return models.History.model_construct(
+        user_id=str(service.user_id), items=[_history_item(e) for e in entries], next_before=next_before
+    )
+
+
+def _history_item(e: HistoryEntry) -> models.HistoryItem:
+    return models.HistoryItem.model_construct(
+        version=e.version,
+        created_at=e.created_at,
+        source=e.source,
+        operations=len(e.patch),
+        change_bytes=len(json.dumps(e.patch, separators=(",", ":"), ensure_ascii=False).encode()),
+        checkpoint=e.is_checkpoint,
+        provenance=e.provenance,
+    )
+
+
+def diff(service: MemoryService, from_version: int, to_version: int) -> models.Diff:
+    patch = service.diff(from_version, to_version)
+    return models.Diff.model_construct(  # a verified patch of stored documents
+        user_id=str(service.user_id), from_version=from_version, to_version=to_version, patch=patch
+    )
+
+
+def changes(service: MemoryService, since: int) -> Response[models.Changes]:
+    found = service.changes_since(since)
+    body = models.Changes.model_construct(
+        user_id=str(service.user_id), since=found.since, version=found.version, patch=found.patch
+    )
+    return Response(200, "application/json", body, headers={"ETag": etag(found.version)})
+
+
+def kv(e: KvEntry) -> models.KvEntry:
+    return models.KvEntry(
+        namespace=e.namespace,
+        key=e.key,
+        value=e.value,
+        created_at=e.created_at,
+        updated_at=e.updated_at,
+        expires_at=e.expires_at,
+    )
+
+
+def within_response_budget(entries: Sequence[KvEntry], next_after: str | None) -> tuple[Sequence[KvEntry], str | None]:
+    """A page cut short where its JSON would pass MAX_PAGE_RESPONSE_BYTES, with the cursor to go on from.
+
+    1,000 values of 10 KB are 10 MB, and up to three times that with the response's \\u escapes:
+    over what a Lambda function may return (6 MB), so the whole request would fail.
+    """
+    total = 0
+    for n, entry in enumerate(entries):
+        total += len(json.dumps(entry.value)) + len(json.dumps(entry.key)) + 200  # the other members
+        if total > MAX_PAGE_RESPONSE_BYTES and n > 0:
+            return entries[:n], entries[n - 1].key
+    return entries, next_after
+
+
+def element_written(
+    user_id: object, collection: str, element_id: str, result: AppendResult
+) -> Response[models.ElementWritten]:
+    element = (result.document.get(collection) or {}).get(element_id) if isinstance(result.document, dict) else None
+    body = models.ElementWritten(
+        user_id=str(user_id),
+        collection=collection,  # type: ignore[arg-type]
+        id=element_id,
+        status=result.status.value,
+        version=result.version,
+        element=element,
+    )
+    return Response(status_code=200, content_type="application/json", body=body, headers=write_headers(result))
+
+
+def indexed(row: Any) -> models.IndexedElement:
+    return models.IndexedElement(path=row.path, version=row.version, element=row.value)
+
+
+def occurrences_within_budget(found: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+    """Occurrences cut short where there are MAX_RANGE_OCCURRENCES of them or their JSON would pass
+    MAX_PAGE_RESPONSE_BYTES (each carries its event: a daily event of 100 KB over a year is 36 MB),
+    with the start of the first one left out."""
+    sizes: dict[str, int] = {}
+    total = 0
+    for n, occurrence in enumerate(found):
+        path = occurrence["path"]
+        if path not in sizes:
+            sizes[path] = len(json.dumps(occurrence["event"], ensure_ascii=False).encode()) + 300  # the other members
+        total += sizes[path]
+        if n >= MAX_RANGE_OCCURRENCES or (total > MAX_PAGE_RESPONSE_BYTES and n > 0):
+            return found[:n], str(occurrence["occurrence_start"])
+    return found, None
+
+
+def export(service: MemoryService) -> models.Export:
+    """Everything stored about a user (the caller's own export, or an operator's)."""
+    data = service.export()
+    return models.Export(
+        user_id=str(service.user_id),
+        versions=[memory(service.user_id, v) for v in data["versions"]],
+        kv=[kv(e) for e in data["kv"]],
+        activity=[
+            models.ActivityRecord(
+                id=a.id or 0,
+                occurred_at=a.occurred_at,
+                kind=a.kind,
+                payload=a.payload,
+                source=a.source,
+                external_id=a.external_id,
+            )
+            for a in data["activity"]
+        ],
+        conversations=[_conversation(c) for c in data.get("conversations", [])],
+        ratings=[models.RatingRecord(**r) for r in data.get("ratings", [])],
+        digests=data.get("digests", []),
+    )
+
+
+def _conversation(c: ExportedConversation) -> models.ConversationRecord:
+    found = c.memory
+    return models.ConversationRecord(
+        conversation_id=c.conversation_id,
+        first_message_at=c.first_message_at,
+        last_message_at=c.last_message_at,
+        created_at=c.created_at,
+        messages=[
+            models.ConversationMessageRecord(
+                seq=m.seq, message_id=m.message_id, role=m.role, text=m.text, occurred_at=m.occurred_at, source=m.source
+            )
+            for m in c.messages
+        ],
+        memory=None
+        if found is None
+        else models.ConversationMemoryRecord(
+            memory=found.memory,
+            last_message_seq=found.last_message_seq,
+            last_message_id=found.last_message_id,
+            last_message_at=found.last_message_at,
+            model=found.model,
+            created_at=found.created_at,
+            updated_at=found.updated_at,
+        ),
+    )

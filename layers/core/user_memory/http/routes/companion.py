@@ -1,0 +1,238 @@
+"""The companion layer: goals, to-dos and events (each an element of the memory), ratings, the digest.
+
+Every element collection has the same five routes (create, read, merge, complete, delete),
+registered once per collection; a route knows its collection from the path it was registered
+under. Static routes come first: /me/todos/due and /me/events/import are not element ids.
+"""
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Request, Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+
+from user_memory.domain.elements import Rating
+from user_memory.errors import InvalidRequest
+from user_memory.http import models, responses
+from user_memory.http.bodies import json_body, media_type
+from user_memory.http.context import dependencies, edit, me
+from user_memory.http.openapi import responses as answers
+from user_memory.http.params import IdemKey, IfMatch
+from user_memory.http.problems import UNSUPPORTED_MEDIA, HttpProblem
+
+router = Router()
+
+Day = Annotated[date | None, Query(description="A calendar day (YYYY-MM-DD); default: the user's today.")]
+WithinDays = Annotated[
+    int | None, Query(ge=0, le=3660, description="Only goals whose target date is within this many days.")
+]
+RangeFrom = Annotated[datetime | None, Query(alias="from", description="Range start (with zone); default now.")]
+RangeTo = Annotated[datetime | None, Query(alias="to", description="Range end (with zone); default from + 7 days.")]
+GooglePage = Annotated[
+    dict[str, Any] | list[dict[str, Any]],
+    Body(description='A Google Calendar event, a list of them, or an Events.list page ({"items": [...]}).'),
+]
+ElementId = Annotated[str, Path(description="The element's id.")]
+ElementBody = Annotated[dict[str, Any], Body(description="The element's fields (see the companion schema).")]
+DigestDay = Annotated[date | None, Query(description="The digest of this day (YYYY-MM-DD); default: latest.")]
+
+_SINGULAR = {"goals": "goal", "todos": "to-do", "events": "event"}
+_OCCURRENCE = ("id", "path", "version", "occurrence_start", "occurrence_end", "event")
+
+
+@router.get("/me/todos/due", responses=answers(models.TodosDue), tags=["companion"])
+def todos_due(request: Request, on: Day = None) -> models.TodosDue:
+    """Open to-dos due on or before a day (the user's today in basic_info.timezone), overdue first;
+    read from the item index."""
+    with me(request) as service:
+        day, overdue, due = service.todos_due(on)
+    return models.TodosDue(
+        user_id=str(service.user_id),
+        day=day.isoformat(),
+        overdue=[responses.indexed(r) for r in overdue],
+        due=[responses.indexed(r) for r in due],
+    )
+
+
+@router.get("/me/goals", responses=answers(models.ActiveGoals), tags=["companion"])
+def active_goals(request: Request, within_days: WithinDays = None) -> models.ActiveGoals:
+    """Active goals, nearest target date first; read from the item index."""
+    with me(request) as service:
+        rows = service.active_goals(within_days)
+    return models.ActiveGoals(user_id=str(service.user_id), items=[responses.indexed(r) for r in rows])
+
+
+@router.get("/me/events", responses=answers(models.EventsInRange), tags=["companion"])
+def events_in_range(request: Request, range_from: RangeFrom = None, range_to: RangeTo = None) -> models.EventsInRange:
+    """Occurrences of the user's events overlapping [from, to) (recurring events expanded); the
+    candidates are read from the item index."""
+    start = range_from or datetime.now(UTC)
+    if range_to is None and start.year > 9997:
+        raise InvalidRequest("from must be before the year 9998")
+    end = range_to or start + timedelta(days=7)
+    unexpanded: list[str] = []
+    with me(request) as service:
+        found = service.events_between(start, end, unexpanded=unexpanded)
+    found, next_from = responses.occurrences_within_budget(found)
+    return models.EventsInRange(
+        user_id=str(service.user_id),
+        from_=start,
+        to=end,
+        items=[models.Occurrence(**{k: o[k] for k in _OCCURRENCE}) for o in found],
+        unexpanded=unexpanded,
+        next_from=next_from,
+    )
+
+
+@router.post("/me/events/import", responses=answers(models.EventsImported, etag=True), tags=["companion"])
+def import_events(
+    request: Request, page: GooglePage, if_match: IfMatch = None, idempotency_key_: IdemKey = None
+) -> Response[models.EventsImported]:
+    """Import events in Google Calendar's event JSON: new ones added, those with a newer `updated`
+    replaced, cancelled ones removed, in one version."""
+    change = edit(request, if_match, idempotency_key_)
+    with me(request) as service:
+        report, result = service.import_google_events(page, change)
+    body = models.EventsImported(
+        user_id=str(service.user_id),
+        status=result.status.value,
+        version=result.version,
+        created=report.created,
+        updated=report.updated,
+        unchanged=report.unchanged,
+        deleted=report.deleted,
+    )
+    return Response(200, "application/json", body, headers=responses.write_headers(result))
+
+
+# -- the elements: five routes per collection ---------------------------------------------------------
+
+
+def create_element(
+    request: Request, fields: ElementBody, if_match: IfMatch = None, idempotency_key_: IdemKey = None
+) -> Response[models.ElementWritten]:
+    collection = _collection(request)
+    change = edit(request, if_match, idempotency_key_)
+    with me(request) as service:
+        element_id, result = service.create_element(collection, fields, change)
+        return responses.element_written(service.user_id, collection, element_id, result)
+
+
+def get_element(request: Request, element_id: ElementId) -> Response[models.Element]:
+    collection = _collection(request)
+    with me(request) as service:
+        element, version = service.element(collection, element_id)
+        body = models.Element(
+            user_id=str(service.user_id), collection=collection, id=element_id, version=version, element=element
+        )
+    return Response(200, "application/json", body, headers={"ETag": responses.etag(version)})
+
+
+def update_element(
+    request: Request, element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
+) -> Response[models.ElementWritten]:
+    collection = _collection(request)
+    if media_type(request.headers) != models.MERGE_PATCH:
+        raise HttpProblem(UNSUPPORTED_MEDIA, f"updating a {_SINGULAR[collection]} takes {models.MERGE_PATCH}")
+    change = edit(request, if_match, idempotency_key_)
+    body = json_body(request, dependencies(request).settings.max_document_bytes)
+    with me(request) as service:
+        result = service.update_element(collection, element_id, body, change)
+        return responses.element_written(service.user_id, collection, element_id, result)
+
+
+def complete_element(
+    request: Request, element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
+) -> Response[models.ElementWritten]:
+    collection = _collection(request)
+    change = edit(request, if_match, idempotency_key_)
+    with me(request) as service:
+        result = service.complete_element(collection, element_id, change)
+        return responses.element_written(service.user_id, collection, element_id, result)
+
+
+def delete_element(
+    request: Request, element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
+) -> Response[models.ElementWritten]:
+    collection = _collection(request)
+    change = edit(request, if_match, idempotency_key_)
+    with me(request) as service:
+        result = service.delete_element(collection, element_id, change)
+        return responses.element_written(service.user_id, collection, element_id, result)
+
+
+def _collection(request: Request) -> str:
+    """The collection a route was registered for: /me/<collection>/..."""
+    return request.route.split("/")[2]
+
+
+def _element_routes(collection: str) -> None:
+    singular = _SINGULAR[collection]
+    written, tags = answers(models.ElementWritten, etag=True), ["companion"]
+    router.post(
+        f"/me/{collection}",
+        responses=written,
+        tags=tags,
+        summary=f"Create a {singular}",
+        description=f"A new {singular} as a new version of the memory (an id is generated when none is "
+        "given; 409 element-exists when it is taken).",
+    )(create_element)
+    item = f"/me/{collection}/<element_id>"
+    router.get(item, responses=answers(models.Element, etag=True), tags=tags, summary=f"Read a {singular}")(get_element)
+    router.patch(
+        item,
+        responses=written,
+        tags=tags,
+        summary=f"Update a {singular}",
+        description=f"RFC 7396 merge of the {singular}'s fields (application/merge-patch+json; null "
+        "removes a field), as a new version.",
+    )(update_element)
+    router.post(
+        f"{item}/complete",
+        responses=written,
+        tags=tags,
+        summary=f"Complete a {singular}",
+        description="Marks it done (a to-do) or completed (a goal, an event) as a new version; completing "
+        "it again writes nothing.",
+    )(complete_element)
+    router.delete(
+        item,
+        responses=written,
+        tags=tags,
+        summary=f"Delete a {singular}",
+        description="Removes it as a new version (history keeps it; revert brings it back).",
+    )(delete_element)
+
+
+for _name in _SINGULAR:
+    _element_routes(_name)
+
+
+# -- ratings and the digest ------------------------------------------------------------------------------
+
+
+@router.post("/me/ratings", responses=answers(models.RatingRecorded), tags=["companion"])
+def record_rating(request: Request, rating: Annotated[models.RatingIn, Body()]) -> models.RatingRecorded:
+    """Record a feedback rating of one interaction (a repeat replaces it); the nightly run
+    summarizes ratings into the feedback element."""
+    with me(request) as service:
+        status = service.record_rating(
+            Rating(
+                interaction_id=rating.interaction_id,
+                rating=rating.rating,
+                tags=tuple(rating.tags),
+                comment=rating.comment,
+                rated_at=rating.rated_at or datetime.now(UTC),
+            )
+        )
+    return models.RatingRecorded(user_id=str(service.user_id), interaction_id=rating.interaction_id, status=status)  # type: ignore[arg-type]
+
+
+@router.get("/me/digest", responses=answers(models.Digest), tags=["companion"])
+def get_digest(request: Request, day: DigestDay = None) -> models.Digest:
+    """The daily digest the nightly run made: due and overdue to-dos, events of the next 7 days, goals
+    near their target date."""
+    with me(request) as service:
+        found = service.digest(day)
+    return models.Digest(user_id=str(service.user_id), digest=found)

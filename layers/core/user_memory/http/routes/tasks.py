@@ -1,0 +1,42 @@
+"""Operators' tasks: work the API starts rather than answers (today: the conversation-memory trigger)."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Request
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from user_memory.http import models
+from user_memory.http.context import dependencies, not_enabled, operator_caller
+from user_memory.http.openapi import responses as answers
+
+router = Router()
+
+Threshold = Annotated[
+    int | None,
+    Query(
+        ge=1,
+        le=60 * 24 * 31,
+        description="Minutes a conversation must have been quiet (default INACTIVITY_THRESHOLD_MINUTES).",
+    ),
+]
+
+
+@router.post("/tasks/trigger-memory-generation", responses=answers(models.MemoryGenerationTriggered), tags=["admin"])
+def trigger_memory_generation(
+    request: Request, threshold_minutes: Threshold = None
+) -> models.MemoryGenerationTriggered:
+    """Operators: queue GENERATE_MEMORY_BATCH messages for every conversation quiet for longer than the
+    threshold that has no memory, or messages newer than its memory."""
+    operator_caller(request, "trigger memory generation")
+    tasks = dependencies(request).tasks
+    if tasks is None:
+        raise not_enabled("trigger tasks")
+    report = tasks.trigger_memory_generation(threshold_minutes)
+    return models.MemoryGenerationTriggered(
+        threshold_minutes=report.threshold_minutes,
+        quiet_before=report.quiet_before,
+        conversations=report.conversations,
+        messages=report.messages,
+        pages=report.pages,
+    )
