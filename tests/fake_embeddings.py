@@ -181,7 +181,7 @@ def fake_embeddings_server() -> Iterator[tuple[FakeEmbeddings, str]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:  # http.server's name
             length = int(self.headers.get("content-length", 0))
             try:
                 body = json.loads(self.rfile.read(length) or b"{}")

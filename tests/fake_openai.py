@@ -142,7 +142,7 @@ def fake_openai_server() -> Iterator[tuple[FakeOpenAI, str]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:  # http.server's name
             length = int(self.headers.get("content-length", 0))
             fake.requests.append(
                 {

@@ -25,12 +25,12 @@ from user_memory.adapters.migrations import migrate
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
-from sim.generator import Generator, present  # noqa: E402
-from sim.model import Rates  # noqa: E402
-from sim.report import render  # noqa: E402
-from sim.run import ModeResult, edit_mode_available, run_mode  # noqa: E402
-from sim.tokens import load_tokenizer  # noqa: E402
-from user_memory.domain.document import encode, validate_document  # noqa: E402
+from sim.generator import Generator, present
+from sim.model import Rates
+from sim.report import render
+from sim.run import ModeResult, edit_mode_available, run_mode
+from sim.tokens import load_tokenizer
+from user_memory.domain.document import encode, validate_document
 
 pytestmark = pytest.mark.e2e
 USERS, DAYS, SEED = 5, 3, 7

@@ -437,7 +437,7 @@ class _One:
     def __init__(self, conn: psycopg.Connection) -> None:
         self.conn = conn
 
-    def connection(self):  # noqa: ANN201 - a context manager
+    def connection(self):  # a context manager
         from contextlib import nullcontext
 
         return nullcontext(self.conn)

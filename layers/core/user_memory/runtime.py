@@ -98,7 +98,7 @@ def embed_after_write(search: PostgresSearch, user_id: Any) -> None:
 
     try:
         report = search.embed_pending(user_id)
-    except Exception as err:  # noqa: BLE001 - every failure is seen, none fails the write
+    except Exception as err:  # every failure is seen, none fails the write
         error, reason = describe_failure(err)
         logger.warning("embedding failed", user_id=str(user_id), error=error, reason=reason)
         metrics.add_metric(name="EmbeddingsFailed", unit="Count", value=1)

@@ -33,8 +33,8 @@ from user_memory.domain.elements import Rating
 from user_memory.domain.kv import MAX_PAGE_SIZE, KvEntry
 from user_memory.domain.messages import MAX_MESSAGE_BYTES
 from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
-from user_memory.domain.service import Edit, MemoryService, Sessions, WrongSchema, idempotency_key
-from user_memory.errors import Forbidden, InvalidRequest, NotFound, SendFailed, describe_failure
+from user_memory.domain.service import Edit, MemoryService, Sessions, idempotency_key
+from user_memory.errors import Forbidden, InvalidRequest, NotFound, SendFailed, WrongSchema, describe_failure
 from user_memory.http import models
 from user_memory.http.auth import Caller, caller_from_claims
 from user_memory.http.problems import (
