@@ -32,19 +32,8 @@ from sim.run import ModeResult, edit_mode_available, run_mode
 from sim.tokens import load_tokenizer
 from user_memory.domain.document import encode, validate_document
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("aws_env")]
 USERS, DAYS, SEED = 5, 3, 7
-
-
-@pytest.fixture(autouse=True)
-def powertools_env(monkeypatch):
-    for k, v in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
-    }.items():
-        monkeypatch.setenv(k, v)
 
 
 @pytest.fixture
