@@ -33,17 +33,17 @@ os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
-from _common import fresh_database, pct, table  # noqa: E402
-from user_memory.adapters.kv import PostgresKv  # noqa: E402
-from user_memory.adapters.postgres import PostgresRecorder, open_pool  # noqa: E402
-from user_memory.config import ApiSettings  # noqa: E402
-from user_memory.domain.patching import make_patch  # noqa: E402
-from user_memory.domain.repository import MemoryStore  # noqa: E402
-from user_memory.http.app import create_api  # noqa: E402
-from user_memory.runtime import build_api  # noqa: E402
-from user_memory_functions.api.app import handler  # noqa: E402
-from user_memory_local.apigw import http_event  # noqa: E402
-from user_memory_local.poller import FakeLambdaContext  # noqa: E402
+from _common import fresh_database, pct, table
+from user_memory.adapters.kv import PostgresKv
+from user_memory.adapters.postgres import PostgresRecorder, open_pool
+from user_memory.config import ApiSettings
+from user_memory.domain.patching import make_patch
+from user_memory.domain.repository import MemoryStore
+from user_memory.http.app import create_api
+from user_memory.runtime import build_api
+from user_memory_functions.api.app import handler
+from user_memory_local.apigw import http_event
+from user_memory_local.poller import FakeLambdaContext
 
 SCHEMA = "tutor"
 
@@ -237,7 +237,7 @@ def serve_throughput(
                         with urllib.request.urlopen(req, timeout=30) as resp:
                             resp.read()
                         done[k] += 1
-                    except Exception:  # noqa: BLE001 - counted and reported
+                    except Exception:  # counted and reported
                         failed[k] += 1
 
             threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]

@@ -24,28 +24,28 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 
-import argparse  # noqa: E402
-import copy  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import uuid  # noqa: E402
-from datetime import date, timedelta  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import copy
+import json
+import random
+import sys
+import time
+import uuid
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
 
-import psycopg  # noqa: E402
-from psycopg.types.json import Jsonb  # noqa: E402
+import psycopg
+from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import fresh_database, sentence, summary_ms, table, user_state_document  # noqa: E402
-from bench_store import relation_bytes  # noqa: E402
-from user_memory.adapters.postgres import PostgresRecorder, open_pool  # noqa: E402
-from user_memory.config import ApiSettings  # noqa: E402
-from user_memory.domain.model import WriteStatus  # noqa: E402
-from user_memory.domain.repository import MemoryStore  # noqa: E402
-from user_memory.runtime import build_api  # noqa: E402
+from _common import fresh_database, sentence, summary_ms, table, user_state_document
+from bench_store import relation_bytes
+from user_memory.adapters.postgres import PostgresRecorder, open_pool
+from user_memory.config import ApiSettings
+from user_memory.domain.model import WriteStatus
+from user_memory.domain.repository import MemoryStore
+from user_memory.runtime import build_api
 
 FIRST_DAY = date(2031, 3, 1)
 

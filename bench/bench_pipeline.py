@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, fresh_database, table, traced, user_state_document  # noqa: E402
-from psycopg_pool import ConnectionPool  # noqa: E402
-from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool  # noqa: E402
-from user_memory.config import WorkerSettings  # noqa: E402
-from user_memory.domain.model import Activity, Window  # noqa: E402
-from user_memory.domain.pipeline import refresh_user  # noqa: E402
-from user_memory.domain.ports import SummaryResult  # noqa: E402
-from user_memory.domain.repository import MemoryStore  # noqa: E402
+from _common import ROOT, fresh_database, table, traced, user_state_document
+from psycopg_pool import ConnectionPool
+from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
+from user_memory.config import WorkerSettings
+from user_memory.domain.model import Activity, Window
+from user_memory.domain.pipeline import refresh_user
+from user_memory.domain.ports import SummaryResult
+from user_memory.domain.repository import MemoryStore
 
 DAY = datetime(2026, 11, 21, tzinfo=UTC)
 

@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 
-from _common import fresh_database, pct  # noqa: E402
-from search_corpus import (  # noqa: E402
+from _common import fresh_database, pct
+from search_corpus import (
     CATEGORIES,
     CONCEPTS,
     DETAILS,
@@ -50,14 +50,14 @@ from search_corpus import (  # noqa: E402
     companion_memory,
     labelled_queries,
 )
-from user_memory.adapters.postgres import PostgresRecorder, open_pool  # noqa: E402
-from user_memory.adapters.search import _NEAREST, PostgresSearch, fuse, vector_literal  # noqa: E402
-from user_memory.domain.document import validate_document  # noqa: E402
-from user_memory.domain.items import document_items, item_changes  # noqa: E402
-from user_memory.domain.patching import make_patch  # noqa: E402
-from user_memory.domain.repository import MemoryStore  # noqa: E402
+from user_memory.adapters.postgres import PostgresRecorder, open_pool
+from user_memory.adapters.search import _NEAREST, PostgresSearch, fuse, vector_literal
+from user_memory.domain.document import validate_document
+from user_memory.domain.items import document_items, item_changes
+from user_memory.domain.patching import make_patch
+from user_memory.domain.repository import MemoryStore
 
-from tests.fake_embeddings import HashingEmbedder  # noqa: E402
+from tests.fake_embeddings import HashingEmbedder
 
 MODES = ("fts", "vector", "fused")
 LINES: list[str] = []

@@ -43,12 +43,12 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import fresh_database, pct, summary_ms, table  # noqa: E402
-from psycopg import sql  # noqa: E402
-from user_memory.adapters.postgres import PostgresRecorder, open_pool  # noqa: E402
-from user_memory.domain.patching import make_patch  # noqa: E402
-from user_memory.domain.ports import InsertOutcome, NewVersion  # noqa: E402
-from user_memory.domain.repository import MemoryStore  # noqa: E402
+from _common import fresh_database, pct, summary_ms, table
+from psycopg import sql
+from user_memory.adapters.postgres import PostgresRecorder, open_pool
+from user_memory.domain.patching import make_patch
+from user_memory.domain.ports import InsertOutcome, NewVersion
+from user_memory.domain.repository import MemoryStore
 
 _letters = random.Random(1)
 # A vocabulary large enough that TOAST compression of the full-copy table is realistic.

@@ -40,41 +40,41 @@ os.environ.update(
     }
 )
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
-import resource  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import uuid  # noqa: E402
-from collections import defaultdict  # noqa: E402
-from collections.abc import Callable, Iterator  # noqa: E402
-from contextlib import ExitStack, contextmanager  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from datetime import UTC, date, datetime, timedelta  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-from unittest.mock import patch  # noqa: E402
+import argparse
+import json
+import random
+import resource
+import statistics
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
-import jsonpatch  # noqa: E402
-import psycopg  # noqa: E402
-from psycopg.types.json import Jsonb  # noqa: E402
+import jsonpatch
+import psycopg
+from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import fresh_database, sentence, traced, user_state_document  # noqa: E402
-from user_memory.adapters.postgres import _UNSUMMARIZED, PostgresActivity, open_pool  # noqa: E402
-from user_memory.config import WorkerSettings  # noqa: E402
-from user_memory.domain.document import encode  # noqa: E402
-from user_memory.domain.fanout import FanoutPlan, refresh_bodies  # noqa: E402
-from user_memory.domain.items import item_changes  # noqa: E402
-from user_memory.domain.model import Activity, Window  # noqa: E402
-from user_memory.domain.rules import RuleBasedSummarizer  # noqa: E402
-from user_memory.observability import logger, metrics  # noqa: E402
-from user_memory.runtime import WorkerServices, build_worker  # noqa: E402
-from user_memory_functions.worker.app import handler  # noqa: E402
-from user_memory_local.poller import FakeLambdaContext as Context  # noqa: E402
-from user_memory_local.poller import sqs_record  # noqa: E402
+from _common import fresh_database, sentence, traced, user_state_document
+from user_memory.adapters.postgres import _UNSUMMARIZED, PostgresActivity, open_pool
+from user_memory.config import WorkerSettings
+from user_memory.domain.document import encode
+from user_memory.domain.fanout import FanoutPlan, refresh_bodies
+from user_memory.domain.items import item_changes
+from user_memory.domain.model import Activity, Window
+from user_memory.domain.rules import RuleBasedSummarizer
+from user_memory.observability import logger, metrics
+from user_memory.runtime import WorkerServices, build_worker
+from user_memory_functions.worker.app import handler
+from user_memory_local.poller import FakeLambdaContext as Context
+from user_memory_local.poller import sqs_record
 
 RECORDS_PER_EVENT = 10
 SMALL_DAY = date(2026, 11, 21)

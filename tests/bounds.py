@@ -20,7 +20,7 @@ def finishing(call: Callable[[], Any], seconds: float = BOUND_SECONDS) -> tuple[
         began = time.perf_counter()
         try:
             outcome["value"] = call()
-        except BaseException as err:  # noqa: BLE001 - handed back to the test
+        except BaseException as err:  # handed back to the test
             outcome["error"] = err
         outcome["seconds"] = time.perf_counter() - began
 

@@ -30,8 +30,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fake_http import JsonHandler, serving
 
 DIMENSIONS = 256
 _WORD = re.compile(r"[a-z0-9]+")
@@ -177,14 +178,10 @@ def fake_embeddings_server() -> Iterator[tuple[FakeEmbeddings, str]]:
     fake = FakeEmbeddings()
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            length = int(self.headers.get("content-length", 0))
+    class Handler(JsonHandler):
+        def do_POST(self) -> None:  # http.server's name
             try:
-                body = json.loads(self.rfile.read(length) or b"{}")
+                body = self.read_json()
             except json.JSONDecodeError:
                 body = None
             with lock:
@@ -192,21 +189,7 @@ def fake_embeddings_server() -> Iterator[tuple[FakeEmbeddings, str]]:
                     status, answer = _answer(fake, self.path, body)
                 else:
                     status, answer = 400, _error("the body must be a JSON object")
-            payload = json.dumps(answer).encode()
-            try:
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
+            self.send_json(status, json.dumps(answer).encode())
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield fake, f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield fake, url

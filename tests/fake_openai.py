@@ -14,13 +14,13 @@ client hangs up, or after TRICKLE_LIMIT_SECONDS.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fake_http import JsonHandler, serving
 
 # A trickling reply gives up after this long, so a client without a deadline still ends (late).
 TRICKLE_LIMIT_SECONDS = 30.0
@@ -138,16 +138,12 @@ class FakeOpenAI:
 def fake_openai_server() -> Iterator[tuple[FakeOpenAI, str]]:
     fake = FakeOpenAI()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            length = int(self.headers.get("content-length", 0))
+    class Handler(JsonHandler):
+        def do_POST(self) -> None:  # http.server's name
             fake.requests.append(
                 {
                     "path": self.path,
-                    "body": json.loads(self.rfile.read(length) or b"{}"),
+                    "body": self.read_json(),
                     "headers": {k.lower(): v for k, v in self.headers.items()},
                 }
             )
@@ -160,18 +156,7 @@ def fake_openai_server() -> Iterator[tuple[FakeOpenAI, str]]:
             if trickle:
                 self._trickle(status, payload, trickle)
                 return
-            try:
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                if status == 429 and not headers:
-                    self.send_header("retry-after-ms", "10")
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
+            self.send_json(status, payload, headers if headers or status != 429 else {"retry-after-ms": "10"})
 
         def _trickle(self, status: int, payload: bytes, interval: float) -> None:
             self.close_connection = True
@@ -189,11 +174,5 @@ def fake_openai_server() -> Iterator[tuple[FakeOpenAI, str]]:
                 pass
             fake.trickled.append(sent)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield fake, f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield fake, url

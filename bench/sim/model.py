@@ -524,7 +524,7 @@ def serve(model: ScriptedModel) -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             pass
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:  # http.server's name
             length = int(self.headers.get("content-length", 0))
             raw = self.rfile.read(length)
             status = 200
@@ -533,7 +533,7 @@ def serve(model: ScriptedModel) -> Iterator[str]:
                     payload = model.answer(json.loads(raw or b"{}"))
                 else:
                     status, payload = 404, {"error": {"message": f"no route {self.path}"}}
-            except Exception as err:  # noqa: BLE001 - a request the model cannot read is a 400, as OpenAI's are
+            except Exception as err:  # a request the model cannot read is a 400, as OpenAI's are
                 model.errors.append(f"{type(err).__name__}: {err}")
                 status, payload = 400, {"error": {"message": f"{type(err).__name__}: {err}"}}
             data = json.dumps(payload).encode()

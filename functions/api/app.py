@@ -29,6 +29,6 @@ def handler(event: dict[str, Any], context: LambdaContext, api: MemoryApi | None
     """`api` is for callers that compose their own (tests, `user-memory serve`); Lambda passes none."""
     try:
         api = api or _cold_start_api()
-    except Exception as err:  # noqa: BLE001 - no services (config, database): a 503 problem, logged
+    except Exception as err:  # no services (config, database): a 503 problem, logged
         return unavailable(err, event)
     return api.resolve(event, context)

@@ -32,6 +32,6 @@ def handler(
     """`services` is for callers that compose their own (tests, the local kit); Lambda passes none."""
     try:
         services = services or _cold_start_services()
-    except Exception as err:  # noqa: BLE001 - no services (config, database): every record is reported failed
+    except Exception as err:  # no services (config, database): every record is reported failed
         return fail_all(event, err)
     return process_batch(event, context, services)

@@ -260,7 +260,7 @@ def run_chat(agent: ChatAgent, lines: Iterable[str], *, out: TextIO, err: TextIO
             continue
         try:
             reply = agent.turn(text)
-        except Exception as exc:  # noqa: BLE001 - one line per failed turn; the chat goes on
+        except Exception as exc:  # one line per failed turn; the chat goes on
             message = describe_model_error(exc) or (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
             print(f"error: {message}", file=err, flush=True)
             failed = True

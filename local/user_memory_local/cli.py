@@ -574,7 +574,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_ERROR
-    except Exception as err:  # noqa: BLE001 - the top level: every failure becomes one line
+    except Exception as err:  # the top level: every failure becomes one line
         if debug:
             traceback.print_exc()
         return _fail(_describe(err), EXIT_ERROR)

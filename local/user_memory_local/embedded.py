@@ -66,7 +66,7 @@ def start_embedded(data_dir: Path | str | None = None, database: str = "user_mem
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             server = pgserver.get_server(path, cleanup_mode="stop")
-    except Exception as err:  # noqa: BLE001 - initdb/pg_ctl/permission failures all mean "no database"
+    except Exception as err:  # initdb/pg_ctl/permission failures all mean "no database"
         first = (str(err).splitlines() or [""])[0][:200]
         log = path / "log"
         where = f"its log is {log}" if log.exists() else f"is {path} a writable directory?"

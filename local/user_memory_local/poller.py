@@ -66,7 +66,7 @@ def sqs_record(
         "body": body,
         "attributes": attributes,
         "messageAttributes": {},
-        "md5OfBody": hashlib.md5(body.encode()).hexdigest(),  # noqa: S324 - SQS's own checksum
+        "md5OfBody": hashlib.md5(body.encode()).hexdigest(),  # SQS's own checksum
         "eventSource": "aws:sqs",
         "eventSourceARN": queue_arn,
         "awsRegion": region,
@@ -148,7 +148,7 @@ class LambdaSqsPoller:
         try:
             result = self.handler(self._event(messages), FakeLambdaContext(timeout_seconds=self.function_timeout))
             failed = {f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])}
-        except Exception:  # noqa: BLE001 - an invocation error fails the whole batch, as in Lambda
+        except Exception:  # an invocation error fails the whole batch, as in Lambda
             failed = {m["MessageId"] for m in messages}
         for m in messages:
             if m["MessageId"] not in failed:

@@ -98,7 +98,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- the standard library's hooks ------------------------------------------------------------
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:  # the base class's name
         pass  # requests are logged once, by _answer; the base class's lines are not wanted
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
@@ -160,7 +160,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (ConnectionError, TimeoutError):
             self.close_connection = True
             return
-        except Exception as err:  # noqa: BLE001 - one line, a 500 problem, never a traceback
+        except Exception as err:  # one line, a 500 problem, never a traceback
             status = 500
             self.close_connection = True
             body_ = _problem_body(500, INTERNAL.type, INTERNAL.title, "the local server failed")

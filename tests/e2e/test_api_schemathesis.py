@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import uuid
 from collections.abc import Iterator
 
 import boto3
-import psycopg
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from moto import mock_aws
-from psycopg import sql
 from psycopg_pool import ConnectionPool
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -29,8 +26,6 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from user_memory.adapters.migrations import migrate
-from user_memory.adapters.postgres import open_pool
 from user_memory.config import ApiSettings
 from user_memory.http.app import create_api
 from user_memory.http.openapi import openapi_text
@@ -71,33 +66,6 @@ def quiet_service_log() -> Iterator[None]:
     log.setLevel(logging.WARNING)
     yield
     log.setLevel(level)
-
-
-@pytest.fixture(scope="module")
-def own_pool(database_url: str) -> Iterator[ConnectionPool]:
-    """A database of its own: generated requests store arbitrary activity, documents and conversations
-    (tutor-schema documents, activity dated anywhere) that other tests' fan-outs would otherwise find."""
-    name = f"user_memory_schemathesis_{os.getpid()}"
-    try:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    except psycopg.errors.InsufficientPrivilege:  # a server where the tests may not create databases
-        pool = open_pool(database_url, size=4)
-        yield pool
-        pool.close()
-        return
-    params = psycopg.conninfo.conninfo_to_dict(database_url)
-    params["dbname"] = name
-    url = psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
-    migrate(url)
-    pool = open_pool(url, size=4)
-    try:
-        yield pool
-    finally:
-        pool.close()
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 @pytest.fixture(scope="module")

@@ -30,17 +30,16 @@ from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.apigw import http_event
 from user_memory_local.poller import FakeLambdaContext
 
-import tests.e2e.test_daily_job as daily
 from tests.e2e.test_conversation_memories import Stack as ConversationStack
 from tests.e2e.test_conversation_memories import batch_event, conversation, memory_reply, named
 from tests.e2e.test_daily_job import refresh_body, seed_users, sqs_event
 from tests.fake_openai import completion, edits_completion, fake_openai_server
 
-# The daily job's fixtures: its AWS environment (autouse) and its log collector.
-aws_env = daily.aws_env
-logs = daily.logs
-
-pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.filterwarnings("ignore:No application metrics to publish"),
+    pytest.mark.usefixtures("aws_env"),
+]
 
 TRICKLE = 0.2  # seconds between the endpoint's bytes: far below every per-read timeout here
 # Seconds the invocation has when the handler starts: every call must end within 5.5 s, so the

@@ -16,9 +16,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from user_memory import companion_tasks
 from user_memory.adapters.companion import PostgresCompanion
 from user_memory.config import ApiSettings, FanoutSettings, WorkerSettings
@@ -38,7 +36,11 @@ from tests.api_client import ApiClient
 from tests.conftest import EVENTS
 from tests.fake_embeddings import hash_embedding
 
-pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.filterwarnings("ignore:No application metrics to publish"),
+    pytest.mark.usefixtures("aws_env"),
+]
 
 # The nightly run's clock: a Wednesday, 13:00 in the user's Lisbon (UTC+1 in May).
 NOW = datetime(2031, 5, 14, 0, 15, tzinfo=UTC)  # the schedule's time (Lisbon: 01:15, the day ahead is today)
@@ -54,19 +56,6 @@ EMAIL = "owner.private@example.org"
 PHONE = "+351 912 345 678"
 
 
-@pytest.fixture(autouse=True)
-def aws_env(monkeypatch):
-    for k, v in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
-    }.items():
-        monkeypatch.setenv(k, v)
-
-
 class FrozenClock(datetime):
     """`datetime` whose now() is NOW (the nightly run reads the time through it)."""
 
@@ -78,29 +67,6 @@ class FrozenClock(datetime):
 @pytest.fixture(autouse=True)
 def frozen_clock(monkeypatch):
     monkeypatch.setattr(companion_tasks, "datetime", FrozenClock)
-
-
-class Logs(logging.Handler):
-    """Collects the service's log records (Powertools keeps keyword fields as record attributes)."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def named(self, message: str) -> list[dict[str, Any]]:
-        return [r.__dict__ for r in self.records if r.getMessage() == message]
-
-
-@pytest.fixture
-def logs():
-    handler = Logs()
-    service = logging.getLogger("user-memory")
-    service.addHandler(handler)
-    yield handler
-    service.removeHandler(handler)
 
 
 class Stack:
@@ -142,9 +108,8 @@ class Stack:
 
 
 @pytest.fixture
-def stack(database_url, pool):
-    with mock_aws():
-        yield Stack(database_url, pool, boto3.client("sqs", region_name="us-east-1"))
+def stack(database_url, pool, sqs):
+    return Stack(database_url, pool, sqs)
 
 
 def naming(bodies: list[dict[str, Any]], user: uuid.UUID) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ quiet conversations; each test checks its own conversations (ids with a uuid), n
 from __future__ import annotations
 
 import json
-import logging
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,7 +35,11 @@ from tests.api_client import ApiClient
 from tests.conftest import EVENTS
 from tests.fake_openai import completion, fake_openai_server
 
-pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.filterwarnings("ignore:No application metrics to publish"),
+    pytest.mark.usefixtures("aws_env"),
+]
 MAX_RECEIVES = 5
 OPERATOR = "user-memory/operator"
 TRIGGER_EVENT = json.loads((EVENTS / "fanout_conversation_trigger.json").read_text())  # the schedule's Input
@@ -47,40 +50,6 @@ MEMORY = {
     "open_loops": ["Book a physio"],
     "tone": "determined",
 }
-
-
-@pytest.fixture(autouse=True)
-def aws_env(monkeypatch):
-    for k, v in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
-    }.items():
-        monkeypatch.setenv(k, v)
-
-
-class Logs(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def named(self, message: str) -> list[dict[str, Any]]:
-        return [r.__dict__ for r in self.records if r.getMessage() == message]
-
-
-@pytest.fixture
-def logs():
-    handler = Logs()
-    service = logging.getLogger("user-memory")
-    service.addHandler(handler)
-    yield handler
-    service.removeHandler(handler)
 
 
 class Stack:
@@ -144,9 +113,8 @@ class Stack:
 
 
 @pytest.fixture
-def stack(database_url, pool):
-    with mock_aws():
-        yield Stack(database_url, pool, boto3.client("sqs", region_name="us-east-1"))
+def stack(database_url, pool, sqs):
+    return Stack(database_url, pool, sqs)
 
 
 def conversation(

@@ -15,9 +15,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from user_memory.adapters.conversations import PostgresConversations
 from user_memory.config import FanoutSettings, WorkerSettings
 from user_memory.domain.conversations import NewMessage
@@ -28,7 +26,11 @@ from user_memory_local.poller import FakeLambdaContext, create_queues, sqs_recor
 
 from tests.fake_openai import edit, edits_completion, fake_openai_server
 
-pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.filterwarnings("ignore:No application metrics to publish"),
+    pytest.mark.usefixtures("aws_env"),
+]
 
 DAY = "2030-05-02"
 STARTED = datetime(2030, 5, 2, 10, 0, tzinfo=UTC)
@@ -42,19 +44,6 @@ FIRST = [
     ("assistant", "Good plan."),
 ]
 LATER = [("user", PREFERS), ("assistant", "Noted.")]
-
-
-@pytest.fixture(autouse=True)
-def aws_env(monkeypatch):
-    for k, v in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
-    }.items():
-        monkeypatch.setenv(k, v)
 
 
 class Stack:
@@ -117,9 +106,8 @@ class Stack:
 
 
 @pytest.fixture
-def stack(database_url, pool):
-    with mock_aws():
-        yield Stack(database_url, pool, boto3.client("sqs", region_name="us-east-1"))
+def stack(database_url, pool, sqs):
+    return Stack(database_url, pool, sqs)
 
 
 def record(stack: Stack, user: uuid.UUID, cid: str, lines: list[tuple[str, str]], *, first: int, at: datetime) -> None:

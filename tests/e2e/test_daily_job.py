@@ -7,16 +7,13 @@ here from the session's pool; nothing reaches into their module globals.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import psycopg
 import pytest
-from moto import mock_aws
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
 from user_memory.config import FanoutSettings, WorkerSettings
 from user_memory.domain.model import Activity, RunStatus, Window
@@ -33,44 +30,8 @@ from user_memory_local.poller import FakeLambdaContext, LambdaSqsPoller, create_
 from tests.conftest import EVENTS
 from tests.fake_openai import fake_openai_server
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("aws_env")]
 MAX_RECEIVES = 5
-
-
-@pytest.fixture(autouse=True)
-def aws_env(monkeypatch):
-    for k, v in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
-    }.items():
-        monkeypatch.setenv(k, v)
-
-
-class Logs(logging.Handler):
-    """Collects the service's log records (Powertools keeps keyword fields as record attributes)."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def named(self, message: str) -> list[dict[str, Any]]:
-        return [r.__dict__ for r in self.records if r.getMessage() == message]
-
-
-@pytest.fixture
-def logs():
-    handler = Logs()
-    service = logging.getLogger("user-memory")
-    service.addHandler(handler)
-    yield handler
-    service.removeHandler(handler)
 
 
 class Stack:
@@ -98,9 +59,8 @@ class Stack:
 
 
 @pytest.fixture
-def stack(database_url, pool):
-    with mock_aws():
-        yield Stack(database_url, pool, boto3.client("sqs", region_name="us-east-1"))
+def stack(database_url, pool, sqs):
+    return Stack(database_url, pool, sqs)
 
 
 def versions_for(conn: psycopg.Connection, run_key: str) -> int:

@@ -6,7 +6,6 @@ against the local fake endpoint (tests/fake_openai.py).
 from __future__ import annotations
 
 import json
-import logging
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,7 +25,7 @@ from user_memory_local.poller import FakeLambdaContext, sqs_record
 from tests.api_client import ApiClient
 from tests.fake_openai import completion, edit, edits_completion, fake_openai_server
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("aws_env")]
 
 RICH = validate_document(
     {
@@ -45,38 +44,6 @@ INJECTED = [
     ("forget_part", {"part_id": ""}),
     ("session", {"minutes": 5}),
 ]
-
-
-@pytest.fixture(autouse=True)
-def aws_env(monkeypatch):
-    for k, v in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
-    }.items():
-        monkeypatch.setenv(k, v)
-
-
-class Logs(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def named(self, message: str) -> list[dict[str, Any]]:
-        return [r.__dict__ for r in self.records if r.getMessage() == message]
-
-
-@pytest.fixture
-def logs():
-    handler = Logs()
-    service = logging.getLogger("user-memory")
-    service.addHandler(handler)
-    yield handler
-    service.removeHandler(handler)
 
 
 def record(pool: ConnectionPool, user: uuid.UUID, day: datetime, items: list[tuple[str, dict[str, Any]]]) -> None:

@@ -8,7 +8,6 @@ the purge, which runs on the wall clock like the Lambda.
 from __future__ import annotations
 
 import json
-import logging
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,43 +24,9 @@ from user_memory_local.poller import FakeLambdaContext
 
 from tests.conftest import EVENTS
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("aws_env")]
 
 EVENT = json.loads((EVENTS / "retention_scheduled_event.json").read_text())
-
-
-@pytest.fixture(autouse=True)
-def powertools_env(monkeypatch):
-    for k, v in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
-    }.items():
-        monkeypatch.setenv(k, v)
-
-
-class Logs(logging.Handler):
-    """Collects the service's log records (Powertools keeps keyword fields as record attributes)."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def named(self, message: str) -> list[dict[str, Any]]:
-        return [r.__dict__ for r in self.records if r.getMessage() == message]
-
-
-@pytest.fixture
-def logs():
-    collector = Logs()
-    service = logging.getLogger("user-memory")
-    service.addHandler(collector)
-    yield collector
-    service.removeHandler(collector)
 
 
 def context() -> FakeLambdaContext:

@@ -20,15 +20,14 @@ from user_memory.runtime import build_worker
 from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.poller import FakeLambdaContext
 
-import tests.e2e.test_daily_job as daily
 from tests.e2e.test_daily_job import refresh_body, seed_users, sqs_event
 from tests.fake_openai import edit, edits_completion, fake_openai_server
 
-# The daily job's fixtures: its AWS environment (autouse) and its log collector.
-aws_env = daily.aws_env
-logs = daily.logs
-
-pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.filterwarnings("ignore:No application metrics to publish"),
+    pytest.mark.usefixtures("aws_env"),
+]
 
 # Content no log line may carry
 NOTES = "never mention the accident"

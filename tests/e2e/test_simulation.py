@@ -25,26 +25,15 @@ from user_memory.adapters.migrations import migrate
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
-from sim.generator import Generator, present  # noqa: E402
-from sim.model import Rates  # noqa: E402
-from sim.report import render  # noqa: E402
-from sim.run import ModeResult, edit_mode_available, run_mode  # noqa: E402
-from sim.tokens import load_tokenizer  # noqa: E402
-from user_memory.domain.document import encode, validate_document  # noqa: E402
+from sim.generator import Generator, present
+from sim.model import Rates
+from sim.report import render
+from sim.run import ModeResult, edit_mode_available, run_mode
+from sim.tokens import load_tokenizer
+from user_memory.domain.document import encode, validate_document
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("aws_env")]
 USERS, DAYS, SEED = 5, 3, 7
-
-
-@pytest.fixture(autouse=True)
-def powertools_env(monkeypatch):
-    for k, v in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
-    }.items():
-        monkeypatch.setenv(k, v)
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import uuid
 import psycopg
 import pytest
 from psycopg import errors as pgerrors
-from psycopg import sql
 
+from tests.integration.roles import as_role, new_user
 from tests.owners import SERVICE_POLICY
 
 pytestmark = pytest.mark.integration
@@ -26,19 +26,6 @@ ERASE_ME = "SELECT relation, deleted FROM user_memory_erase_me()"
 NO_ACTIVITY_PRIVILEGE = "permission denied for table user_activity"
 NO_ERASE_ME_PRIVILEGE = "permission denied for function user_memory_erase_me"
 NO_END_USER = "no end user in the request's claims"
-
-
-def new_user() -> str:
-    return str(uuid.uuid4())
-
-
-def as_role(conn: psycopg.Connection, role: str, sub: str | None = None, claims: str | None = None) -> None:
-    """Become `role` for this transaction only, with JWT claims set transaction-locally."""
-    conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
-    if sub is not None:
-        claims = json.dumps({"sub": sub, "role": role})
-    if claims is not None:
-        conn.execute("SELECT set_config('request.jwt.claims', %s, true)", (claims,))
 
 
 def counts_of(conn: psycopg.Connection, user: str) -> dict[str, int]:

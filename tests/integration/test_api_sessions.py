@@ -27,8 +27,8 @@ from user_memory.domain.document import validate_document
 from user_memory.domain.model import Activity, WriteStatus
 from user_memory.domain.patching import json_equal
 from user_memory.domain.repository import MemoryStore
-from user_memory.domain.service import Edit, IdempotencyKeyReused, MemoryService
-from user_memory.errors import AccessDenied, InvalidRequest, VersionConflict
+from user_memory.domain.service import Edit, MemoryService
+from user_memory.errors import AccessDenied, IdempotencyKeyReused, InvalidRequest, VersionConflict
 from user_memory.runtime import ApiServices, build_api
 
 pytestmark = pytest.mark.integration

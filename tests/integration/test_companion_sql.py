@@ -8,7 +8,6 @@ and checks only their rows, never table-wide counts.
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, date, datetime
 from typing import Any
@@ -25,19 +24,12 @@ from user_memory.domain.items import document_items
 from user_memory.domain.model import MemoryVersion
 from user_memory.errors import VersionConflict
 
+from tests.integration.roles import as_role
+
 pytestmark = pytest.mark.integration
 
 SOURCE = "api: test"
 RATED_AT = datetime(2026, 3, 3, 12, tzinfo=UTC)
-
-
-def as_role(conn: psycopg.Connection, role: str, sub: str | uuid.UUID | None = None) -> None:
-    """Become `role` for this transaction only, with JWT claims set transaction-locally."""
-    conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
-    if sub is not None:
-        conn.execute(
-            "SELECT set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": str(sub), "role": role}),)
-        )
 
 
 def memory() -> dict[str, Any]:

@@ -25,6 +25,8 @@ from user_memory.adapters.postgres import transaction
 from user_memory.domain.conversations import ConversationKey, ConversationMessage, NewMessage
 from user_memory.errors import AccessDenied
 
+from tests.integration.roles import as_role
+
 pytestmark = pytest.mark.integration
 
 NOW = datetime.now(UTC)
@@ -47,12 +49,6 @@ def msg(
         occurred_at=at,
         source="chat",
     )
-
-
-def as_role(conn: psycopg.Connection, role: str, sub: str | None = None) -> None:
-    conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
-    if sub is not None:
-        conn.execute("SELECT set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": sub, "role": role}),))
 
 
 def pending(store: PostgresConversations, quiet_before: datetime) -> set[str]:
@@ -437,7 +433,7 @@ class _One:
     def __init__(self, conn: psycopg.Connection) -> None:
         self.conn = conn
 
-    def connection(self):  # noqa: ANN201 - a context manager
+    def connection(self):  # a context manager
         from contextlib import nullcontext
 
         return nullcontext(self.conn)

@@ -14,13 +14,13 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 from psycopg import errors as pgerrors
-from psycopg import sql
 from user_memory.adapters import kv as kv_adapter
 from user_memory.adapters.kv import PostgresKv, kv_error_for_check
 from user_memory.adapters.postgres import open_pool
 from user_memory.domain.kv import DEFAULT_NAMESPACE, KvPut
 from user_memory.errors import AccessDenied, InvalidKvEntry, KvValueTooLarge
 
+from tests.integration.roles import as_role, new_user
 from tests.owners import SERVICE_POLICY
 
 pytestmark = pytest.mark.integration
@@ -28,19 +28,6 @@ pytestmark = pytest.mark.integration
 # The purge deletes across every user: the purges here run in a time of their own, before any
 # row the other tests write (the contract tests' clocks start in 1999 at the earliest).
 ERA = datetime(1990, 6, 1, 12, 0, tzinfo=UTC)
-
-
-def new_user() -> str:
-    return str(uuid.uuid4())
-
-
-def as_role(conn: psycopg.Connection, role: str, sub: str | None = None, claims: str | None = None) -> None:
-    """Become `role` for this transaction only, with JWT claims set transaction-locally."""
-    conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
-    if sub is not None:
-        claims = json.dumps({"sub": sub, "role": role})
-    if claims is not None:
-        conn.execute("SELECT set_config('request.jwt.claims', %s, true)", (claims,))
 
 
 def put_row(conn: psycopg.Connection, user: str, key: str, value: object = 1, namespace: str = "default") -> None:

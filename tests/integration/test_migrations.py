@@ -48,7 +48,7 @@ def test_two_processes_migrating_at_once_apply_each_migration_once(fresh_db):
     def run() -> None:
         try:
             results.append(migrate(fresh_db))
-        except Exception as err:  # noqa: BLE001 - collected and asserted below
+        except Exception as err:  # collected and asserted below
             errors.append(err)
 
     threads = [threading.Thread(target=run) for _ in range(2)]

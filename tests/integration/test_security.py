@@ -22,6 +22,7 @@ from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from tests.integration.roles import as_role, new_user
 from tests.owners import SERVICE_POLICY
 
 pytestmark = pytest.mark.integration
@@ -35,19 +36,6 @@ SELECT p.oid, n.nspname || '.' || p.proname AS name
    AND NOT EXISTS (SELECT 1 FROM pg_depend d
                     WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
 """
-
-
-def new_user() -> str:
-    return str(uuid.uuid4())
-
-
-def as_role(conn: psycopg.Connection, role: str, sub: str | None = None, claims: str | None = None) -> None:
-    """Become `role` for this transaction only, with JWT claims set transaction-locally."""
-    conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
-    if sub is not None:
-        claims = json.dumps({"sub": sub, "role": role})
-    if claims is not None:
-        conn.execute("SELECT set_config('request.jwt.claims', %s, true)", (claims,))
 
 
 def append(

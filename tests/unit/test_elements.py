@@ -12,7 +12,6 @@ from user_memory.domain.document import validate_document
 from user_memory.domain.elements import (
     MAX_FEEDBACK_LINES,
     MAX_IMPORT_EVENTS,
-    ElementExists,
     ImportReport,
     Rating,
     complete,
@@ -25,7 +24,7 @@ from user_memory.domain.elements import (
     update,
     validate_element,
 )
-from user_memory.errors import InvalidDocument, InvalidRequest, NotFound
+from user_memory.errors import ElementExists, InvalidDocument, InvalidRequest, NotFound
 
 NOW = datetime(2026, 3, 4, 12, 30, 15, 123456, tzinfo=UTC)
 NOW_ISO = "2026-03-04T12:30:15Z"

@@ -223,7 +223,7 @@ class FlakySqs:
         self.received: list[str] = []
         self.calls = 0
 
-    def send_message_batch(self, QueueUrl: str, Entries: list[dict]) -> dict:  # noqa: N803 - boto3's names
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict]) -> dict:  # boto3's names
         self.calls += 1
         assert len(Entries) <= 10
         ok, failed = [], []

@@ -23,13 +23,13 @@ from user_memory.domain.service import (
     MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_REBASES,
     Edit,
-    IdempotencyKeyReused,
     MemoryService,
     idempotency_key,
 )
 from user_memory.errors import (
     AccessDenied,
     DocumentTooLarge,
+    IdempotencyKeyReused,
     InvalidActivity,
     InvalidDocument,
     InvalidRequest,

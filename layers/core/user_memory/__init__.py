@@ -4,21 +4,3 @@ Rings: `domain` (documents, patching, the store's rules, the pipeline; no I/O), 
 (PostgreSQL, in-memory, SQS, OpenAI), and the entry points' services (`runtime`, `worker`,
 `fanout`) that the Lambda handlers in functions/ call.
 """
-
-from user_memory.errors import (
-    DocumentTooLarge,
-    InvalidDocument,
-    PatchError,
-    UnknownVersion,
-    UserMemoryError,
-    VersionConflict,
-)
-
-__all__ = [
-    "DocumentTooLarge",
-    "InvalidDocument",
-    "PatchError",
-    "UnknownVersion",
-    "UserMemoryError",
-    "VersionConflict",
-]

@@ -1,16 +1,20 @@
 """Settings per function, read from the environment once, validated; domain code never reads os.environ.
 
-Each field is set by the environment variable of its name upper-cased. Defaults are defined
-here once (or in user_memory.domain.model for the store's own).
+Each field is set by the environment variable of its name upper-cased (pydantic-settings; an
+empty variable counts as unset). Defaults are defined here once (or in user_memory.domain.model
+for the store's own).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Literal, Self
+from contextvars import ContextVar
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from user_memory.domain.conversations import (
     DEFAULT_INACTIVITY_THRESHOLD_MINUTES,
@@ -24,11 +28,27 @@ from user_memory.domain.pipeline import DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS, Pipe
 from user_memory.domain.rules import RULE_SCHEMAS
 from user_memory.errors import ConfigError, describe_validation_error
 
+# The environment `from_env` was given (tests and the local kit pass their own); None: os.environ.
+_environ: ContextVar[Mapping[str, str] | None] = ContextVar("user_memory_environ", default=None)
 
-class DatabaseSettings(BaseModel):
+
+class _UpperCaseEnv(PydanticBaseSettingsSource):
+    """Each field from the variable of its name upper-cased (empty: unset), in os.environ or `from_env`'s mapping."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        given = _environ.get()
+        value = (os.environ if given is None else given).get(field_name.upper())
+        return (value or None), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        found = (self.get_field_value(field, name) for name, field in self.settings_cls.model_fields.items())
+        return {name: value for value, name, _ in found if value is not None}
+
+
+class DatabaseSettings(BaseSettings):
     """Where the database is; the base of every function's settings."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(frozen=True, extra="ignore")
 
     # Where the DSN comes from: DATABASE_URL wins, else the secret, else the SSM parameter.
     database_url: str | None = Field(default=None, repr=False)
@@ -40,22 +60,31 @@ class DatabaseSettings(BaseModel):
     database_role: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_]{0,62}$")
 
     @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments first, then the environment; no .env file, no secrets directory."""
+        return init_settings, _UpperCaseEnv(settings_cls)
+
+    @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Self:
-        """Build settings from environment variables (upper-cased field names) plus overrides.
+        """Build settings from environment variables (os.environ, or `environ`) plus overrides (None: unset).
 
         Raises ConfigError naming every invalid variable.
         """
-        env = os.environ if environ is None else environ
-        values: dict[str, object] = {}
-        for name in cls.model_fields:
-            raw = env.get(name.upper())
-            if raw not in (None, ""):
-                values[name] = raw
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        values: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
+        token = _environ.set(environ)
         try:
-            return cls.model_validate(values)
+            return cls(**values)
         except ValidationError as err:
             raise ConfigError(f"invalid configuration: {describe_validation_error(err, env_names=True)}") from err
+        finally:
+            _environ.reset(token)
 
 
 class MemorySettings(DatabaseSettings):

@@ -280,8 +280,20 @@ class PreconditionRequired(UserMemoryError):
     """The deployment requires a write to name the version it edits (If-Match), and this one did not."""
 
 
+class IdempotencyKeyReused(InvalidRequest):
+    """The Idempotency-Key already wrote a version, for another request (another body or route)."""
+
+
 class NotFound(UserMemoryError, LookupError):
     """The thing the request names does not exist (a key-value entry, a route)."""
+
+
+class ElementExists(UserMemoryError):
+    """An element with this id is already there (create is not an update)."""
+
+
+class WrongSchema(UserMemoryError):
+    """The route needs a capability this deployment's schema or configuration does not have."""
 
 
 class Forbidden(UserMemoryError, PermissionError):

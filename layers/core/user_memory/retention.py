@@ -55,7 +55,7 @@ def index_upkeep(services: RetentionServices, *, max_users: int = MAX_REINDEX_PE
             try:
                 if services.companion.reindex(user_id):
                     reindexed += 1
-            except Exception as err:  # noqa: BLE001 - one user's failure must not stop the others
+            except Exception as err:  # one user's failure must not stop the others
                 error, reason = describe_failure(err)
                 logger.warning("reindex failed", user_id=str(user_id), error=error, reason=reason)
                 failed += 1

@@ -33,8 +33,8 @@ from user_memory.domain.model import parse_user_id
 from user_memory.domain.pipeline import PipelineConfig
 from user_memory.domain.ports import Summarizer
 from user_memory.domain.repository import MemoryStore
-from user_memory.domain.service import MemoryService, WrongSchema
-from user_memory.errors import ConfigError
+from user_memory.domain.service import MemoryService
+from user_memory.errors import ConfigError, WrongSchema
 
 
 def _secret(name: str | None, parameter: str | None) -> str | None:
@@ -98,7 +98,7 @@ def embed_after_write(search: PostgresSearch, user_id: Any) -> None:
 
     try:
         report = search.embed_pending(user_id)
-    except Exception as err:  # noqa: BLE001 - every failure is seen, none fails the write
+    except Exception as err:  # every failure is seen, none fails the write
         error, reason = describe_failure(err)
         logger.warning("embedding failed", user_id=str(user_id), error=error, reason=reason)
         metrics.add_metric(name="EmbeddingsFailed", unit="Count", value=1)

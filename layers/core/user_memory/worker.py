@@ -161,7 +161,7 @@ def refresh_users(
             )
         except DeadlineReached:
             raise  # the rest of the message waits for the retry
-        except Exception as err:  # noqa: BLE001 - one user's failure, whatever it is, must not stop the others
+        except Exception as err:  # one user's failure, whatever it is, must not stop the others
             failed("user refresh failed", user_id, err)
             continue
         tally.add(outcome)
@@ -173,7 +173,7 @@ def refresh_users(
             _after_summary(user_id, message.run_key, services, tally)
         except DeadlineReached:
             raise
-        except Exception as err:  # noqa: BLE001 - as a summary's failure: logged, counted, retried
+        except Exception as err:  # as a summary's failure: logged, counted, retried
             failed("companion nightly failed", user_id, err)
             continue
         if outcome.deferred:

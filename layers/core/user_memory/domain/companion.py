@@ -18,7 +18,7 @@ from pydantic import AfterValidator, Field, ModelWrapValidatorHandler, model_val
 from pydantic_core import PydanticCustomError
 
 from user_memory.domain.document import IsoDate, _Strict, register_schema
-from user_memory.domain.items import ELEMENT_KINDS, MAX_ELEMENTS, SENSITIVE_FIELDS
+from user_memory.domain.items import ELEMENT_KINDS, MAX_ELEMENTS
 from user_memory.domain.recurrence import (
     DOCUMENT_STEPS,
     MAX_LINES,
@@ -33,7 +33,6 @@ from user_memory.errors import BudgetExceeded
 # The element collections, the sensitive fields and the collections' size live with the item
 # index (domain/items.py), which every writer imports; this module's models load on first use of
 # the schema (document.get_schema), not at every cold start.
-__all__ = ["ELEMENT_KINDS", "MAX_ELEMENTS", "SENSITIVE_FIELDS", "event_start", "parse_when"]
 
 _ID = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 

@@ -41,7 +41,6 @@ MAX_CONVERSATIONS_PER_MESSAGE = 100
 MAX_CONVERSATION_ID_CHARS = 200
 MAX_MESSAGE_ID_CHARS = 300
 DEFAULT_INACTIVITY_THRESHOLD_MINUTES = 120
-ROLES = ("user", "assistant", "system", "tool")
 # A message's line in the prompt is cut beyond this, with a marker saying how much was cut.
 MAX_MESSAGE_LINE_CHARS = 4_000
 # What a memory may hold (the model is asked for less; longer answers are cut, not refused).
@@ -785,6 +784,6 @@ def run_batch(
         except DeadlineReached:
             run.deferred.extend(keys[n:])
             break
-        except Exception as err:  # noqa: BLE001 - one conversation's failure, whatever it is, must not stop the others
+        except Exception as err:  # one conversation's failure, whatever it is, must not stop the others
             run.failures.append(Failure(key=key, error=err))
     return run

@@ -30,20 +30,15 @@ from user_memory.domain.recurrence import (
     occurrence_starts,
     parse_when,
 )
-from user_memory.errors import BudgetExceeded, InvalidRequest, NotFound, UserMemoryError
+from user_memory.errors import BudgetExceeded, ElementExists, InvalidRequest, NotFound, UserMemoryError
 
 Collection = Literal["goals", "todos", "events"]
-COLLECTIONS: tuple[Collection, ...] = ("goals", "todos", "events")
 # What "complete" sets, per collection.
 COMPLETED_STATUS = {"goals": "completed", "todos": "done", "events": "completed"}
 MAX_IMPORT_EVENTS = 250  # one page of Google Calendar's Events.list
 DIGEST_EVENT_DAYS = 7
 DIGEST_GOAL_DAYS = 14
 MAX_OCCURRENCES = 500
-
-
-class ElementExists(UserMemoryError):
-    """An element with this id is already there (create is not an update)."""
 
 
 def check_collection(name: str) -> Collection:
@@ -439,7 +434,7 @@ def user_today(document: Document, now: datetime) -> tuple[date, str]:
     name = ((document.get("basic_info") or {}).get("timezone") or "UTC") if isinstance(document, dict) else "UTC"
     try:
         zone = ZoneInfo(name)
-    except Exception:  # noqa: BLE001 - a bad name was never validated: fall back to UTC
+    except Exception:  # a bad name was never validated: fall back to UTC
         name, zone = "UTC", ZoneInfo("UTC")
     return now.astimezone(zone).date(), name
 
@@ -548,21 +543,12 @@ def summarize_ratings(
 
 MAX_STATE_LINES = 10
 
-# Understood activity kinds (payload fields); anything else is left to an LLM summarizer.
-COMPANION_KINDS = (
-    "todo_added",  # {id?, text, due_date?, category?, size?, priority?, goal_id?, tags?, notes?}
-    "todo_done",  # {id}
-    "goal_set",  # {id?, title, description?, category?, target_date?, priority?, parent_id?}
-    "goal_progress",  # {id, note?, percent?}
-    "event_added",  # {id?, summary, start, end?, location?, description?, recurrence?}
-    "mood",  # {mood}
-    "win",  # {text}
-    "loss",  # {text}
-    "skill",  # {skill}
-    "pain_point",  # {text}
-    "focus_area",  # {text}
-    "preference",  # {area, value}
-)
+# Understood activity kinds and their payloads; anything else is left to an LLM summarizer:
+#   todo_added {id?, text, due_date?, category?, size?, priority?, goal_id?, tags?, notes?},
+#   todo_done {id}, goal_set {id?, title, description?, category?, target_date?, priority?,
+#   parent_id?}, goal_progress {id, note?, percent?}, event_added {id?, summary, start, end?,
+#   location?, description?, recurrence?}, mood {mood}, win / loss / pain_point / focus_area
+#   {text}, skill {skill}, preference {area, value}.
 
 
 def _element_id_for(payload: dict[str, Any], fallback: str) -> str:

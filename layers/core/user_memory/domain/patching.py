@@ -271,7 +271,7 @@ def make_patch(old: Any, new: Any) -> list[Operation]:
         return []
     try:
         patch: list[Operation] = jsonpatch.make_patch(old, new).patch
-    except Exception:  # noqa: BLE001 - any diff failure falls back to the structural diff below
+    except Exception:  # any diff failure falls back to the structural diff below
         patch = []
     if patch and _reproduces(old, patch, new):
         return patch

@@ -39,6 +39,7 @@ from user_memory.domain.ports import ActivityWriter
 from user_memory.domain.repository import MemoryStore
 from user_memory.domain.requests import check_activity
 from user_memory.errors import (
+    IdempotencyKeyReused,
     InvalidActivity,
     InvalidDocument,
     InvalidRequest,
@@ -47,6 +48,7 @@ from user_memory.errors import (
     UnknownVersion,
     UserMemoryError,
     VersionConflict,
+    WrongSchema,
 )
 
 # Edits without If-Match are re-applied to the new head when another writer got in first, at
@@ -54,14 +56,6 @@ from user_memory.errors import (
 MAX_REBASES = 5
 MAX_IDEMPOTENCY_KEY_CHARS = 200
 SOURCE_API = "api"
-
-
-class WrongSchema(UserMemoryError):
-    """The route needs a capability this deployment's schema or configuration does not have."""
-
-
-class IdempotencyKeyReused(InvalidRequest):
-    """The Idempotency-Key already wrote a version, for another request (another body or route)."""
 
 
 class AccountData(Protocol):

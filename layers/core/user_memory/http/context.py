@@ -17,8 +17,8 @@ from aws_lambda_powertools.event_handler import Request
 
 from user_memory.config import ApiSettings
 from user_memory.domain.conversations import TriggerReport
-from user_memory.domain.service import Edit, MemoryService, Sessions, WrongSchema, idempotency_key
-from user_memory.errors import Forbidden
+from user_memory.domain.service import Edit, MemoryService, Sessions, idempotency_key
+from user_memory.errors import Forbidden, WrongSchema
 from user_memory.http.auth import Caller, caller_from_claims
 from user_memory.http.problems import BAD_REQUEST, HttpProblem
 from user_memory.observability import logger, metrics

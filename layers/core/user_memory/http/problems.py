@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from user_memory.domain.elements import ElementExists
-from user_memory.domain.service import IdempotencyKeyReused, WrongSchema
 from user_memory.errors import (
     AccessDenied,
     BudgetExceeded,
     DocumentTooLarge,
+    ElementExists,
     EmbeddingsUnavailable,
     Forbidden,
+    IdempotencyKeyReused,
     InvalidActivity,
     InvalidDocument,
     InvalidKvEntry,
@@ -34,6 +34,7 @@ from user_memory.errors import (
     UnknownSection,
     UnknownVersion,
     VersionConflict,
+    WrongSchema,
 )
 
 TYPE_BASE = "https://user-memory.dev/problems/"
