@@ -461,7 +461,7 @@ def timed_passes(
     import user_memory.domain.patching as patching_module
     import user_memory.domain.pipeline as pipeline_module
     import user_memory.domain.repository as repository_module
-    import user_memory.worker as worker_module
+    import user_memory.jobs.worker as worker_module
 
     worker, base = Timers(), Timers()
     recorder, activity, summarizer = services.store.recorder, services.activity, services.summarizer
@@ -622,7 +622,7 @@ def category_of(f: Frame) -> str | None:
         return "summarizer"
     if "/psycopg/" in p or "/psycopg_pool/" in p or "/psycopg_binary/" in p or p.endswith("adapters/postgres.py"):
         return "database round trips"
-    if "aws_lambda_powertools/" in p or p.endswith(("user_memory/worker.py", "worker/app.py")):
+    if "aws_lambda_powertools/" in p or p.endswith(("user_memory/jobs/worker.py", "worker/app.py")):
         return "Powertools batch machinery"
     if p.endswith(("domain/pipeline.py", "domain/repository.py", "bench_worker.py")):
         return "other"

@@ -342,7 +342,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     from user_memory.adapters.postgres import open_pool
     from user_memory.adapters.search import PostgresSearch
     from user_memory.config import EmbeddingSettings
-    from user_memory.runtime import build_embedder, embed_after_write
+    from user_memory.jobs.embedding import embed_after_write
+    from user_memory.runtime import build_embedder
 
     embedder = build_embedder(EmbeddingSettings.from_env())  # a bad configuration fails first
     pool = open_pool(database_url(args))
@@ -371,7 +372,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     from user_memory.adapters.companion import PostgresCompanion
     from user_memory.adapters.postgres import open_pool
-    from user_memory.retention import index_upkeep
+    from user_memory.jobs.retention import index_upkeep
     from user_memory.runtime import RetentionServices
 
     pool = open_pool(database_url(args))

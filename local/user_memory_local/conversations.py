@@ -67,7 +67,7 @@ def trigger_on_queue(dsn: str, queue_url: str, settings: ConversationTriggerSett
     import boto3
     from user_memory.adapters.postgres import open_pool
     from user_memory.adapters.sqs import SqsSender
-    from user_memory.conversation_tasks import trigger_memory_generation
+    from user_memory.jobs.conversations import trigger_memory_generation
 
     pool = open_pool(dsn)
     try:

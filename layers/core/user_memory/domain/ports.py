@@ -114,6 +114,23 @@ class ActivityWriter(Protocol):
         ...
 
 
+class ActivityStore(ActivityReader, ActivityWriter, Protocol):
+    """Activity read by a run and recorded by the worker (adapters/postgres.py)."""
+
+
+class ItemEmbeddings(Protocol):
+    """The search index's pending embeddings (adapters/search.py)."""
+
+    @property
+    def embedder(self) -> object | None:
+        """The embeddings endpoint; None when none is configured (full-text search only)."""
+        ...
+
+    def embed_pending(self, user_id: uuid.UUID, *, limit: int = 4096) -> Any:
+        """Embed the user's item texts that have no vector yet; a report with `inputs`."""
+        ...
+
+
 class MessageSender(Protocol):
     """Sends message bodies to the worker queue."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -99,6 +99,21 @@ class CompanionData(Protocol):
     def digest(self, user_id: uuid.UUID, day: date | None = None) -> dict[str, Any] | None: ...
 
     def digests(self, user_id: uuid.UUID) -> list[dict[str, Any]]: ...
+
+
+class NightlyCompanionData(CompanionData, Protocol):
+    """What the companion's nightly part reads and writes beside the document: ratings to fold
+    into the feedback element, and the day's digest (jobs/companion.py)."""
+
+    def unsummarized_ratings(self, user_id: uuid.UUID, *, limit: int = 1000) -> list[elements.Rating]: ...
+
+    def mark_ratings(self, user_id: uuid.UUID, ids: Sequence[int], version: int) -> int: ...
+
+    def feedback_versions_of(self, user_id: uuid.UUID, rating_ids: Sequence[int]) -> dict[int, int]: ...
+
+    def rating_totals(self, user_id: uuid.UUID) -> tuple[int, float | None]: ...
+
+    def save_digest(self, user_id: uuid.UUID, day: date, digest: dict[str, Any], version: int) -> None: ...
 
 
 class SearchIndex(Protocol):

@@ -38,7 +38,6 @@ from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
 from pydantic import BeforeValidator, Json
 
 from user_memory.adapters.http_deadline import within
-from user_memory.companion_tasks import companion_nightly
 from user_memory.domain.conversations import (
     MAX_CONVERSATIONS_PER_MESSAGE,
     BatchRun,
@@ -58,8 +57,10 @@ from user_memory.errors import (
     UsersFailed,
     describe_failure,
 )
+from user_memory.jobs.companion import companion_nightly
+from user_memory.jobs.embedding import embed_after_write
 from user_memory.observability import logger, metrics
-from user_memory.runtime import WorkerServices, embed_after_write
+from user_memory.runtime import WorkerServices
 
 
 class QueueRecord(SqsRecordModel):
