@@ -23,8 +23,8 @@ import psycopg
 from user_memory.errors import ConfigError, StorageError, UnknownUser, UserMemoryError
 
 if TYPE_CHECKING:
+    from user_memory.domain.memory.repository import MemoryStore
     from user_memory.domain.model import MemoryVersion
-    from user_memory.domain.repository import MemoryStore
 
 PROG = "user-memory"
 DEBUG_ENV = "USER_MEMORY_DEBUG"
@@ -152,7 +152,7 @@ def _probe(dsn: str) -> None:
 @contextmanager
 def _store(args: argparse.Namespace) -> Iterator[MemoryStore]:
     from user_memory.adapters.postgres import PostgresRecorder, open_pool
-    from user_memory.domain.repository import MemoryStore
+    from user_memory.domain.memory.repository import MemoryStore
 
     pool = open_pool(database_url(args))
     try:

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from psycopg_pool import ConnectionPool
 from user_memory.adapters.conversations import PostgresConversations
 from user_memory.config import ConversationTriggerSettings, FanoutSettings, WorkerSettings
-from user_memory.domain.conversations import NewMessage
+from user_memory.domain.conversations.model import NewMessage
 
 SEED_NAMESPACE = uuid.UUID("3d8b1f0e-6a41-4c52-9a7e-5b0c2d1e4f60")
 _EXCHANGES = [

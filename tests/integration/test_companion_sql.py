@@ -18,9 +18,9 @@ from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from user_memory.adapters.companion import _EVENTS, _GOALS_ACTIVE, _TODOS_DUE, PostgresCompanion
-from user_memory.domain.document import validate_document
-from user_memory.domain.elements import Rating, complete, update
-from user_memory.domain.items import document_items
+from user_memory.domain.companion.elements import Rating, complete, update
+from user_memory.domain.companion.items import document_items
+from user_memory.domain.memory.document import validate_document
 from user_memory.domain.model import MemoryVersion
 from user_memory.errors import VersionConflict
 

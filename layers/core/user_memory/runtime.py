@@ -28,18 +28,14 @@ from user_memory.config import (
     RetentionSettings,
     WorkerSettings,
 )
-from user_memory.domain.conversations import (
-    ConversationStore,
-    ConversationSummarizer,
-    RuleBasedConversationSummarizer,
-    Sender,
-    TriggerReport,
-)
+from user_memory.domain.conversations.ports import ConversationStore, ConversationSummarizer, Sender
+from user_memory.domain.conversations.summarizer import RuleBasedConversationSummarizer
+from user_memory.domain.conversations.trigger import TriggerReport
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import parse_user_id
-from user_memory.domain.pipeline import PipelineConfig
 from user_memory.domain.ports import ActivityStore, ItemEmbeddings, Summarizer
-from user_memory.domain.repository import MemoryStore
 from user_memory.domain.service import MemoryService, NightlyCompanionData
+from user_memory.domain.summary.pipeline import PipelineConfig
 from user_memory.errors import ConfigError, WrongSchema
 from user_memory.jobs.embedding import embed_after_write
 
@@ -70,7 +66,7 @@ def build_summarizer(settings: WorkerSettings) -> Summarizer:
 
         key = _secret(settings.openai_api_key_secret_name, settings.openai_api_key_parameter)
         return OpenAISummarizer.from_settings(settings, api_key=key)
-    from user_memory.domain.rules import RuleBasedSummarizer
+    from user_memory.domain.summary.rules import RuleBasedSummarizer
 
     return RuleBasedSummarizer(settings.document_schema)
 

@@ -18,11 +18,19 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Protocol
 
-from user_memory.domain import elements
-from user_memory.domain.agent import execute_tool_call, forget, merge_patch, render_memory
-from user_memory.domain.conversations import ExportedConversation, NewMessage, is_conversation_message, new_message
-from user_memory.domain.document import empty_document, get_schema, validate_document
+from user_memory.domain.companion import elements
+from user_memory.domain.conversations.model import (
+    ExportedConversation,
+    NewMessage,
+    is_conversation_message,
+    new_message,
+)
 from user_memory.domain.kv import DEFAULT_NAMESPACE, JsonValue, KvEntry, KvPage, KvStore
+from user_memory.domain.memory.agent import execute_tool_call, forget
+from user_memory.domain.memory.document import empty_document, get_schema, validate_document
+from user_memory.domain.memory.patching import apply_patch, json_equal, make_patch, merge_patch
+from user_memory.domain.memory.render import render_memory
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     Activity,
@@ -34,10 +42,8 @@ from user_memory.domain.model import (
     WriteStatus,
     parse_user_id,
 )
-from user_memory.domain.patching import apply_patch, json_equal, make_patch
 from user_memory.domain.ports import ActivityWriter
-from user_memory.domain.repository import MemoryStore
-from user_memory.domain.requests import check_activity
+from user_memory.domain.summary.requests import check_activity
 from user_memory.errors import (
     IdempotencyKeyReused,
     InvalidActivity,
@@ -475,13 +481,13 @@ class MemoryService:
         the user's own: another user's conversation of the same id is another conversation.
         Every item is checked before any is stored: a forget request must name its part
         (InvalidActivity), and an end user never records a memory_reset (ResetNotAllowed;
-        domain/requests.py).
+        domain/summary/requests.py).
         """
         records = list(items)
         if any(a.user_id != self.user_id for a in records):
             raise InvalidRequest("activity can only be recorded for the caller")
         for n, a in enumerate(records, 1):
-            try:  # an end user's own activity: never a trusted source (domain/requests.py)
+            try:  # an end user's own activity: never a trusted source (domain/summary/requests.py)
                 check_activity(a.kind, a.payload, trusted=False)
             except InvalidActivity as err:
                 raise InvalidActivity(f"activity {n}: {err}") from None

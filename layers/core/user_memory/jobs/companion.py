@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from user_memory.domain.document import validate_document
-from user_memory.domain.elements import (
+from user_memory.domain.companion.elements import (
     DIGEST_EVENT_DAYS,
     DIGEST_GOAL_DAYS,
     day_bounds,
@@ -32,7 +31,8 @@ from user_memory.domain.elements import (
     summarize_ratings,
     user_today,
 )
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.memory.document import validate_document
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.service import NightlyCompanionData
 from user_memory.errors import VersionConflict
 
