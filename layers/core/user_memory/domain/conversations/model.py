@@ -1,20 +1,5 @@
-"""Conversation memories: the schema, the messages, the trigger's batches and one batch's run.
-
-A chat product records each conversation's messages (an activity of kind `message` whose
-payload names a `conversation_id`, on the queue or `POST /me/activity`). A conversation is the
-pair (user, conversation id): each user names its own conversations, and two users using the same
-id have two conversations (`ConversationKey`). Once a conversation has been quiet for longer than
-the inactivity threshold and has no memory, or messages newer than its memory, the trigger sends
-its key to the worker queue in a GENERATE_MEMORY_BATCH message; the worker summarizes each
-conversation of the batch into a `ConversationMemory` and upserts it.
-
-Each item of a batch is isolated: one that is malformed is refused alone, one that fails does not
-stop the others, and the caller re-sends the failed ones (`BatchRun.failed_keys`). A conversation
-whose memory already covers its last message writes nothing and calls no model, so a re-run or a
-duplicate message is a read, never a second memory.
-
-No I/O here: the store, the summarizer and the sender are ports.
-"""
+"""A conversation (the user's own id for it), its messages and its memory: the schema, the
+bounds, and what the store returns and an export holds."""
 
 from __future__ import annotations
 
@@ -97,15 +82,15 @@ class ConversationMemory(BaseModel):
     def normalized(self) -> ConversationMemory:
         """Whitespace trimmed, empty and repeated items dropped, every field cut to its limit."""
         return ConversationMemory(
-            discussed=_cut(" ".join(self.discussed.split()), MAX_DISCUSSED_CHARS),
+            discussed=cut_text(" ".join(self.discussed.split()), MAX_DISCUSSED_CHARS),
             learned_about_user=_items(self.learned_about_user),
             decisions=_items(self.decisions),
             open_loops=_items(self.open_loops),
-            tone=_cut(" ".join(self.tone.split()), MAX_TONE_CHARS),
+            tone=cut_text(" ".join(self.tone.split()), MAX_TONE_CHARS),
         )
 
 
-def _cut(text: str, limit: int) -> str:
+def cut_text(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
@@ -113,7 +98,7 @@ def _items(values: Iterable[str], limit: int = MAX_MEMORY_ITEMS) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
     for value in values:
-        item = _cut(" ".join(str(value).split()), MAX_MEMORY_ITEM_CHARS)
+        item = cut_text(" ".join(str(value).split()), MAX_MEMORY_ITEM_CHARS)
         key = item.casefold()
         if item and key not in seen:
             seen.add(key)

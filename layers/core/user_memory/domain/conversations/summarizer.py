@@ -7,7 +7,12 @@ import re
 from collections.abc import Iterator, Sequence
 from datetime import UTC
 
-from user_memory.domain.conversations.model import MAX_MESSAGE_LINE_CHARS, ConversationMemory, ConversationMessage, _cut
+from user_memory.domain.conversations.model import (
+    MAX_MESSAGE_LINE_CHARS,
+    ConversationMemory,
+    ConversationMessage,
+    cut_text,
+)
 from user_memory.domain.conversations.ports import ConversationSummary
 
 # -- the prompt's lines --------------------------------------------------------------------------------------
@@ -91,7 +96,7 @@ class RuleBasedConversationSummarizer:
                     open_loops.append(sentence)
                 positive += len(_POSITIVE.findall(sentence))
                 negative += len(_NEGATIVE.findall(sentence))
-        first = _cut(" ".join(user_lines[0].text.split()), 160) if user_lines else "no user messages"
+        first = cut_text(" ".join(user_lines[0].text.split()), 160) if user_lines else "no user messages"
         said = f"{len(messages)} messages ({len(user_lines)} from the user), starting with: {first}"
         discussed = f"{previous.discussed} Then {said}" if previous else f"A conversation of {said}"
         tone = "frustrated" if negative > positive else "positive" if positive > negative else "neutral"

@@ -25,7 +25,7 @@ from user_memory.domain.memory.document import (
     section_names,
     validate_document,
 )
-from user_memory.domain.memory.patching import _merge, apply_patch, copy_json, json_equal, parse_pointer
+from user_memory.domain.memory.patching import apply_patch, copy_json, json_equal, merge_into, parse_pointer
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import DEFAULT_MAX_DOCUMENT_BYTES, AppendResult, Document
 from user_memory.errors import (
@@ -127,7 +127,7 @@ def apply_update(
     _check_section(section, schema)
     current = _working_copy(document, schema)
     if mode == "merge":
-        current[section] = empty_document(schema)[section] if value is None else _merge(current[section], value)
+        current[section] = empty_document(schema)[section] if value is None else merge_into(current[section], value)
     elif mode == "replace":
         current[section] = copy_json(value)
     elif mode == "append":

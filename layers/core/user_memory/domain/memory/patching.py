@@ -308,10 +308,11 @@ def merge_patch(target: Any, patch: Any) -> Any:
     other value, lists included, replaces the target whole. Keys the patch does not name are
     kept as they are. Neither argument is modified and the result shares nothing with them.
     """
-    return _merge(copy_json(target), patch)
+    return merge_into(copy_json(target), patch)
 
 
-def _merge(target: Any, patch: Any) -> Any:  # `target` is owned: modified in place
+def merge_into(target: Any, patch: Any) -> Any:
+    """`merge_patch` into a `target` the caller owns: modified in place, and returned."""
     if not isinstance(patch, dict):
         return copy_json(patch)
     if not isinstance(target, dict):
@@ -320,5 +321,5 @@ def _merge(target: Any, patch: Any) -> Any:  # `target` is owned: modified in pl
         if value is None:
             target.pop(key, None)
         else:
-            target[key] = _merge(target.get(key), value)
+            target[key] = merge_into(target.get(key), value)
     return target
