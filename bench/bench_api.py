@@ -37,8 +37,8 @@ from _common import fresh_database, pct, table
 from user_memory.adapters.kv import PostgresKv
 from user_memory.adapters.postgres import PostgresRecorder, open_pool
 from user_memory.config import ApiSettings
-from user_memory.domain.patching import make_patch
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.memory.patching import make_patch
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.http.app import create_api
 from user_memory.runtime import build_api
 from user_memory_functions.api.app import handler
@@ -69,7 +69,7 @@ def seed(api_settings: ApiSettings, pool: Any, users: int, versions: int) -> lis
     for n in range(users):
         uid = uuid.uuid4()
         doc = tutor_document(rng, n)
-        from user_memory.domain.document import validate_document
+        from user_memory.domain.memory.document import validate_document
 
         for v in range(versions):
             doc = validate_document(doc, SCHEMA)

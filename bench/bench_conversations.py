@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fresh_database, table
 from user_memory.adapters.conversations import PENDING_PAGE, PostgresConversations
 from user_memory.adapters.postgres import open_pool
-from user_memory.domain.conversations import run_trigger
+from user_memory.domain.conversations.trigger import run_trigger
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 THRESHOLD = timedelta(hours=2)

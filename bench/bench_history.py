@@ -43,8 +43,8 @@ from _common import fresh_database, sentence, summary_ms, table, user_state_docu
 from bench_store import relation_bytes
 from user_memory.adapters.postgres import PostgresRecorder, open_pool
 from user_memory.config import ApiSettings
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import WriteStatus
-from user_memory.domain.repository import MemoryStore
 from user_memory.runtime import build_api
 
 FIRST_DAY = date(2031, 3, 1)

@@ -29,10 +29,10 @@ from _common import ROOT, fresh_database, table, traced, user_state_document
 from psycopg_pool import ConnectionPool
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
 from user_memory.config import WorkerSettings
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity, Window
-from user_memory.domain.pipeline import refresh_user
 from user_memory.domain.ports import SummaryResult
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.summary.pipeline import refresh_user
 
 DAY = datetime(2026, 11, 21, tzinfo=UTC)
 

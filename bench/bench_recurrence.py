@@ -1,4 +1,4 @@
-"""Recurrence budgets: what a step costs, and what a budget costs in time (domain/recurrence.py).
+"""Recurrence budgets: what a step costs, and what a budget costs in time (domain/companion/recurrence.py).
 
     python bench/bench_recurrence.py
 
@@ -21,9 +21,8 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from user_memory.domain.document import validate_document
-from user_memory.domain.elements import expand_events
-from user_memory.domain.recurrence import (
+from user_memory.domain.companion.elements import expand_events
+from user_memory.domain.companion.recurrence import (
     CHECK_STEPS,
     DOCUMENT_STEPS,
     QUERY_STEPS,
@@ -32,6 +31,7 @@ from user_memory.domain.recurrence import (
     check_recurrence,
     occurrence_starts,
 )
+from user_memory.domain.memory.document import validate_document
 from user_memory.errors import BudgetExceeded
 
 START = datetime(2016, 1, 4, 9, tzinfo=UTC)

@@ -52,10 +52,10 @@ from search_corpus import (
 )
 from user_memory.adapters.postgres import PostgresRecorder, open_pool
 from user_memory.adapters.search import _NEAREST, PostgresSearch, fuse, vector_literal
-from user_memory.domain.document import validate_document
-from user_memory.domain.items import document_items, item_changes
-from user_memory.domain.patching import make_patch
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.companion.items import document_items, item_changes
+from user_memory.domain.memory.document import validate_document
+from user_memory.domain.memory.patching import make_patch
+from user_memory.domain.memory.repository import MemoryStore
 
 from tests.fake_embeddings import HashingEmbedder
 

@@ -46,9 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fresh_database, pct, summary_ms, table
 from psycopg import sql
 from user_memory.adapters.postgres import PostgresRecorder, open_pool
-from user_memory.domain.patching import make_patch
+from user_memory.domain.memory.patching import make_patch
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.ports import InsertOutcome, NewVersion
-from user_memory.domain.repository import MemoryStore
 
 _letters = random.Random(1)
 # A vocabulary large enough that TOAST compression of the full-copy table is realistic.
@@ -325,7 +325,7 @@ def store_with_eventsourcing(dsn: str, data: list[History], interval: int) -> No
         from eventsourcing.domain import Aggregate, event
     except ImportError:
         sys.exit("the comparison needs the eventsourcing library: pip install -e '.[bench]'")
-    from user_memory.domain.patching import apply_patch
+    from user_memory.domain.memory.patching import apply_patch
 
     info = psycopg.conninfo.conninfo_to_dict(dsn)
     env = {

@@ -16,7 +16,7 @@ disabled, logs at INFO; the log lines go to a counting sink instead of stdout).
 The floor, per user, on a plain connection with prepared statements: read the message body,
 the head (SELECT version, document FROM user_memory_heads), the unsummarized activity (the
 adapter's own query), the same rule-based summarizer call, one unverified
-`jsonpatch.make_patch`, the search index's item changes (`domain.items.item_changes`), and
+`jsonpatch.make_patch`, the search index's item changes (`domain.companion.items.item_changes`), and
 `user_memory_append` called directly (insert + head update + activity marks + item rows in one
 statement, one round trip). No validation, no verification, no batch
 machinery, no logging. Worker and floor alternate event by event (10 users each) over
@@ -65,11 +65,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fresh_database, sentence, traced, user_state_document
 from user_memory.adapters.postgres import _UNSUMMARIZED, PostgresActivity, open_pool
 from user_memory.config import WorkerSettings
-from user_memory.domain.document import encode
+from user_memory.domain.companion.items import item_changes
 from user_memory.domain.fanout import FanoutPlan, refresh_bodies
-from user_memory.domain.items import item_changes
+from user_memory.domain.memory.document import encode
 from user_memory.domain.model import Activity, Window
-from user_memory.domain.rules import RuleBasedSummarizer
+from user_memory.domain.summary.rules import RuleBasedSummarizer
 from user_memory.observability import logger, metrics
 from user_memory.runtime import WorkerServices, build_worker
 from user_memory_functions.worker.app import handler
@@ -457,11 +457,11 @@ def timed_passes(
     measured run. Worker: the adapters' calls, the summarizer, validation, the store's diff,
     each compact-JSON encode, logging, and the rest of refresh_user and of the handler.
     Also returns one pool checkout + return, in seconds (the worker takes one per statement)."""
-    import user_memory.domain.document as document_module
-    import user_memory.domain.patching as patching_module
-    import user_memory.domain.pipeline as pipeline_module
-    import user_memory.domain.repository as repository_module
-    import user_memory.worker as worker_module
+    import user_memory.domain.memory.document as document_module
+    import user_memory.domain.memory.patching as patching_module
+    import user_memory.domain.memory.repository as repository_module
+    import user_memory.domain.summary.pipeline as pipeline_module
+    import user_memory.jobs.worker as worker_module
 
     worker, base = Timers(), Timers()
     recorder, activity, summarizer = services.store.recorder, services.activity, services.summarizer
@@ -608,23 +608,23 @@ def category_of(f: Frame) -> str | None:
     p = f.file.replace("\\", "/")
     if ("/json/" in p and "site-packages" not in p) or p.endswith("psycopg/types/json.py"):
         return "JSON encoding/decoding"
-    if p.endswith("user_memory/domain/document.py"):
+    if p.endswith("user_memory/domain/memory/document.py"):
         if f.function in ("encode", "document_size"):
             return "JSON encoding/decoding"
         if f.function in ("validate_document", "check_size", "get_schema"):
             return "validation (validate_document)"
         return None  # empty_document: whoever asked for it
-    if p.endswith("user_memory/domain/patching.py"):
+    if p.endswith("user_memory/domain/memory/patching.py"):
         return None if f.function == "copy_json" else "diff + verification (make_patch)"
     if p.endswith(("/jsonpatch.py", "/jsonpointer.py")):
         return "diff + verification (make_patch)"
-    if p.endswith("user_memory/domain/rules.py"):
+    if p.endswith("user_memory/domain/summary/rules.py"):
         return "summarizer"
     if "/psycopg/" in p or "/psycopg_pool/" in p or "/psycopg_binary/" in p or p.endswith("adapters/postgres.py"):
         return "database round trips"
-    if "aws_lambda_powertools/" in p or p.endswith(("user_memory/worker.py", "worker/app.py")):
+    if "aws_lambda_powertools/" in p or p.endswith(("user_memory/jobs/worker.py", "worker/app.py")):
         return "Powertools batch machinery"
-    if p.endswith(("domain/pipeline.py", "domain/repository.py", "bench_worker.py")):
+    if p.endswith(("domain/summary/pipeline.py", "domain/memory/repository.py", "bench_worker.py")):
         return "other"
     return None
 

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from user_memory.domain.document import empty_document, validate_document
-from user_memory.domain.items import document_items
+from user_memory.domain.companion.items import document_items
+from user_memory.domain.memory.document import empty_document, validate_document
 
 
 @dataclass(frozen=True)

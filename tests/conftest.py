@@ -13,7 +13,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 from user_memory.adapters.migrations import migrate
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.memory.repository import MemoryStore
 
 from tests import owners
 

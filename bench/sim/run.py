@@ -41,8 +41,8 @@ from user_memory.adapters.openai_summarizer import to_llm_shape
 from user_memory.adapters.postgres import PostgresRecorder, open_pool
 from user_memory.config import WorkerSettings
 from user_memory.domain.fanout import FanoutPlan, refresh_bodies
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity, Window
-from user_memory.domain.repository import MemoryStore
 from user_memory.observability import logger, metrics
 from user_memory.runtime import build_worker
 from user_memory_functions.worker.app import handler

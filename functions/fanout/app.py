@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from user_memory.config import FanoutSettings
-from user_memory.fanout import fan_out
+from user_memory.jobs.fanout import fan_out
 from user_memory.observability import logger, metrics, tracer
 from user_memory.runtime import FanoutServices, build_fanout
 

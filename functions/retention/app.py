@@ -7,8 +7,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from user_memory.config import RetentionSettings
+from user_memory.jobs.retention import run_retention
 from user_memory.observability import logger, metrics, tracer
-from user_memory.retention import run_retention
 from user_memory.runtime import RetentionServices, build_retention
 
 _services: RetentionServices | None = None

@@ -8,9 +8,9 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from user_memory.config import WorkerSettings
+from user_memory.jobs.worker import fail_all, process_batch
 from user_memory.observability import logger, metrics, tracer
 from user_memory.runtime import WorkerServices, build_worker
-from user_memory.worker import fail_all, process_batch
 
 _services: WorkerServices | None = None
 

@@ -22,7 +22,8 @@ from typing import Any, TextIO
 
 from pydantic import Field, model_validator
 from user_memory.config import ApiSettings
-from user_memory.domain.agent import render_memory, tool_definitions
+from user_memory.domain.memory.agent import tool_definitions
+from user_memory.domain.memory.render import render_memory
 from user_memory.domain.service import Sessions
 from user_memory.errors import (
     InvalidDocument,
@@ -277,7 +278,7 @@ def main(user_id: uuid.UUID, *, budget: int, database_url: Callable[[], str]) ->
     """The `chat` command: configuration first (no model configured is one error before
     anything starts), then the database (`database_url()` gives the DSN), then the conversation
     on stdin and stdout."""
-    from user_memory.domain.document import get_schema
+    from user_memory.domain.memory.document import get_schema
     from user_memory.runtime import build_api
 
     settings = ChatSettings.from_env()

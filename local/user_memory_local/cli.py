@@ -23,8 +23,8 @@ import psycopg
 from user_memory.errors import ConfigError, StorageError, UnknownUser, UserMemoryError
 
 if TYPE_CHECKING:
+    from user_memory.domain.memory.repository import MemoryStore
     from user_memory.domain.model import MemoryVersion
-    from user_memory.domain.repository import MemoryStore
 
 PROG = "user-memory"
 DEBUG_ENV = "USER_MEMORY_DEBUG"
@@ -152,7 +152,7 @@ def _probe(dsn: str) -> None:
 @contextmanager
 def _store(args: argparse.Namespace) -> Iterator[MemoryStore]:
     from user_memory.adapters.postgres import PostgresRecorder, open_pool
-    from user_memory.domain.repository import MemoryStore
+    from user_memory.domain.memory.repository import MemoryStore
 
     pool = open_pool(database_url(args))
     try:
@@ -342,7 +342,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     from user_memory.adapters.postgres import open_pool
     from user_memory.adapters.search import PostgresSearch
     from user_memory.config import EmbeddingSettings
-    from user_memory.runtime import build_embedder, embed_after_write
+    from user_memory.jobs.embedding import embed_after_write
+    from user_memory.runtime import build_embedder
 
     embedder = build_embedder(EmbeddingSettings.from_env())  # a bad configuration fails first
     pool = open_pool(database_url(args))
@@ -371,7 +372,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     from user_memory.adapters.companion import PostgresCompanion
     from user_memory.adapters.postgres import open_pool
-    from user_memory.retention import index_upkeep
+    from user_memory.jobs.retention import index_upkeep
     from user_memory.runtime import RetentionServices
 
     pool = open_pool(database_url(args))

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from psycopg_pool import ConnectionPool
 from user_memory.adapters.conversations import PostgresConversations
 from user_memory.config import ConversationTriggerSettings, FanoutSettings, WorkerSettings
-from user_memory.domain.conversations import NewMessage
+from user_memory.domain.conversations.model import NewMessage
 
 SEED_NAMESPACE = uuid.UUID("3d8b1f0e-6a41-4c52-9a7e-5b0c2d1e4f60")
 _EXCHANGES = [
@@ -67,7 +67,7 @@ def trigger_on_queue(dsn: str, queue_url: str, settings: ConversationTriggerSett
     import boto3
     from user_memory.adapters.postgres import open_pool
     from user_memory.adapters.sqs import SqsSender
-    from user_memory.conversation_tasks import trigger_memory_generation
+    from user_memory.jobs.conversations import trigger_memory_generation
 
     pool = open_pool(dsn)
     try:

@@ -8,7 +8,7 @@ database transaction as that end user (row-level security applies), through the 
 - `read_memory(budget)`: the memory rendered for a prompt (`render_memory`) within `budget`
   tokens, and its version;
 - `update_memory(section, mode, value_json)` and `forget_memory(target)`: the agent tools of
-  `user_memory.domain.agent`, written as a new version with source `agent:<tool>`, idempotent
+  `user_memory.domain.memory.agent`, written as a new version with source `agent:<tool>`, idempotent
   per MCP request.
 
 Domain errors (a bad section, an update that does not fit, a conflict) come back as MCP tool
@@ -31,7 +31,9 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
-from user_memory.domain.agent import FORGET_TOOL, UPDATE_TOOL, render_memory, section_names, tool_definitions
+from user_memory.domain.memory.agent import FORGET_TOOL, UPDATE_TOOL, tool_definitions
+from user_memory.domain.memory.document import section_names
+from user_memory.domain.memory.render import render_memory
 from user_memory.domain.service import Sessions
 from user_memory.errors import Unauthenticated, UserMemoryError
 
@@ -246,7 +248,7 @@ def run(user_id: uuid.UUID, *, database_url: Callable[[], str]) -> None:
     """Check the configuration, connect (`database_url()` gives the DSN: the CLI's selection,
     DATABASE_URL or the embedded server), then serve `user_id`'s memory over stdio."""
     from user_memory.config import ApiSettings
-    from user_memory.domain.document import get_schema
+    from user_memory.domain.memory.document import get_schema
     from user_memory.runtime import build_api
 
     settings = ApiSettings.from_env()  # a bad setting fails before anything starts

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity, Window
-from user_memory.domain.repository import MemoryStore
 
 # Pages list every user with unsummarized activity before the window's end, so each test that
 # pages uses its own early epoch, before anything other tests write.

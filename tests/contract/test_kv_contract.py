@@ -21,7 +21,7 @@ from user_memory.domain.kv import (
     KvStore,
     encode_value,
 )
-from user_memory.domain.patching import json_equal
+from user_memory.domain.memory.patching import json_equal
 from user_memory.errors import InvalidKvEntry, InvalidUserId, KvValueTooLarge
 
 # Clock readings of these tests are years from the real time on purpose: the purge tests delete

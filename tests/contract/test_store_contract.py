@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
 from user_memory.adapters.postgres import PostgresRecorder
+from user_memory.domain.memory.patching import apply_patch, json_equal
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import MAX_CHANGED_PATHS, WriteStatus
-from user_memory.domain.patching import apply_patch, json_equal
-from user_memory.domain.repository import MemoryStore
 from user_memory.errors import DocumentTooLarge, InvalidUserId, PatchError, UnknownVersion, VersionConflict
 
 StoreFactory = Callable[..., MemoryStore]

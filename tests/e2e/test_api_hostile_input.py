@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from user_memory.companion_tasks import make_digest
 from user_memory.config import ApiSettings, WorkerSettings
 from user_memory.http.app import MemoryApi, create_api
 from user_memory.http.problems import TYPE_BASE
+from user_memory.jobs.companion import make_digest
 from user_memory.runtime import build_api, build_worker
 from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.poller import FakeLambdaContext, sqs_record

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 from user_memory.adapters.postgres import PostgresRecorder
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.service import MemoryService
 from user_memory.http.app import MemoryApi
 from user_memory_functions.api.app import handler

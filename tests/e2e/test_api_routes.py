@@ -477,7 +477,7 @@ def test_delete_prunes_one_section_or_all_and_refuses_unknown_sections(make_api,
     ok(merge(alice, edits["first"]))
     everything = ok(alice.delete("/me/memory"))
     assert everything["version"] == 5
-    from user_memory.domain.document import empty_document
+    from user_memory.domain.memory.document import empty_document
 
     expected = {**empty_document(schema), "last_updated_by": "api"}
     assert everything["document"] == expected

@@ -12,8 +12,8 @@ import openai
 import pytest
 from psycopg_pool import ConnectionPool
 from user_memory.config import ApiSettings
-from user_memory.domain.agent import tool_definitions
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.memory.agent import tool_definitions
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.service import Edit
 from user_memory.http.app import create_api
 from user_memory.runtime import ApiServices, build_api

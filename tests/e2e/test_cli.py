@@ -20,7 +20,7 @@ import pytest
 from moto import mock_aws
 from psycopg import sql
 from user_memory.adapters.migrations import migrate
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory_local import cli, demo, embedded
 from user_memory_local.poller import LambdaSqsPoller, create_queues
 

@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 from user_memory.adapters.conversations import PostgresConversations
 from user_memory.adapters.postgres import open_pool
-from user_memory.domain.conversations import NewMessage
+from user_memory.domain.conversations.model import NewMessage
 
 from tests.e2e.test_cli import _new_database, assert_one_error_line, run
 

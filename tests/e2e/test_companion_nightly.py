@@ -17,16 +17,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from user_memory import companion_tasks
 from user_memory.adapters.companion import PostgresCompanion
 from user_memory.config import ApiSettings, FanoutSettings, WorkerSettings
-from user_memory.domain.document import validate_document
-from user_memory.domain.elements import Rating, complete
-from user_memory.domain.items import document_items
+from user_memory.domain.companion.elements import Rating, complete
+from user_memory.domain.companion.items import document_items
+from user_memory.domain.memory.document import validate_document
+from user_memory.domain.memory.patching import copy_json
 from user_memory.domain.model import Activity
-from user_memory.domain.patching import copy_json
 from user_memory.domain.ports import SummaryResult
 from user_memory.http.app import create_api
+from user_memory.jobs import companion as companion_tasks
 from user_memory.runtime import build_api, build_fanout, build_worker
 from user_memory_functions.fanout.app import handler as fanout_handler
 from user_memory_functions.worker.app import handler as worker_handler

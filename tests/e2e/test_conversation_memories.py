@@ -18,13 +18,13 @@ from moto import mock_aws
 from user_memory.adapters.conversations import PostgresConversations
 from user_memory.adapters.sqs import SqsSender
 from user_memory.config import ApiSettings, FanoutSettings, WorkerSettings
-from user_memory.domain.conversations import (
+from user_memory.domain.conversations.model import (
     MAX_BATCH_MESSAGE_BYTES,
     ConversationKey,
     ConversationMemory,
     NewMessage,
-    RuleBasedConversationSummarizer,
 )
+from user_memory.domain.conversations.summarizer import RuleBasedConversationSummarizer
 from user_memory.http.app import MemoryApi, create_api
 from user_memory.runtime import build_api, build_fanout, build_worker
 from user_memory_functions.fanout.app import handler as fanout_handler

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from user_memory.adapters.conversations import PostgresConversations
 from user_memory.config import FanoutSettings, WorkerSettings
-from user_memory.domain.conversations import NewMessage
+from user_memory.domain.conversations.model import NewMessage
 from user_memory.runtime import build_fanout, build_worker
 from user_memory_functions.fanout.app import handler as fanout_handler
 from user_memory_functions.worker.app import handler as worker_handler

@@ -16,10 +16,10 @@ import psycopg
 import pytest
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
 from user_memory.config import FanoutSettings, WorkerSettings
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity, RunStatus, Window
-from user_memory.domain.pipeline import refresh_user
-from user_memory.domain.repository import MemoryStore
-from user_memory.domain.rules import RuleBasedSummarizer
+from user_memory.domain.summary.pipeline import refresh_user
+from user_memory.domain.summary.rules import RuleBasedSummarizer
 from user_memory.errors import SendFailed, StorageUnavailable
 from user_memory.observability import metrics
 from user_memory.runtime import build_fanout, build_worker

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory_local.tokens import issue_token
 
 pytestmark = pytest.mark.e2e

@@ -14,9 +14,9 @@ import pytest
 from psycopg_pool import ConnectionPool
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder
 from user_memory.config import ApiSettings, WorkerSettings
-from user_memory.domain.document import validate_document
+from user_memory.domain.memory.document import validate_document
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity
-from user_memory.domain.repository import MemoryStore
 from user_memory.http.app import create_api
 from user_memory.runtime import build_api, build_worker
 from user_memory_functions.worker.app import handler as worker_handler

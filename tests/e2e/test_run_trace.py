@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from user_memory.adapters.postgres import PostgresActivity
 from user_memory.config import WorkerSettings
-from user_memory.domain.document import validate_document
+from user_memory.domain.memory.document import validate_document
 from user_memory.domain.model import Activity
 from user_memory.observability import metrics
 from user_memory.runtime import build_worker

@@ -30,7 +30,7 @@ from sim.model import Rates
 from sim.report import render
 from sim.run import ModeResult, edit_mode_available, run_mode
 from sim.tokens import load_tokenizer
-from user_memory.domain.document import encode, validate_document
+from user_memory.domain.memory.document import encode, validate_document
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("aws_env")]
 USERS, DAYS, SEED = 5, 3, 7

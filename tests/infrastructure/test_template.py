@@ -591,7 +591,7 @@ def test_the_conversation_memory_schedule_is_optional_and_runs_the_trigger_on_th
     # And it sends the event the fan-out runs the trigger on
     import json
 
-    from user_memory.conversation_tasks import is_trigger_event
+    from user_memory.jobs.conversations import is_trigger_event
 
     assert is_trigger_event(json.loads(props["Input"]))
     # And it retries briefly, then dead-letters like the daily run, from a rule the queue policy allows

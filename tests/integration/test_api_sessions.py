@@ -23,10 +23,10 @@ from psycopg_pool import ConnectionPool
 from user_memory.adapters.kv import PostgresKv
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool, transaction
 from user_memory.config import ApiSettings
-from user_memory.domain.document import validate_document
+from user_memory.domain.memory.document import validate_document
+from user_memory.domain.memory.patching import json_equal
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity, WriteStatus
-from user_memory.domain.patching import json_equal
-from user_memory.domain.repository import MemoryStore
 from user_memory.domain.service import Edit, MemoryService
 from user_memory.errors import AccessDenied, IdempotencyKeyReused, InvalidRequest, VersionConflict
 from user_memory.runtime import ApiServices, build_api

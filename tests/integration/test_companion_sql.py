@@ -18,9 +18,9 @@ from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from user_memory.adapters.companion import _EVENTS, _GOALS_ACTIVE, _TODOS_DUE, PostgresCompanion
-from user_memory.domain.document import validate_document
-from user_memory.domain.elements import Rating, complete, update
-from user_memory.domain.items import document_items
+from user_memory.domain.companion.elements import Rating, complete, update
+from user_memory.domain.companion.items import document_items
+from user_memory.domain.memory.document import validate_document
 from user_memory.domain.model import MemoryVersion
 from user_memory.errors import VersionConflict
 
@@ -620,7 +620,7 @@ def test_a_digest_round_trips_latest_and_by_day(companion):
 
 
 def test_a_changed_rating_is_summarized_again_and_counted_once(store, companion, user):
-    from user_memory.companion_tasks import summarize_feedback
+    from user_memory.jobs.companion import summarize_feedback
 
     # Given a rating of 5 summarized by a first nightly run
     first = Rating(interaction_id="chat-1", rating=5, comment="Loved it", rated_at=datetime(2031, 1, 1, tzinfo=UTC))
@@ -647,7 +647,7 @@ def test_a_changed_rating_is_summarized_again_and_counted_once(store, companion,
 
 
 def test_the_digest_is_for_the_day_ahead_of_the_user_and_lists_every_overdue_to_do(store, companion):
-    from user_memory.companion_tasks import make_digest
+    from user_memory.jobs.companion import make_digest
 
     # Given a user in Los Angeles with 600 overdue to-dos, one due on the 14th and one on the 15th
     u = uuid.uuid4()

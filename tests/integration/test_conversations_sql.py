@@ -22,7 +22,7 @@ from user_memory.adapters.account import PostgresAccount
 from user_memory.adapters.conversations import PENDING_PAGE, PostgresConversations
 from user_memory.adapters.migrations import migrate, packaged_migrations
 from user_memory.adapters.postgres import transaction
-from user_memory.domain.conversations import ConversationKey, ConversationMessage, NewMessage
+from user_memory.domain.conversations.model import ConversationKey, ConversationMessage, NewMessage
 from user_memory.errors import AccessDenied
 
 from tests.integration.roles import as_role

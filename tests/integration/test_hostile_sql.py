@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg.types.json import Jsonb
 from user_memory.adapters.migrations import packaged_migrations
-from user_memory.domain.times import check_time
+from user_memory.domain.companion.times import check_time
 
 pytestmark = pytest.mark.integration
 

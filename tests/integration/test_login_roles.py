@@ -199,7 +199,7 @@ def test_the_worker_summarizes_through_the_service_login(pool, service_login):
     )
     services = build_worker(settings)
     try:
-        from user_memory.domain.pipeline import refresh_user
+        from user_memory.domain.summary.pipeline import refresh_user
 
         outcome = refresh_user(
             user,

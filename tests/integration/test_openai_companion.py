@@ -10,10 +10,10 @@ import pytest
 from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
 from user_memory.adapters.openai_summarizer import OpenAISummarizer
 from user_memory.config import WorkerSettings
-from user_memory.domain.document import empty_document
+from user_memory.domain.memory.document import empty_document
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity, RunStatus, Window
-from user_memory.domain.pipeline import refresh_user
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.summary.pipeline import refresh_user
 from user_memory.errors import ConfigError
 
 from tests.fake_openai import edit, edits_completion, fake_openai_server

@@ -18,10 +18,10 @@ from user_memory.adapters.openai_summarizer import (
     to_llm_shape,
 )
 from user_memory.config import WorkerSettings
-from user_memory.domain.edits import MemoryEdit
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity, RunStatus, Window
-from user_memory.domain.pipeline import NO_DEADLINE, activity_line, refresh_user, summarize_valid
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.summary.edits import MemoryEdit
+from user_memory.domain.summary.pipeline import NO_DEADLINE, activity_line, refresh_user, summarize_valid
 from user_memory.errors import InvalidDocument, InvalidEdits, SummarizerError, SummarizerUnavailable
 
 from tests.fake_openai import completion, edit, edits_completion, fake_openai_server
@@ -507,7 +507,8 @@ def test_the_errors_sent_back_are_bounded_in_size_and_say_how_many_were_left_out
 
 def test_a_conversation_memory_rejected_by_the_schema_is_sent_back_naming_every_error():
     from user_memory.adapters.openai_conversations import OpenAIConversationSummarizer
-    from user_memory.domain.conversations import ConversationMessage, MemoryConfig, _summarize_valid
+    from user_memory.domain.conversations.batch import MemoryConfig, _summarize_valid
+    from user_memory.domain.conversations.model import ConversationMessage
 
     # Given a model whose first memory has six items of the wrong type, then a valid one
     memory = {"discussed": "d", "learned_about_user": [], "decisions": [], "open_loops": [], "tone": "t"}

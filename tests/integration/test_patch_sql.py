@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from user_memory.adapters.postgres import PostgresRecorder, transaction
-from user_memory.domain.patching import MAX_STORED_OPERATIONS, PatchError, apply_patch, json_equal
+from user_memory.domain.memory.patching import MAX_STORED_OPERATIONS, PatchError, apply_patch, json_equal
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.ports import NewVersion
-from user_memory.domain.repository import MemoryStore
 from user_memory.errors import PatchMismatch
 
 pytestmark = pytest.mark.integration

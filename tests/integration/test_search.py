@@ -17,8 +17,8 @@ import pytest
 from user_memory.adapters.openai_embeddings import EmbeddingsUnavailable, OpenAIEmbedder
 from user_memory.adapters.postgres import transaction
 from user_memory.adapters.search import _ALL, PostgresSearch, vector_literal
-from user_memory.domain.document import empty_document, validate_document
-from user_memory.domain.items import document_items
+from user_memory.domain.companion.items import document_items
+from user_memory.domain.memory.document import empty_document, validate_document
 from user_memory.errors import InvalidRequest
 
 from tests.fake_embeddings import FakeEmbeddings, fake_embeddings_server, hash_embedding

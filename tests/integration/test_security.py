@@ -1072,7 +1072,7 @@ def snapshot_row(conn: psycopg.Connection, user: str, version: int) -> tuple[Any
 def rebuilt_versions(conn: psycopg.Connection, user: str) -> list[Any]:
     """Every version of the user rebuilt by the store (checkpoints and patches), oldest first."""
     from user_memory.adapters.postgres import PostgresRecorder, open_pool
-    from user_memory.domain.repository import MemoryStore
+    from user_memory.domain.memory.repository import MemoryStore
 
     pool = open_pool(conn.info.dsn)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 from user_memory.adapters.postgres import PostgresRecorder, open_pool, translate
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.errors import ConfigError, StorageError, StorageUnavailable
 
 pytestmark = pytest.mark.integration

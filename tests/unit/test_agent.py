@@ -15,23 +15,20 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessageToolCall
 from pydantic import BaseModel
 from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
-from user_memory.domain.agent import (
+from user_memory.domain.memory.agent import (
     MAX_CONFLICT_RETRIES,
     SECTION_HINTS,
     apply_update,
-    estimate_tokens,
     execute_tool_call,
     forget,
-    merge_patch,
     parse_tool_call,
-    render_memory,
-    section_names,
     tool_definitions,
 )
-from user_memory.domain.document import empty_document, register_schema, validate_document
+from user_memory.domain.memory.document import empty_document, register_schema, section_names, validate_document
+from user_memory.domain.memory.patching import json_equal, merge_patch
+from user_memory.domain.memory.render import estimate_tokens, render_memory
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import WriteStatus
-from user_memory.domain.patching import json_equal
-from user_memory.domain.repository import MemoryStore
 from user_memory.errors import (
     InvalidDocument,
     InvalidToolCall,

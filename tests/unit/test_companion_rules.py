@@ -6,9 +6,9 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
-from user_memory.domain.document import validate_document
+from user_memory.domain.memory.document import validate_document
 from user_memory.domain.model import Activity
-from user_memory.domain.rules import RuleBasedSummarizer
+from user_memory.domain.summary.rules import RuleBasedSummarizer
 from user_memory.errors import SummarizerUnsupported
 
 USER = uuid.uuid4()

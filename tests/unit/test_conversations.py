@@ -15,7 +15,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from user_memory.adapters.openai_conversations import response_format
 from user_memory.config import ApiSettings, FanoutSettings, WorkerSettings
-from user_memory.domain.conversations import (
+from user_memory.domain.conversations.batch import MemoryConfig, run_batch
+from user_memory.domain.conversations.model import (
     MAX_BATCH_MESSAGE_BYTES,
     MAX_CONVERSATION_ID_CHARS,
     MAX_CONVERSATIONS_PER_MESSAGE,
@@ -24,13 +25,9 @@ from user_memory.domain.conversations import (
     ConversationMemory,
     ConversationMessage,
     ConversationState,
-    MemoryConfig,
-    RuleBasedConversationSummarizer,
-    batch_bodies,
-    message_chunks,
-    run_batch,
-    run_trigger,
 )
+from user_memory.domain.conversations.summarizer import RuleBasedConversationSummarizer, message_chunks
+from user_memory.domain.conversations.trigger import batch_bodies, run_trigger
 from user_memory.domain.messages import GenerateMemoryBatch, RecordActivity, parse_message
 from user_memory.errors import ConfigError, InvalidMessage, SummarizerError
 

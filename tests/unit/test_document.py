@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import BaseModel
-from user_memory.domain.document import (
+from user_memory.domain.memory.document import (
     DocumentTooLarge,
     InvalidDocument,
     empty_document,

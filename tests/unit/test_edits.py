@@ -8,8 +8,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from user_memory.domain.document import empty_document, validate_document
-from user_memory.domain.edits import (
+from user_memory.domain.memory.document import empty_document, validate_document
+from user_memory.domain.memory.patching import apply_patch, json_equal
+from user_memory.domain.model import Activity
+from user_memory.domain.summary.edits import (
     MAX_REASON_CHARS,
     MemoryEdit,
     apply_edits,
@@ -18,8 +20,6 @@ from user_memory.domain.edits import (
     forget_allows,
     parse_edits,
 )
-from user_memory.domain.model import Activity
-from user_memory.domain.patching import apply_patch, json_equal
 from user_memory.errors import InvalidDocument, InvalidEdits
 
 U = uuid.uuid4()

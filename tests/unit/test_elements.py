@@ -1,4 +1,4 @@
-"""Goals, to-dos and events of the companion schema (domain/elements.py): the edits, the Google
+"""Goals, to-dos and events of the companion schema (domain/companion/elements.py): the edits, the Google
 Calendar import, occurrences of (recurring) events in a range, and the feedback summary."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from user_memory.domain.document import validate_document
-from user_memory.domain.elements import (
+from user_memory.domain.companion.elements import (
     MAX_FEEDBACK_LINES,
     MAX_IMPORT_EVENTS,
     ImportReport,
@@ -24,6 +23,7 @@ from user_memory.domain.elements import (
     update,
     validate_element,
 )
+from user_memory.domain.memory.document import validate_document
 from user_memory.errors import ElementExists, InvalidDocument, InvalidRequest, NotFound
 
 NOW = datetime(2026, 3, 4, 12, 30, 15, 123456, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The fact floor (domain/facts.py): protected facts restored unless an activity asks, activity the
+"""The fact floor (domain/summary/facts.py): protected facts restored unless an activity asks, activity the
 answer does not reflect found and filled, recency set by the service."""
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from user_memory.domain.document import validate_document
-from user_memory.domain.facts import (
+from user_memory.domain.memory.document import validate_document
+from user_memory.domain.memory.patching import copy_json
+from user_memory.domain.model import Activity, VersionChange
+from user_memory.domain.summary.facts import (
     MAX_HUMAN_FIELDS,
     fill,
     human_edits,
@@ -21,8 +23,6 @@ from user_memory.domain.facts import (
     set_recency,
     unreflected,
 )
-from user_memory.domain.model import Activity, VersionChange
-from user_memory.domain.patching import copy_json
 
 U = uuid.uuid4()
 T0 = datetime(2026, 11, 21, 9, tzinfo=UTC)

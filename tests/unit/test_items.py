@@ -1,4 +1,4 @@
-"""Items of a memory document (domain/items.py): what search and the companion's queries read.
+"""Items of a memory document (domain/companion/items.py): what search and the companion's queries read.
 
 Every schema's items (user_state parts, tutor list entries, companion elements with their typed
 columns), the sensitive fields that never become items, text that does not depend on key order,
@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from user_memory.domain.document import validate_document
-from user_memory.domain.items import Item, document_items, item_changes, touched_sections
-from user_memory.domain.patching import make_patch
+from user_memory.domain.companion.items import Item, document_items, item_changes, touched_sections
+from user_memory.domain.memory.document import validate_document
+from user_memory.domain.memory.patching import make_patch
 
 PLUS_TWO = timezone(timedelta(hours=2))
 MINUS_FIVE = timezone(timedelta(hours=-5))

@@ -9,10 +9,9 @@ from datetime import UTC, datetime
 import pytest
 from user_memory.adapters.sqs import SqsSender
 from user_memory.config import FanoutSettings, WorkerSettings
-from user_memory.domain.document import validate_document
-from user_memory.domain.facts import restore_facts
 from user_memory.domain.fanout import plan_from_event as _plan
 from user_memory.domain.fanout import refresh_bodies
+from user_memory.domain.memory.document import validate_document
 from user_memory.domain.messages import (
     MAX_ACTIVITY_PAYLOAD_BYTES,
     MAX_MESSAGE_BYTES,
@@ -21,7 +20,8 @@ from user_memory.domain.messages import (
     parse_message,
 )
 from user_memory.domain.model import Activity
-from user_memory.domain.rules import RuleBasedSummarizer
+from user_memory.domain.summary.facts import restore_facts
+from user_memory.domain.summary.rules import RuleBasedSummarizer
 from user_memory.errors import ConfigError, InvalidEvent, InvalidMessage, MessageTooLarge, SendFailed
 
 from tests.conftest import EVENTS

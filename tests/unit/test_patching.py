@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from user_memory.domain import patching
-from user_memory.domain.patching import PatchError, apply_patch, json_equal, make_patch
+from user_memory.domain.memory import patching
+from user_memory.domain.memory.patching import PatchError, apply_patch, json_equal, make_patch
 
 # The public suite, carried with the tests (origin and licence in its README).
 CONFORMANCE = Path(__file__).resolve().parents[1] / "conformance" / "json-patch-tests"

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
 from user_memory.config import WorkerSettings
-from user_memory.domain.document import validate_document
-from user_memory.domain.edits import MemoryEdit
+from user_memory.domain.memory.document import validate_document
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity, RunStatus, Window
-from user_memory.domain.pipeline import (
+from user_memory.domain.ports import SummaryResult
+from user_memory.domain.summary.edits import MemoryEdit
+from user_memory.domain.summary.pipeline import (
     Deadline,
     PipelineConfig,
     activity_line,
@@ -23,9 +25,7 @@ from user_memory.domain.pipeline import (
     prompt_chunks,
     refresh_user,
 )
-from user_memory.domain.ports import SummaryResult
-from user_memory.domain.repository import MemoryStore
-from user_memory.domain.rules import RuleBasedSummarizer
+from user_memory.domain.summary.rules import RuleBasedSummarizer
 from user_memory.errors import (
     DeadlineReached,
     InvalidDocument,
@@ -426,7 +426,7 @@ def test_prompt_chunks_measure_the_line_the_prompt_carries():
 
 
 def test_a_payload_cannot_override_an_activitys_time_or_kind_in_the_prompt():
-    from user_memory.domain.pipeline import activity_line
+    from user_memory.domain.summary.pipeline import activity_line
 
     a = Activity(
         user_id=uuid.uuid4(),

@@ -1,4 +1,4 @@
-"""Recurring events and times under hostile input (domain/recurrence.py, domain/times.py): rules
+"""Recurring events and times under hostile input (domain/companion/recurrence.py, domain/companion/times.py): rules
 that never advance or never match are refused at the door and cannot stall a read, every walk
 is bounded, a read restarted just before its range finds exactly what a walk from the start
 finds, and every time the service takes is one PostgreSQL and psycopg can hand back.
@@ -16,11 +16,18 @@ from zoneinfo import ZoneInfo
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from user_memory.domain.document import validate_document
-from user_memory.domain.elements import occurrences, validate_element
-from user_memory.domain.items import document_items
-from user_memory.domain.recurrence import Budget, budget_scope, check_recurrence, occurrence_starts, rule_set, walk
-from user_memory.domain.times import EARLIEST, LATEST, check_time, parse_when
+from user_memory.domain.companion.elements import occurrences, validate_element
+from user_memory.domain.companion.items import document_items
+from user_memory.domain.companion.recurrence import (
+    Budget,
+    budget_scope,
+    check_recurrence,
+    occurrence_starts,
+    rule_set,
+    walk,
+)
+from user_memory.domain.companion.times import EARLIEST, LATEST, check_time, parse_when
+from user_memory.domain.memory.document import validate_document
 from user_memory.errors import BudgetExceeded, InvalidDocument
 
 from tests.bounds import finishing

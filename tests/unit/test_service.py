@@ -14,11 +14,11 @@ import pytest
 from user_memory.adapters.account import InMemoryAccount
 from user_memory.adapters.kv import InMemoryKv
 from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
-from user_memory.domain.document import empty_document
+from user_memory.domain.memory.document import empty_document
+from user_memory.domain.memory.patching import apply_patch, json_equal
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity, WriteStatus
-from user_memory.domain.patching import apply_patch, json_equal
 from user_memory.domain.ports import InsertOutcome, NewVersion
-from user_memory.domain.repository import MemoryStore
 from user_memory.domain.service import (
     MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_REBASES,

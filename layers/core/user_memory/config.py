@@ -16,16 +16,13 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from user_memory.domain.conversations import (
-    DEFAULT_INACTIVITY_THRESHOLD_MINUTES,
-    MAX_CONVERSATIONS_PER_MESSAGE,
-    MemoryConfig,
-)
+from user_memory.domain.conversations.batch import MemoryConfig
+from user_memory.domain.conversations.model import DEFAULT_INACTIVITY_THRESHOLD_MINUTES, MAX_CONVERSATIONS_PER_MESSAGE
 from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT
 from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
 from user_memory.domain.model import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_MAX_DOCUMENT_BYTES
-from user_memory.domain.pipeline import DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS, PipelineConfig
-from user_memory.domain.rules import RULE_SCHEMAS
+from user_memory.domain.summary.pipeline import DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS, PipelineConfig
+from user_memory.domain.summary.rules import RULE_SCHEMAS
 from user_memory.errors import ConfigError, describe_validation_error
 
 # The environment `from_env` was given (tests and the local kit pass their own); None: os.environ.

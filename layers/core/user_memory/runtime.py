@@ -28,13 +28,16 @@ from user_memory.config import (
     RetentionSettings,
     WorkerSettings,
 )
-from user_memory.domain.conversations import ConversationSummarizer, RuleBasedConversationSummarizer, TriggerReport
+from user_memory.domain.conversations.ports import ConversationStore, ConversationSummarizer, Sender
+from user_memory.domain.conversations.summarizer import RuleBasedConversationSummarizer
+from user_memory.domain.conversations.trigger import TriggerReport
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import parse_user_id
-from user_memory.domain.pipeline import PipelineConfig
-from user_memory.domain.ports import Summarizer
-from user_memory.domain.repository import MemoryStore
-from user_memory.domain.service import MemoryService
+from user_memory.domain.ports import ActivityStore, ItemEmbeddings, Summarizer
+from user_memory.domain.service import MemoryService, NightlyCompanionData
+from user_memory.domain.summary.pipeline import PipelineConfig
 from user_memory.errors import ConfigError, WrongSchema
+from user_memory.jobs.embedding import embed_after_write
 
 
 def _secret(name: str | None, parameter: str | None) -> str | None:
@@ -63,7 +66,7 @@ def build_summarizer(settings: WorkerSettings) -> Summarizer:
 
         key = _secret(settings.openai_api_key_secret_name, settings.openai_api_key_parameter)
         return OpenAISummarizer.from_settings(settings, api_key=key)
-    from user_memory.domain.rules import RuleBasedSummarizer
+    from user_memory.domain.summary.rules import RuleBasedSummarizer
 
     return RuleBasedSummarizer(settings.document_schema)
 
@@ -89,24 +92,6 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder | None:
     return OpenAIEmbedder.from_settings(settings, api_key=key)
 
 
-def embed_after_write(search: PostgresSearch, user_id: Any) -> None:
-    """Embed the texts a committed write added (outside its transaction: an endpoint's latency never
-    holds a database transaction open). A failure is logged and counted; the texts stay pending and
-    the next write, the nightly run or `user-memory embed` embeds them."""
-    from user_memory.errors import describe_failure
-    from user_memory.observability import logger, metrics
-
-    try:
-        report = search.embed_pending(user_id)
-    except Exception as err:  # every failure is seen, none fails the write
-        error, reason = describe_failure(err)
-        logger.warning("embedding failed", user_id=str(user_id), error=error, reason=reason)
-        metrics.add_metric(name="EmbeddingsFailed", unit="Count", value=1)
-        return
-    if report.inputs:
-        metrics.add_metric(name="ItemsEmbedded", unit="Count", value=report.inputs)
-
-
 def _sqs_client(client: Any) -> Any:
     if client is None:
         import boto3
@@ -121,15 +106,15 @@ class WorkerServices:
 
     settings: WorkerSettings
     store: MemoryStore
-    activity: PostgresActivity
-    companion: PostgresCompanion
-    search: PostgresSearch
+    activity: ActivityStore
+    companion: NightlyCompanionData
+    search: ItemEmbeddings
     summarizer: Summarizer
     pipeline: PipelineConfig
-    conversations: PostgresConversations
+    conversations: ConversationStore
     conversation_summarizer: ConversationSummarizer
     # The worker's own queue, for re-sending conversations that failed (None: not configured).
-    sender: SqsSender | None = None
+    sender: Sender | None = None
     pool: ConnectionPool | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -261,7 +246,7 @@ class ApiServices:
 
     def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport:
         """The conversation-memory trigger with the service's rights (operators only: the route checks)."""
-        from user_memory.conversation_tasks import trigger_memory_generation
+        from user_memory.jobs.conversations import trigger_memory_generation
 
         if not self.settings.queue_url:  # a capability this deployment lacks (404 not-enabled), not an outage
             raise WrongSchema("no worker queue is configured (QUEUE_URL): nothing can be triggered")

@@ -16,7 +16,7 @@ from user_memory.adapters.kv import _COLUMNS as _KV_COLUMNS
 from user_memory.adapters.kv import InMemoryKv, _entry
 from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
 from user_memory.adapters.postgres import ConnectionSource, _Database
-from user_memory.domain.conversations import ExportedConversation
+from user_memory.domain.conversations.model import ExportedConversation
 from user_memory.domain.kv import Clock, KvEntry, utc_now
 from user_memory.domain.model import Activity
 from user_memory.errors import AccessDenied

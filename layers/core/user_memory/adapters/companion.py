@@ -17,8 +17,8 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from user_memory.adapters.postgres import _Database
-from user_memory.domain.elements import Rating, expand_events
-from user_memory.domain.items import MAX_ELEMENTS, document_items, redacted
+from user_memory.domain.companion.elements import Rating, expand_events
+from user_memory.domain.companion.items import MAX_ELEMENTS, document_items, redacted
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from psycopg.types.json import Jsonb
 
 from user_memory.adapters.postgres import _Database
-from user_memory.domain.conversations import (
+from user_memory.domain.conversations.model import (
     ConversationKey,
     ConversationMessage,
     ConversationState,

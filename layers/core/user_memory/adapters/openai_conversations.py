@@ -29,13 +29,9 @@ from user_memory.adapters.openai_summarizer import (
     strict_schema,
     usage_tokens,
 )
-from user_memory.domain.conversations import (
-    MAX_MEMORY_ITEMS,
-    ConversationMemory,
-    ConversationMessage,
-    ConversationSummary,
-    message_line,
-)
+from user_memory.domain.conversations.model import MAX_MEMORY_ITEMS, ConversationMemory, ConversationMessage
+from user_memory.domain.conversations.ports import ConversationSummary
+from user_memory.domain.conversations.summarizer import message_line
 from user_memory.errors import InvalidDocument, describe_validation_error
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ Two modes (SUMMARY_MODE):
 
 - edit (default): the model answers with a list of edits to the current document (strict
   structured output `memory_edits`: op, path, value as JSON text, one-line reason); the pipeline
-  checks, applies and validates them (domain/edits.py). The completion is the size of the change,
+  checks, applies and validates them (domain/summary/edits.py). The completion is the size of the change,
   not of the document, and a part the model did not mention cannot be dropped by omission.
 - document: the model answers with the whole updated document (`user_memory`).
 
@@ -34,9 +34,10 @@ import openai
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from user_memory.adapters import openai_calls as calls
-from user_memory.domain.edits import parse_edits
 from user_memory.domain.model import Activity
-from user_memory.domain.pipeline import (
+from user_memory.domain.ports import SummaryResult
+from user_memory.domain.summary.edits import parse_edits
+from user_memory.domain.summary.pipeline import (
     DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS,
     PromptActivity,
     SummaryMode,
@@ -44,7 +45,6 @@ from user_memory.domain.pipeline import (
     prompt_activity,
     tokens_for_chars,
 )
-from user_memory.domain.ports import SummaryResult
 from user_memory.errors import InvalidDocument, describe_validation_error, join_problems
 
 if TYPE_CHECKING:

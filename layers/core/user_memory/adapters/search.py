@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from user_memory.adapters.postgres import ConnectionSource, _Database
-from user_memory.domain.items import redacted
+from user_memory.domain.companion.items import redacted
 from user_memory.errors import EmbeddingsUnavailable, InvalidRequest
 
 Mode = Literal["auto", "fts", "vector", "fused"]

@@ -9,17 +9,17 @@
 
 An activity of kind `message` whose payload names a `conversation_id` is a conversation message
 (payload exactly {conversation_id, role, text}; external_id is the message id): it is stored with
-its conversation (domain/conversations.py), not as user activity.
+its conversation (domain/conversations/), not as user activity.
 
 The queue is the service's own door: only the deployment's services can send to it, so it is the
-one door a memory_reset may come through (domain/requests.py). A forget request that names no part
+one door a memory_reset may come through (domain/summary/requests.py). A forget request that names no part
 is refused here like any invalid activity: the message fails alone, naming it.
 
 Limits: a body is at most MAX_MESSAGE_BYTES (SQS's own maximum), an activity payload at most
 MAX_ACTIVITY_PAYLOAD_BYTES of compact JSON, a record_activity message at most
 MAX_ACTIVITIES_PER_MESSAGE activities, a refresh_user message at most MAX_USERS_PER_MESSAGE users.
 Over a limit, the message fails alone with a typed error naming it. Inside a GENERATE_MEMORY_BATCH
-each item is checked alone (domain/conversations.py): a malformed item is refused, the others run.
+each item is checked alone (domain/conversations/): a malformed item is refused, the others run.
 """
 
 from __future__ import annotations
@@ -40,17 +40,17 @@ from pydantic import (
     model_validator,
 )
 
-from user_memory.domain.conversations import (
+from user_memory.domain.companion.times import StorableTime
+from user_memory.domain.conversations.model import (
     TASK_GENERATE_MEMORY_BATCH,
-    GenerateMemoryBatch,
     MessagePayload,
     NewMessage,
     is_conversation_message,
     new_message,
 )
+from user_memory.domain.conversations.trigger import GenerateMemoryBatch
 from user_memory.domain.model import Activity, Window
-from user_memory.domain.requests import request_problem
-from user_memory.domain.times import StorableTime
+from user_memory.domain.summary.requests import request_problem
 from user_memory.errors import InvalidMessage, MessageTooLarge, describe_validation_error
 
 MAX_MESSAGE_BYTES = 256 * 1024
@@ -75,7 +75,7 @@ class ActivityIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     user_id: uuid.UUID
-    occurred_at: StorableTime  # aware, and in the range PostgreSQL and psycopg read back (domain/times.py)
+    occurred_at: StorableTime  # aware, and in the range PostgreSQL and psycopg read back (domain/companion/times.py)
     kind: str = Field(min_length=1, max_length=100)
     payload: dict[str, Any] = Field(default_factory=dict)
     source: str = Field(min_length=1, max_length=100)

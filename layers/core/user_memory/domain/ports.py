@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from user_memory.domain.edits import MemoryEdit
 from user_memory.domain.model import Activity, Document, HistoryEntry, MemoryVersion, Patch, VersionChange, Window
+from user_memory.domain.summary.edits import MemoryEdit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,7 +41,7 @@ class NewVersion:
     idempotency_key: str | None = None
     activity_ids: Sequence[int] | None = None
     provenance: dict[str, Any] | None = None  # what produced the version (a summary run), stored with it
-    items: list[dict[str, Any]] | None = None  # the search index's changes for this version (domain/items.py)
+    items: list[dict[str, Any]] | None = None  # the search index's changes for this version (domain/companion/items.py)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +111,23 @@ class ActivityReader(Protocol):
 class ActivityWriter(Protocol):
     def record(self, activities: Iterable[Activity]) -> int:
         """Store activities; a repeat of (user, source, external_id) is ignored. Returns rows new."""
+        ...
+
+
+class ActivityStore(ActivityReader, ActivityWriter, Protocol):
+    """Activity read by a run and recorded by the worker (adapters/postgres.py)."""
+
+
+class ItemEmbeddings(Protocol):
+    """The search index's pending embeddings (adapters/search.py)."""
+
+    @property
+    def embedder(self) -> object | None:
+        """The embeddings endpoint; None when none is configured (full-text search only)."""
+        ...
+
+    def embed_pending(self, user_id: uuid.UUID, *, limit: int = 4096) -> Any:
+        """Embed the user's item texts that have no vector yet; a report with `inputs`."""
         ...
 
 

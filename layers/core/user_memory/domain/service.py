@@ -12,17 +12,25 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Protocol
 
-from user_memory.domain import elements
-from user_memory.domain.agent import execute_tool_call, forget, merge_patch, render_memory
-from user_memory.domain.conversations import ExportedConversation, NewMessage, is_conversation_message, new_message
-from user_memory.domain.document import empty_document, get_schema, validate_document
+from user_memory.domain.companion import elements
+from user_memory.domain.conversations.model import (
+    ExportedConversation,
+    NewMessage,
+    is_conversation_message,
+    new_message,
+)
 from user_memory.domain.kv import DEFAULT_NAMESPACE, JsonValue, KvEntry, KvPage, KvStore
+from user_memory.domain.memory.agent import execute_tool_call, forget
+from user_memory.domain.memory.document import empty_document, get_schema, validate_document
+from user_memory.domain.memory.patching import apply_patch, json_equal, make_patch, merge_patch
+from user_memory.domain.memory.render import render_memory
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     Activity,
@@ -34,10 +42,8 @@ from user_memory.domain.model import (
     WriteStatus,
     parse_user_id,
 )
-from user_memory.domain.patching import apply_patch, json_equal, make_patch
 from user_memory.domain.ports import ActivityWriter
-from user_memory.domain.repository import MemoryStore
-from user_memory.domain.requests import check_activity
+from user_memory.domain.summary.requests import check_activity
 from user_memory.errors import (
     IdempotencyKeyReused,
     InvalidActivity,
@@ -99,6 +105,21 @@ class CompanionData(Protocol):
     def digest(self, user_id: uuid.UUID, day: date | None = None) -> dict[str, Any] | None: ...
 
     def digests(self, user_id: uuid.UUID) -> list[dict[str, Any]]: ...
+
+
+class NightlyCompanionData(CompanionData, Protocol):
+    """What the companion's nightly part reads and writes beside the document: ratings to fold
+    into the feedback element, and the day's digest (jobs/companion.py)."""
+
+    def unsummarized_ratings(self, user_id: uuid.UUID, *, limit: int = 1000) -> list[elements.Rating]: ...
+
+    def mark_ratings(self, user_id: uuid.UUID, ids: Sequence[int], version: int) -> int: ...
+
+    def feedback_versions_of(self, user_id: uuid.UUID, rating_ids: Sequence[int]) -> dict[int, int]: ...
+
+    def rating_totals(self, user_id: uuid.UUID) -> tuple[int, float | None]: ...
+
+    def save_digest(self, user_id: uuid.UUID, day: date, digest: dict[str, Any], version: int) -> None: ...
 
 
 class SearchIndex(Protocol):
@@ -460,13 +481,13 @@ class MemoryService:
         the user's own: another user's conversation of the same id is another conversation.
         Every item is checked before any is stored: a forget request must name its part
         (InvalidActivity), and an end user never records a memory_reset (ResetNotAllowed;
-        domain/requests.py).
+        domain/summary/requests.py).
         """
         records = list(items)
         if any(a.user_id != self.user_id for a in records):
             raise InvalidRequest("activity can only be recorded for the caller")
         for n, a in enumerate(records, 1):
-            try:  # an end user's own activity: never a trusted source (domain/requests.py)
+            try:  # an end user's own activity: never a trusted source (domain/summary/requests.py)
                 check_activity(a.kind, a.payload, trusted=False)
             except InvalidActivity as err:
                 raise InvalidActivity(f"activity {n}: {err}") from None

@@ -17,7 +17,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Request
 
-from user_memory.domain.patching import OPERATIONS
+from user_memory.domain.memory.patching import OPERATIONS
 from user_memory.http import models
 from user_memory.http.problems import (
     INVALID_INPUT,

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from aws_lambda_powertools.event_handler import Request
 
 from user_memory.config import ApiSettings
-from user_memory.domain.conversations import TriggerReport
+from user_memory.domain.conversations.trigger import TriggerReport
 from user_memory.domain.service import Edit, MemoryService, Sessions, idempotency_key
 from user_memory.errors import Forbidden, WrongSchema
 from user_memory.http.auth import Caller, caller_from_claims

@@ -8,10 +8,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
 
-from user_memory.domain.conversations import MessagePayload, is_conversation_message
+from user_memory.domain.companion.times import RANGE_TEXT, StorableTime
+from user_memory.domain.conversations.model import MessagePayload, is_conversation_message
 from user_memory.domain.kv import MAX_KEY_CHARS, MAX_TTL_SECONDS
 from user_memory.domain.messages import MAX_ACTIVITIES_PER_MESSAGE, MAX_ACTIVITY_PAYLOAD_BYTES
-from user_memory.domain.times import RANGE_TEXT, StorableTime
 
 PROBLEM_JSON = "application/problem+json"
 JSON_PATCH = "application/json-patch+json"

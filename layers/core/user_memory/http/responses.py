@@ -12,7 +12,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from user_memory.domain.conversations import ExportedConversation
+from user_memory.domain.conversations.model import ExportedConversation
 from user_memory.domain.kv import KvEntry
 from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
 from user_memory.domain.service import MemoryService

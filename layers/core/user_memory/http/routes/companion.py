@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler import Request, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
-from user_memory.domain.elements import Rating
+from user_memory.domain.companion.elements import Rating
 from user_memory.errors import InvalidRequest
 from user_memory.http import models, responses
 from user_memory.http.bodies import json_body, media_type

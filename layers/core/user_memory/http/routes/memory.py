@@ -6,7 +6,7 @@ from aws_lambda_powertools.event_handler import Request, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from user_memory.domain.agent import render_memory
+from user_memory.domain.memory.render import render_memory
 from user_memory.http import models, responses
 from user_memory.http.bodies import check_json_patch, json_body, media_type
 from user_memory.http.context import dependencies, edit, me

@@ -7,8 +7,8 @@ invocation's time stays unsummarized, is logged and counted, and is found by the
 
 The summarizer answers with the whole next document, or (edit mode) with edits to the current
 one: those are checked, refused one by one where the guardrail says so, applied and validated
-(domain/edits.py). Either way a bad answer goes back to the summarizer with the error, at most
-`attempts` times in all. A valid answer is then held to the fact floor (domain/facts.py): the
+(domain/summary/edits.py). Either way a bad answer goes back to the summarizer with the error, at most
+`attempts` times in all. A valid answer is then held to the fact floor (domain/summary/facts.py): the
 protected facts it lost without a request are restored; the structured activity it does not
 reflect goes back to the summarizer once, named, within the same `attempts`, and what is still
 missing is folded in by the rule-based fold. The fields a person set through the API or an agent
@@ -35,9 +35,14 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from user_memory.domain.document import check_size, get_schema, validate_document
-from user_memory.domain.edits import MemoryEdit, RefusedEdit, apply_edits
-from user_memory.domain.facts import (
+from user_memory.domain.memory.document import check_size, get_schema, validate_document
+from user_memory.domain.memory.patching import apply_patch, copy_json, make_patch
+from user_memory.domain.memory.repository import MemoryStore
+from user_memory.domain.model import FORGET_KINDS as FORGET_KINDS  # defined there; re-exported as before
+from user_memory.domain.model import Activity, Document, MemoryVersion, RunStatus, Window, WriteStatus
+from user_memory.domain.ports import ActivityReader, Summarizer, SummaryResult
+from user_memory.domain.summary.edits import MemoryEdit, RefusedEdit, apply_edits
+from user_memory.domain.summary.facts import (
     FLOOR_SCHEMAS,
     MAX_HUMAN_VERSIONS,
     Filled,
@@ -52,12 +57,7 @@ from user_memory.domain.facts import (
     unreflected,
     unreflected_feedback,
 )
-from user_memory.domain.model import FORGET_KINDS as FORGET_KINDS  # defined there; re-exported as before
-from user_memory.domain.model import Activity, Document, MemoryVersion, RunStatus, Window, WriteStatus
-from user_memory.domain.patching import apply_patch, copy_json, make_patch
-from user_memory.domain.ports import ActivityReader, Summarizer, SummaryResult
-from user_memory.domain.repository import MemoryStore
-from user_memory.domain.requests import ignored_requests
+from user_memory.domain.summary.requests import ignored_requests
 from user_memory.errors import (
     ActivityChanged,
     DeadlineReached,
@@ -91,7 +91,7 @@ class PipelineConfig:
     # What the summarizer is asked for (the OpenAI summarizer is built with the same setting);
     # each answer says what it is (SummaryResult.edits), and the version's provenance records it.
     summary_mode: SummaryMode = "edit"
-    # The fact floor (domain/facts.py: restore protected facts, send unreflected activity back,
+    # The fact floor (domain/summary/facts.py: restore protected facts, send unreflected activity back,
     # fill what is still missing, keep what a person set). Always on in the service; off only where
     # a test must show what a summarizer alone would lose (tests, the simulation's checker test).
     fact_floor: bool = True

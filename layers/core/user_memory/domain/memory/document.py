@@ -68,7 +68,7 @@ def register_schema(name: str, model: type[BaseModel]) -> None:
 
 # Schemas whose module registers them when first asked for (their models are not built at every
 # cold start of a function that never uses them).
-_LAZY_SCHEMAS = {"companion": "user_memory.domain.companion"}
+_LAZY_SCHEMAS = {"companion": "user_memory.domain.companion.schema"}
 
 
 def get_schema(name: str) -> type[BaseModel]:
@@ -198,3 +198,12 @@ class TutorMemory(_Strict):
 
 
 register_schema("tutor", TutorMemory)
+
+
+# Top-level fields that describe the document rather than the user: not sections.
+_META_FIELDS = frozenset({"version", "last_updated_by"})
+
+
+def section_names(schema: str = "user_state") -> list[str]:
+    """The sections of a schema (its top-level fields but `version` and `last_updated_by`), in schema order."""
+    return [name for name in get_schema(schema).model_fields if name not in _META_FIELDS]

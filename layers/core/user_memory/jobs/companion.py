@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from user_memory.adapters.companion import PostgresCompanion
-from user_memory.domain.document import validate_document
-from user_memory.domain.elements import (
+from user_memory.domain.companion.elements import (
     DIGEST_EVENT_DAYS,
     DIGEST_GOAL_DAYS,
     day_bounds,
@@ -33,7 +31,9 @@ from user_memory.domain.elements import (
     summarize_ratings,
     user_today,
 )
-from user_memory.domain.repository import MemoryStore
+from user_memory.domain.memory.document import validate_document
+from user_memory.domain.memory.repository import MemoryStore
+from user_memory.domain.service import NightlyCompanionData
 from user_memory.errors import VersionConflict
 
 MAX_TRIES = 3
@@ -48,7 +48,7 @@ class CompanionOutcome:
 
 
 def summarize_feedback(
-    user_id: uuid.UUID, run_key: str, *, store: MemoryStore, companion: PostgresCompanion, max_document_bytes: int,
+    user_id: uuid.UUID, run_key: str, *, store: MemoryStore, companion: NightlyCompanionData, max_document_bytes: int,
     now: datetime,
 ) -> tuple[int, int | None]:  # fmt: skip
     """Fold the unsummarized ratings into the feedback element; (ratings, version)."""
@@ -106,7 +106,9 @@ def digest_day(document: dict, now: datetime) -> tuple[date, str]:  # type: igno
     return (today if local.hour < DIGEST_TURNS_AT_HOUR else today + timedelta(days=1)), zone
 
 
-def make_digest(user_id: uuid.UUID, *, store: MemoryStore, companion: PostgresCompanion, now: datetime) -> str | None:
+def make_digest(
+    user_id: uuid.UUID, *, store: MemoryStore, companion: NightlyCompanionData, now: datetime
+) -> str | None:
     """Build and store the user's digest for the day ahead of them (`digest_day`): overdue and due
     to-dos of that day, event occurrences from then (not before now) for 7 days, active goals whose
     target is within 14 days of it. Returns the day (ISO), or None for a user with no memory."""
@@ -152,7 +154,7 @@ def _brief(value: dict, text_field: str, date_field: str) -> dict:  # type: igno
 
 
 def companion_nightly(
-    user_id: uuid.UUID, run_key: str, *, store: MemoryStore, companion: PostgresCompanion, max_document_bytes: int,
+    user_id: uuid.UUID, run_key: str, *, store: MemoryStore, companion: NightlyCompanionData, max_document_bytes: int,
     now: datetime | None = None,
 ) -> CompanionOutcome:  # fmt: skip
     """The feedback summary, then the digest (companion schema only)."""

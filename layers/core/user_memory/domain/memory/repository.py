@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from user_memory.domain.document import encode
-from user_memory.domain.items import item_changes
+from user_memory.domain.companion.items import item_changes
+from user_memory.domain.memory.document import encode
+from user_memory.domain.memory.patching import apply_patch, copy_json, make_patch, storable_patch
 from user_memory.domain.model import (
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_MAX_DOCUMENT_BYTES,
@@ -29,7 +30,6 @@ from user_memory.domain.model import (
     empty_version,
     parse_user_id,
 )
-from user_memory.domain.patching import apply_patch, copy_json, make_patch, storable_patch
 from user_memory.domain.ports import MemoryRecorder, NewVersion, StoredRow
 from user_memory.errors import ActivityChanged, DocumentTooLarge, InvalidDocument, UnknownVersion, VersionConflict
 

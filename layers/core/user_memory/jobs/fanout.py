@@ -12,9 +12,9 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from user_memory.conversation_tasks import TRIGGER_EVENT_TASK, is_trigger_event, trigger_memory_generation
 from user_memory.domain.fanout import plan_from_event, run_fanout
 from user_memory.errors import InvalidEvent, describe_failure, describe_validation_error
+from user_memory.jobs.conversations import TRIGGER_EVENT_TASK, is_trigger_event, trigger_memory_generation
 from user_memory.observability import logger, metrics
 from user_memory.runtime import FanoutServices
 

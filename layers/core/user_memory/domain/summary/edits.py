@@ -20,7 +20,7 @@ edits before left it). Each edit is checked before it applies:
   default (removing `/safety_notes` clears them), `remove` of a part also takes its id out of
   every `related_parts`;
 - then the guardrail: an edit that removes a part, or clears the safety notes, is refused unless
-  the activity asks for it (domain/requests.py): for a part, a forget request whose payload names
+  the activity asks for it (domain/summary/requests.py): for a part, a forget request whose payload names
   that `part_id`, or a memory_reset; for the safety notes, only a memory_reset. A forget request
   that names no part covers nothing, and free text is never a request. A refused edit is skipped
   and recorded; the others still apply.
@@ -43,10 +43,10 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from user_memory.domain.document import get_schema, validate_document
+from user_memory.domain.memory.document import get_schema, validate_document
+from user_memory.domain.memory.patching import apply_patch, copy_json, parse_pointer
 from user_memory.domain.model import DEFAULT_MAX_DOCUMENT_BYTES, Activity, Document, Patch
-from user_memory.domain.patching import apply_patch, copy_json, parse_pointer
-from user_memory.domain.requests import forget_allows
+from user_memory.domain.summary.requests import forget_allows
 from user_memory.errors import InvalidDocument, InvalidEdits, PatchError, describe_validation_error
 
 __all__ = [

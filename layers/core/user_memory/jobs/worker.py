@@ -38,18 +38,12 @@ from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
 from pydantic import BeforeValidator, Json
 
 from user_memory.adapters.http_deadline import within
-from user_memory.companion_tasks import companion_nightly
-from user_memory.domain.conversations import (
-    MAX_CONVERSATIONS_PER_MESSAGE,
-    BatchRun,
-    GenerateMemoryBatch,
-    RefusedItem,
-    batch_bodies,
-    run_batch,
-)
+from user_memory.domain.conversations.batch import BatchRun, run_batch
+from user_memory.domain.conversations.model import MAX_CONVERSATIONS_PER_MESSAGE
+from user_memory.domain.conversations.trigger import GenerateMemoryBatch, RefusedItem, batch_bodies
 from user_memory.domain.messages import Message, RecordActivity, RefreshUser, check_body_size
 from user_memory.domain.model import RunStatus
-from user_memory.domain.pipeline import Deadline, RunOutcome, refresh_user
+from user_memory.domain.summary.pipeline import Deadline, RunOutcome, refresh_user
 from user_memory.errors import (
     ConversationsFailed,
     DeadlineReached,
@@ -58,8 +52,10 @@ from user_memory.errors import (
     UsersFailed,
     describe_failure,
 )
+from user_memory.jobs.companion import companion_nightly
+from user_memory.jobs.embedding import embed_after_write
 from user_memory.observability import logger, metrics
-from user_memory.runtime import WorkerServices, embed_after_write
+from user_memory.runtime import WorkerServices
 
 
 class QueueRecord(SqsRecordModel):

@@ -7,13 +7,13 @@ Understood activity kinds (payload fields):
     trigger_noted {trigger, desired_outcome, related_parts?}
     safety_note   {note}                           append to the safety notes
     forget_part, forget_request {part_id}          remove the part the request names (one that
-                                                   names no part forgets nothing: domain/requests.py)
+                                                   names no part forgets nothing: domain/summary/requests.py)
     memory_reset  {}                               clear the parts, triggers and safety notes
     session, message, insight_interaction, ...     counted in the summary (their text is never a request)
 
 `fold` is the fact-level fold of one activity, shared with the pipeline's fact floor
-(domain/facts.py), which folds in what a model's answer left out. Scores are not the fold's:
-recency is the service's (RECENCY_DECAY, domain/facts.py: `set_recency`), and the rule-based
+(domain/summary/facts.py), which folds in what a model's answer left out. Scores are not the fold's:
+recency is the service's (RECENCY_DECAY, domain/summary/facts.py: `set_recency`), and the rule-based
 summarizer raises a part's influence by 0.1 per goal.
 """
 
@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from user_memory.domain.document import empty_document
+from user_memory.domain.memory.document import empty_document
+from user_memory.domain.memory.patching import copy_json
 from user_memory.domain.model import Activity
-from user_memory.domain.patching import copy_json
 from user_memory.domain.ports import SummaryResult
-from user_memory.domain.requests import forgotten_part, is_reset
+from user_memory.domain.summary.requests import forgotten_part, is_reset
 from user_memory.errors import SummarizerUnsupported
 
 # The schemas the rule-based summarizer has rules for. For any other it could not reflect the
@@ -158,7 +158,7 @@ class RuleBasedSummarizer:
         return SummaryResult(document=doc, model="rules (no LLM configured)")
 
     def _companion(self, document: dict[str, Any], activities: list[Activity]) -> SummaryResult:
-        from user_memory.domain.elements import fold_companion
+        from user_memory.domain.companion.elements import fold_companion
 
         doc = copy_json(document) if document else empty_document(self.schema)
         folded = [

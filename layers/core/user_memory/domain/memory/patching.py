@@ -298,3 +298,28 @@ def storable_patch(patch: list[Operation], document: Any) -> list[Operation]:
     ):
         return patch
     return [{"op": "replace", "path": "", "value": copy_json(document)}]
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7396 JSON Merge Patch: `patch` applied to `target`, as a new value.
+
+    An object patch merges into the target member by member, recursively (a target that is not
+    an object counts as `{}`); a `null` member deletes that key (absent keys are no error); any
+    other value, lists included, replaces the target whole. Keys the patch does not name are
+    kept as they are. Neither argument is modified and the result shares nothing with them.
+    """
+    return merge_into(copy_json(target), patch)
+
+
+def merge_into(target: Any, patch: Any) -> Any:
+    """`merge_patch` into a `target` the caller owns: modified in place, and returned."""
+    if not isinstance(patch, dict):
+        return copy_json(patch)
+    if not isinstance(target, dict):
+        target = {}
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = merge_into(target.get(key), value)
+    return target

@@ -13,7 +13,7 @@ schema.
          outcome)                       a trigger_noted activity names the trigger
        each line of the safety notes    kept unless a reset
 
-   Requests are domain/requests.py's: a forget request (forget_part, forget_request) covers only
+   Requests are domain/summary/requests.py's: a forget request (forget_part, forget_request) covers only
    the part its payload's `part_id` names; one that names no part covers nothing (and is recorded
    as ignored); only a memory_reset, which only the service can record, covers everything. Free
    text in activity is never a request. A protected fact the answer lost or changed without such
@@ -62,11 +62,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from user_memory.domain.document import get_schema
+from user_memory.domain.memory.document import get_schema
+from user_memory.domain.memory.patching import copy_json, escape_token, json_equal, parse_pointer
 from user_memory.domain.model import FORGET_KINDS, Activity, Document, VersionChange
-from user_memory.domain.patching import copy_json, escape_token, json_equal, parse_pointer
-from user_memory.domain.requests import forget_allows, forgotten_part, has_reset, is_reset
-from user_memory.domain.rules import FACT_KINDS, RECENCY_DECAY, fold
+from user_memory.domain.summary.requests import forget_allows, forgotten_part, has_reset, is_reset
+from user_memory.domain.summary.rules import FACT_KINDS, RECENCY_DECAY, fold
 from user_memory.errors import PatchError
 
 __all__ = [

@@ -18,10 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
-from user_memory.domain.items import ELEMENT_KINDS, MAX_ELEMENTS
-from user_memory.domain.model import Document
-from user_memory.domain.patching import copy_json
-from user_memory.domain.recurrence import (
+from user_memory.domain.companion.items import ELEMENT_KINDS, MAX_ELEMENTS
+from user_memory.domain.companion.recurrence import (
     EVENT_STEPS,
     QUERY_STEPS,
     Budget,
@@ -30,6 +28,8 @@ from user_memory.domain.recurrence import (
     occurrence_starts,
     parse_when,
 )
+from user_memory.domain.memory.patching import copy_json
+from user_memory.domain.model import Document
 from user_memory.errors import BudgetExceeded, ElementExists, InvalidRequest, NotFound, UserMemoryError
 
 Collection = Literal["goals", "todos", "events"]
@@ -146,8 +146,8 @@ def validate_element(collection: Collection, element: dict[str, Any]) -> dict[st
     """The element in stored form (its model's defaults filled), or InvalidDocument."""
     from pydantic import ValidationError
 
-    from user_memory.domain.companion import ELEMENT_MODELS
-    from user_memory.domain.document import invalid_document
+    from user_memory.domain.companion.schema import ELEMENT_MODELS
+    from user_memory.domain.memory.document import invalid_document
 
     try:
         return ELEMENT_MODELS[collection].model_validate(element).model_dump(mode="json")  # type: ignore[no-any-return]
@@ -556,7 +556,7 @@ def _element_id_for(payload: dict[str, Any], fallback: str) -> str:
     return raw if isinstance(raw, str) and raw else _google_id(fallback)
 
 
-# The schema's bounds (domain/companion.py), kept by the fold so that a day's activity can never
+# The schema's bounds (domain/companion/schema.py), kept by the fold so that a day's activity can never
 # fold into a document that no longer validates (the user's nightly run would then fail for ever).
 MAX_LINE_CHARS = 500
 MAX_PREFERENCE_AREAS = 50

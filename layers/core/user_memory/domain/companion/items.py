@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from user_memory.domain.companion.recurrence import INDEX_STEPS, budget_scope, event_start, parse_when, recurrence_end
+from user_memory.domain.memory.patching import escape_token
 from user_memory.domain.model import Document, Patch
-from user_memory.domain.patching import escape_token
-from user_memory.domain.recurrence import INDEX_STEPS, budget_scope, event_start, parse_when, recurrence_end
 
-# The companion schema's element collections (maps keyed by id; domain/companion.py), and at most
+# The companion schema's element collections (maps keyed by id; domain/companion/schema.py), and at most
 # how many elements each holds (a user's memory stays one document under its size limit).
 ELEMENT_KINDS = {"goals": "goal", "todos": "todo", "events": "event"}
 MAX_ELEMENTS = 2000

@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 from aws_lambda_powertools.metrics import MetricUnit
 
 from user_memory.config import ConversationTriggerSettings
-from user_memory.domain.conversations import ConversationStore, Sender, TriggerReport, run_trigger
+from user_memory.domain.conversations.ports import ConversationStore, Sender
+from user_memory.domain.conversations.trigger import TriggerReport, run_trigger
 from user_memory.errors import describe_failure
 from user_memory.observability import logger, metrics
 

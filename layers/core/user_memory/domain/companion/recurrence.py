@@ -14,7 +14,7 @@ later write, read and digest of its user. So:
   stall either.
 - At the door (`check_recurrence`, run by the Event model): at most MAX_LINES lines of a known
   shape and size; FREQ DAILY, WEEKLY, MONTHLY or YEARLY; INTERVAL 1..MAX_INTERVAL; COUNT at most
-  MAX_COUNT and not with UNTIL; dates in the service's range (domain/times.py); and each RRULE and
+  MAX_COUNT and not with UNTIL; dates in the service's range (domain/companion/times.py); and each RRULE and
   EXRULE must reach its first occurrence, or its end, within CHECK_STEPS (a few years of the
   calendar): a rule that never matches in that window is refused (422 budget-exceeded).
 - Reads never trust what is stored: the same static checks run again (a line that fails them is
@@ -22,7 +22,7 @@ later write, read and digest of its user. So:
   from the start: a rule without COUNT is restarted at its own period just before the range (the
   same periods, the defaults it took from its start written out), so a daily event from 1990
   costs what a week of it costs.
-- Nothing is walked past LATEST (domain/times.py).
+- Nothing is walked past LATEST (domain/companion/times.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from itertools import islice
 from typing import Any
 
-from user_memory.domain.times import EARLIEST, LATEST, check_time, parse_when
+from user_memory.domain.companion.times import EARLIEST, LATEST, check_time, parse_when
 from user_memory.errors import BudgetExceeded
 
 __all__ = ["parse_when", "event_start", "check_recurrence", "occurrence_starts", "recurrence_end", "Budget"]

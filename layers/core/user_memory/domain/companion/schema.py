@@ -5,7 +5,7 @@ free): basic personal info, advanced info, goals and milestones, to-dos, importa
 (calendar-like), the current state, and a feedback summary. Goals, to-dos and events are maps
 keyed by their id, so each has a stable JSON Pointer (`/todos/<id>`) and a change to one is a
 one-operation patch. `date_of_birth`, `email` and `phone` are sensitive: never logged, never put
-in the search index (domain/items.py), covered by erase and export with the document.
+in the search index (domain/companion/items.py), covered by erase and export with the document.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AfterValidator, Field, ModelWrapValidatorHandler, model_validator
 from pydantic_core import PydanticCustomError
 
-from user_memory.domain.document import IsoDate, _Strict, register_schema
-from user_memory.domain.items import ELEMENT_KINDS, MAX_ELEMENTS
-from user_memory.domain.recurrence import (
+from user_memory.domain.companion.items import ELEMENT_KINDS, MAX_ELEMENTS
+from user_memory.domain.companion.recurrence import (
     DOCUMENT_STEPS,
     MAX_LINES,
     budget_scope,
@@ -27,11 +26,12 @@ from user_memory.domain.recurrence import (
     event_start,
     parse_when,
 )
-from user_memory.domain.times import RANGE_TEXT
+from user_memory.domain.companion.times import RANGE_TEXT
+from user_memory.domain.memory.document import IsoDate, _Strict, register_schema
 from user_memory.errors import BudgetExceeded
 
 # The element collections, the sensitive fields and the collections' size live with the item
-# index (domain/items.py), which every writer imports; this module's models load on first use of
+# index (domain/companion/items.py), which every writer imports; this module's models load on first use of
 # the schema (document.get_schema), not at every cold start.
 
 _ID = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
