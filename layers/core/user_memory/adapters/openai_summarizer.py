@@ -34,11 +34,10 @@ import openai
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from user_memory.adapters import openai_calls as calls
-from user_memory.domain.model import Activity
+from user_memory.domain.model import DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS, Activity
 from user_memory.domain.ports import SummaryResult
 from user_memory.domain.summary.edits import parse_edits
 from user_memory.domain.summary.pipeline import (
-    DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS,
     PromptActivity,
     SummaryMode,
     activity_line,
