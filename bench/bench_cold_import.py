@@ -1,8 +1,8 @@
 """Each function's cold import, interpreter start excluded: median of N fresh interpreters running
 `python -c "import user_memory_functions.<name>.app"`, minus the median of `python -c pass`
-(bytecode compiled first). With `--against REF`, the same at a git ref (its `layers/` and
-`functions/` extracted to a temporary folder), the two trees alternating run by run so that a
-noisy machine weighs on both alike.
+(bytecode compiled first), and the third-party floor every function needs (`floor`). With
+`--against REF`, the same at a git ref (its `layers/` and `functions/` extracted to a temporary
+folder), the two trees alternating run by run so that a noisy machine weighs on both alike.
 
     .venv/bin/python bench/bench_cold_import.py [--runs 5] [--against main]
 """
@@ -20,6 +20,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = ("api", "worker", "fanout", "retention")
+# What every function's first invocation on Lambda needs whatever this project imports: Powertools'
+# Logger, Metrics and Tracer (with aws_xray_sdk and botocore), pydantic-settings, psycopg's pool.
+FLOOR = "from aws_lambda_powertools import Logger, Metrics, Tracer; Tracer(); import pydantic_settings, psycopg_pool"
 
 
 def _tree(root: Path, scratch: Path) -> str:
@@ -52,6 +55,7 @@ def main() -> None:
             subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
             trees[args.against] = _tree(old, old)
         imports = {name: f"import user_memory_functions.{name}.app" for name in FUNCTIONS}
+        imports["floor"] = FLOOR
         for path in trees.values():  # bytecode compiled before anything is timed
             for code in imports.values():
                 _seconds(path, code)
@@ -63,7 +67,7 @@ def main() -> None:
                     samples.setdefault((label, name), []).append(_seconds(path, code))
         for label in trees:
             start = statistics.median(samples[(label, "pass")])
-            figures = "  ".join(f"{n} {statistics.median(samples[(label, n)]) - start:.3f} s" for n in FUNCTIONS)
+            figures = "  ".join(f"{n} {statistics.median(samples[(label, n)]) - start:.3f} s" for n in imports)
             print(f"{label:>10}: {figures}   (interpreter start {start:.3f} s, excluded)")
 
 
