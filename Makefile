@@ -41,6 +41,7 @@ bench: $(STAMP)  ## every benchmark (about 30 minutes); figures go into the READ
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_conversations.py
 	$(BIN)/python bench/bench_search.py
+	$(BIN)/python bench/bench_cold_import.py --runs 9
 
 migrate: $(STAMP)
 	$(BIN)/user-memory migrate

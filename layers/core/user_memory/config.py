@@ -10,20 +10,25 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from user_memory.domain.conversations.batch import MemoryConfig
 from user_memory.domain.conversations.model import DEFAULT_INACTIVITY_THRESHOLD_MINUTES, MAX_CONVERSATIONS_PER_MESSAGE
 from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT
 from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
-from user_memory.domain.model import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_MAX_DOCUMENT_BYTES
-from user_memory.domain.summary.pipeline import DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS, PipelineConfig
-from user_memory.domain.summary.rules import RULE_SCHEMAS
+from user_memory.domain.model import (
+    DEFAULT_CHECKPOINT_INTERVAL,
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS,
+)
 from user_memory.errors import ConfigError, describe_validation_error
+
+if TYPE_CHECKING:  # the worker's alone: the other functions' cold imports stay without the summary pipeline
+    from user_memory.domain.conversations.batch import MemoryConfig
+    from user_memory.domain.summary.pipeline import PipelineConfig
 
 # The environment `from_env` was given (tests and the local kit pass their own); None: os.environ.
 _environ: ContextVar[Mapping[str, str] | None] = ContextVar("user_memory_environ", default=None)
@@ -185,6 +190,8 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
                 f"the OpenAI summarizer has no instructions for DOCUMENT_SCHEMA={self.document_schema}; "
                 "use user_state or companion"
             )
+        from user_memory.domain.summary.rules import RULE_SCHEMAS  # the worker's: see the imports above
+
         if self.summarizer_kind == "rules" and self.document_schema not in RULE_SCHEMAS:
             # It would answer the document unchanged and mark the activity summarized unread.
             raise ValueError(
@@ -209,6 +216,8 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
 
     def memory_config(self) -> MemoryConfig:
         """How conversation memories are generated, from these settings."""
+        from user_memory.domain.conversations.batch import MemoryConfig
+
         return MemoryConfig(
             attempts=self.summarizer_attempts,
             max_messages=self.max_activities_per_run,
@@ -219,6 +228,8 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
 
     def pipeline(self) -> PipelineConfig:
         """The run's rules from these settings."""
+        from user_memory.domain.summary.pipeline import PipelineConfig
+
         return PipelineConfig(
             schema=self.document_schema,
             max_document_bytes=self.max_document_bytes,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg_pool import ConnectionPool
 
@@ -29,15 +29,16 @@ from user_memory.config import (
     WorkerSettings,
 )
 from user_memory.domain.conversations.ports import ConversationStore, ConversationSummarizer, Sender
-from user_memory.domain.conversations.summarizer import RuleBasedConversationSummarizer
 from user_memory.domain.conversations.trigger import TriggerReport
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import parse_user_id
 from user_memory.domain.ports import ActivityStore, ItemEmbeddings, Summarizer
-from user_memory.domain.service import MemoryService, NightlyCompanionData
-from user_memory.domain.summary.pipeline import PipelineConfig
 from user_memory.errors import ConfigError, WrongSchema
 from user_memory.jobs.embedding import embed_after_write
+
+if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
+    from user_memory.domain.service import MemoryService, NightlyCompanionData
+    from user_memory.domain.summary.pipeline import PipelineConfig
 
 
 def _secret(name: str | None, parameter: str | None) -> str | None:
@@ -79,6 +80,8 @@ def build_conversation_summarizer(settings: WorkerSettings) -> ConversationSumma
 
         key = _secret(settings.openai_api_key_secret_name, settings.openai_api_key_parameter)
         return OpenAIConversationSummarizer.from_settings(settings, api_key=key)
+    from user_memory.domain.conversations.summarizer import RuleBasedConversationSummarizer
+
     return RuleBasedConversationSummarizer()
 
 
@@ -203,6 +206,8 @@ class ApiServices:
     def session(self, user_id: object, *, operator: str | None = None) -> Iterator[MemoryService]:
         """One transaction for one request: as the end user (role authenticated, RLS), or with the
         service's rights when an operator acts (the caller logs who)."""
+        from user_memory.domain.service import MemoryService  # the API's routes import it first: not deferred
+
         uid = parse_user_id(user_id)
         settings = self.settings
         end_user = None if operator else uid

@@ -20,6 +20,10 @@ threads); closing the socket from a watchdog thread needs this same backend to f
 and races with the pool. What the deadline cannot cut short: name resolution (getaddrinfo cannot
 be interrupted) and a write slice the kernel accepts in one go.
 
+The summarizers' shared pieces are here too: `chat_client` (from the settings),
+`complete_within` (one chat completion through `call_within`), `strict_schema`, `usage_tokens`
+and `answer_json`.
+
 `call_within` is the one retry loop of these calls: at most `max_retries` retries of rate
 limits, 5xx, timeouts and connection errors, every try inside the deadline and every wait inside
 the call's budget (the openai client's own retries would wait out any Retry-After, however long).
@@ -27,17 +31,21 @@ the call's budget (the openai client's own retries would wait out any Retry-Afte
 
 from __future__ import annotations
 
+import json
 import ssl
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import httpcore2
 import httpx2
 import openai
 
 from user_memory.adapters.http_deadline import time_left, within
-from user_memory.errors import SummarizerUnavailable
+from user_memory.errors import InvalidDocument, SummarizerUnavailable
+
+if TYPE_CHECKING:
+    from user_memory.config import WorkerSettings
 
 T = TypeVar("T")
 # A write is handed to the socket in slices, each bounded by the time left when it starts.
@@ -201,3 +209,75 @@ def retry_after(err: Exception, attempt: int) -> float:
             except ValueError:
                 break
     return min(8.0, 0.5 * 2**attempt)
+
+
+def strict_schema(node: Any) -> Any:
+    """Make a pydantic JSON schema acceptable to strict mode: closed objects, all fields required."""
+    if isinstance(node, dict):
+        out = {k: strict_schema(v) for k, v in node.items() if k not in ("title", "default")}
+        if out.get("type") == "object" and "properties" in out:
+            out["additionalProperties"] = False
+            out["required"] = list(out["properties"])
+        return out
+    if isinstance(node, list):
+        return [strict_schema(x) for x in node]
+    return node
+
+
+def chat_client(settings: WorkerSettings, *, api_key: str | None = None) -> openai.OpenAI:
+    """The client for the configured endpoint: every call ends by its wall-clock deadline
+    (above); retries are ours (`complete_within`)."""
+    return openai_client(
+        api_key=api_key or settings.openai_api_key,
+        base_url=settings.openai_base_url,
+        timeout=settings.openai_timeout_seconds,
+    )
+
+
+def complete_within(
+    caller: Any, messages: list[dict[str, str]], answer_format: dict[str, Any], timeout: float | None
+) -> Any:
+    """One chat completion with at most `caller.max_retries` retries (429, 5xx, timeouts,
+    connection errors), every try and every wait inside `timeout` seconds of wall clock in all,
+    each try inside `caller.timeout`.
+
+    `caller` holds the call's settings: client, model, temperature, timeout (per try),
+    max_retries and sleep (both summarizers here).
+    """
+
+    def create(per_try: float) -> Any:
+        return caller.client.with_options(timeout=per_try, max_retries=0).chat.completions.create(
+            model=caller.model,
+            temperature=caller.temperature,
+            messages=messages,
+            response_format=answer_format,
+        )
+
+    return call_within(
+        create,
+        timeout=caller.timeout,
+        max_retries=caller.max_retries,
+        budget=timeout,
+        failure=llm_unavailable,
+        sleep=caller.sleep,
+    )
+
+
+def usage_tokens(response: Any) -> tuple[int, int, int]:
+    """(prompt, completion, cached prompt) tokens the endpoint reported; 0 for what it did not."""
+    usage = getattr(response, "usage", None)
+    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0) or 0
+    return getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0, cached
+
+
+def answer_json(response: Any) -> Any:
+    """The JSON the model answered; InvalidDocument when there is none."""
+    if not response.choices:
+        raise InvalidDocument("the model returned no choices")
+    message = response.choices[0].message
+    if getattr(message, "refusal", None):
+        raise InvalidDocument("the model refused to answer")
+    try:
+        return json.loads(message.content or "")
+    except json.JSONDecodeError as err:
+        raise InvalidDocument(f"the model's output is not JSON ({err.msg} at {err.pos})") from err

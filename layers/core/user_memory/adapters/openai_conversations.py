@@ -22,13 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from user_memory.adapters.openai_summarizer import (
-    _answer,
-    complete_within,
-    openai_client,
-    strict_schema,
-    usage_tokens,
-)
+from user_memory.adapters.openai_calls import answer_json, chat_client, complete_within, strict_schema, usage_tokens
 from user_memory.domain.conversations.model import MAX_MEMORY_ITEMS, ConversationMemory, ConversationMessage
 from user_memory.domain.conversations.ports import ConversationSummary
 from user_memory.domain.conversations.summarizer import message_line
@@ -87,7 +81,7 @@ class OpenAIConversationSummarizer:
     @classmethod
     def from_settings(cls, settings: WorkerSettings, *, api_key: str | None = None) -> OpenAIConversationSummarizer:
         return cls(
-            openai_client(settings, api_key=api_key),
+            chat_client(settings, api_key=api_key),
             model=settings.openai_model,
             temperature=settings.openai_temperature,
             timeout=settings.openai_timeout_seconds,
@@ -123,7 +117,7 @@ class OpenAIConversationSummarizer:
         response = self._complete(self.messages(previous, messages, feedback), timeout)
         prompt_tokens, completion_tokens, _cached = usage_tokens(response)
         try:
-            data = _answer(response)
+            data = answer_json(response)
             try:
                 memory = ConversationMemory.model_validate(data).normalized()
             except ValidationError as err:

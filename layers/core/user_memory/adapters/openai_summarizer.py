@@ -30,15 +30,13 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
-import openai
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from user_memory.adapters import openai_calls as calls
-from user_memory.domain.model import Activity
+from user_memory.domain.model import DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS, Activity
 from user_memory.domain.ports import SummaryResult
 from user_memory.domain.summary.edits import parse_edits
 from user_memory.domain.summary.pipeline import (
-    DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS,
     PromptActivity,
     SummaryMode,
     activity_line,
@@ -113,29 +111,16 @@ _TASKS = {
 }
 
 
-def strict_schema(node: Any) -> Any:
-    """Make a pydantic JSON schema acceptable to strict mode: closed objects, all fields required."""
-    if isinstance(node, dict):
-        out = {k: strict_schema(v) for k, v in node.items() if k not in ("title", "default")}
-        if out.get("type") == "object" and "properties" in out:
-            out["additionalProperties"] = False
-            out["required"] = list(out["properties"])
-        return out
-    if isinstance(node, list):
-        return [strict_schema(x) for x in node]
-    return node
-
-
 @cache
 def response_schema() -> dict[str, Any]:
     """The whole-document answer's schema (document mode)."""
-    return strict_schema(LLMUserState.model_json_schema())
+    return calls.strict_schema(LLMUserState.model_json_schema())
 
 
 @cache
 def edits_schema() -> dict[str, Any]:
     """The edit-mode answer's schema."""
-    return strict_schema(LLMEdits.model_json_schema())
+    return calls.strict_schema(LLMEdits.model_json_schema())
 
 
 def response_format(mode: SummaryMode) -> dict[str, Any]:
@@ -228,7 +213,7 @@ class OpenAISummarizer:
     @classmethod
     def from_settings(cls, settings: WorkerSettings, *, api_key: str | None = None) -> OpenAISummarizer:
         return cls(
-            openai_client(settings, api_key=api_key),
+            calls.chat_client(settings, api_key=api_key),
             model=settings.openai_model,
             temperature=settings.openai_temperature,
             timeout=settings.openai_timeout_seconds,
@@ -298,11 +283,11 @@ class OpenAISummarizer:
     ) -> SummaryResult:
         messages, lines = self.prompt(document, activities, feedback)
         response = self._complete(messages, timeout)
-        prompt_tokens, completion_tokens, cached = usage_tokens(response)
+        prompt_tokens, completion_tokens, cached = calls.usage_tokens(response)
         if not prompt_tokens:  # an endpoint that reports no usage: the estimate
             prompt_tokens = tokens_for_chars(sum(len(m["content"]) for m in messages))
         try:
-            data = _answer(response)
+            data = calls.answer_json(response)
             if self.mode == "edit":
                 try:
                     parsed = LLMEdits.model_validate(data)
@@ -339,63 +324,4 @@ class OpenAISummarizer:
         )
 
     def _complete(self, messages: list[dict[str, str]], timeout: float | None) -> Any:
-        return complete_within(self, messages, response_format(self.mode), timeout)
-
-
-def openai_client(settings: WorkerSettings, *, api_key: str | None = None) -> openai.OpenAI:
-    """The client for the configured endpoint: every call ends by its wall-clock deadline
-    (openai_calls); retries are ours (`complete_within`)."""
-    return calls.openai_client(
-        api_key=api_key or settings.openai_api_key,
-        base_url=settings.openai_base_url,
-        timeout=settings.openai_timeout_seconds,
-    )
-
-
-def complete_within(
-    caller: Any, messages: list[dict[str, str]], answer_format: dict[str, Any], timeout: float | None
-) -> Any:
-    """One chat completion with at most `caller.max_retries` retries (429, 5xx, timeouts,
-    connection errors), every try and every wait inside `timeout` seconds of wall clock in all,
-    each try inside `caller.timeout`.
-
-    `caller` holds the call's settings: client, model, temperature, timeout (per try),
-    max_retries and sleep (both summarizers here).
-    """
-
-    def create(per_try: float) -> Any:
-        return caller.client.with_options(timeout=per_try, max_retries=0).chat.completions.create(
-            model=caller.model,
-            temperature=caller.temperature,
-            messages=messages,
-            response_format=answer_format,
-        )
-
-    return calls.call_within(
-        create,
-        timeout=caller.timeout,
-        max_retries=caller.max_retries,
-        budget=timeout,
-        failure=calls.llm_unavailable,
-        sleep=caller.sleep,
-    )
-
-
-def usage_tokens(response: Any) -> tuple[int, int, int]:
-    """(prompt, completion, cached prompt) tokens the endpoint reported; 0 for what it did not."""
-    usage = getattr(response, "usage", None)
-    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0) or 0
-    return getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0, cached
-
-
-def _answer(response: Any) -> Any:
-    """The JSON the model answered; InvalidDocument when there is none."""
-    if not response.choices:
-        raise InvalidDocument("the model returned no choices")
-    message = response.choices[0].message
-    if getattr(message, "refusal", None):
-        raise InvalidDocument("the model refused to answer")
-    try:
-        return json.loads(message.content or "")
-    except json.JSONDecodeError as err:
-        raise InvalidDocument(f"the model's output is not JSON ({err.msg} at {err.pos})") from err
+        return calls.complete_within(self, messages, response_format(self.mode), timeout)

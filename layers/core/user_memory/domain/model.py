@@ -18,6 +18,9 @@ Patch = list[dict[str, Any]]
 # Defaults defined once; settings and the store refer to these.
 DEFAULT_CHECKPOINT_INTERVAL = 50
 DEFAULT_MAX_DOCUMENT_BYTES = 256 * 1024
+# The activity one prompt carries, in tokens (estimated as characters / 4): the default of
+# MAX_PROMPT_ACTIVITY_TOKENS, the same as the default chunk (MAX_PROMPT_ACTIVITY_CHARS / 4).
+DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS = 6_000
 MAX_WINDOW = timedelta(days=31)
 # Activity kinds through which a user explicitly asks to forget; they let an update remove memory.
 FORGET_KINDS = frozenset({"forget_part", "forget_request", "memory_reset"})

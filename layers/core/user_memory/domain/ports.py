@@ -6,10 +6,12 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from user_memory.domain.model import Activity, Document, HistoryEntry, MemoryVersion, Patch, VersionChange, Window
-from user_memory.domain.summary.edits import MemoryEdit
+
+if TYPE_CHECKING:  # the summarizers' and the pipeline's: not imported with every port (cold imports)
+    from user_memory.domain.summary.edits import MemoryEdit
 
 
 @dataclass(frozen=True, kw_only=True)

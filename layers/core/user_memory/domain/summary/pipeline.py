@@ -68,9 +68,6 @@ from user_memory.errors import (
 )
 
 MAX_REBASES = 3
-# The activity one prompt carries, in tokens (estimated as characters / 4): the default of
-# MAX_PROMPT_ACTIVITY_TOKENS, the same as the default chunk (MAX_PROMPT_ACTIVITY_CHARS / 4).
-DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS = 6_000
 CHARS_PER_TOKEN = 4
 SummaryMode = Literal["edit", "document"]
 # The shortest summarizer call worth starting; below it the record is deferred to a retry.
