@@ -463,19 +463,6 @@ def test_the_export_holds_each_conversation_with_its_messages_and_memory(pool, t
 # -- migration 014 on a database that already has conversations ----------------------------------------
 
 
-@pytest.fixture
-def fresh_db(database_url):
-    """An empty database next to the session's one."""
-    name = "user_memory_conversations_014_test"
-    admin = psycopg.conninfo.make_conninfo(database_url, dbname="postgres")
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield psycopg.conninfo.make_conninfo(database_url, dbname=name)
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
 def test_migration_014_keeps_every_existing_conversation_with_its_owner(fresh_db, tmp_path):
     # Given a database migrated up to just before 014, holding conversations under 011's global ids:
     # a's x (two messages, a memory covering the first) and b's y (one message)

@@ -7,28 +7,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
 from user_memory.adapters.migrations import load_migrations, migrate, packaged_migrations
 from user_memory.errors import MigrationError
 
 MIGRATIONS_DIR = packaged_migrations()
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def fresh_db(database_url):
-    """An empty database next to the session's one."""
-    name = "user_memory_migrations_test"
-    info = psycopg.conninfo.conninfo_to_dict(database_url)
-    admin = psycopg.conninfo.make_conninfo(database_url, dbname="postgres")
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield psycopg.conninfo.make_conninfo(database_url, dbname=name)
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-    assert info  # the session database is untouched
 
 
 def test_migrations_apply_once_and_record_checksums(fresh_db):
