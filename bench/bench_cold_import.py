@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = ("api", "worker", "fanout", "retention")
 # What every function's first invocation on Lambda needs whatever this project imports: Powertools'
-# Logger, Metrics and Tracer (with aws_xray_sdk and botocore), pydantic-settings, psycopg's pool.
-FLOOR = "from aws_lambda_powertools import Logger, Metrics, Tracer; Tracer(); import pydantic_settings, psycopg_pool"
+# Logger and Metrics, pydantic-settings, psycopg's pool (the X-Ray SDK only with XRAY_SDK_TRACING).
+FLOOR = "from aws_lambda_powertools import Logger, Metrics; import pydantic_settings, psycopg_pool"
 
 
 def _tree(root: Path, scratch: Path) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from user_memory.config import ApiSettings
 from user_memory.http.app import MemoryApi, create_api, unavailable
-from user_memory.observability import logger, metrics, tracer
+from user_memory.observability import logger, metrics, traced
 from user_memory.runtime import build_api
 
 _api: MemoryApi | None = None
@@ -23,7 +23,7 @@ def _cold_start_api() -> MemoryApi:
 
 
 @logger.inject_lambda_context(log_event=False, correlation_id_path="requestContext.requestId")
-@tracer.capture_lambda_handler
+@traced
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext, api: MemoryApi | None = None) -> dict[str, Any]:
     """`api` is for callers that compose their own (tests, `user-memory serve`); Lambda passes none."""

@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from user_memory.config import FanoutSettings
 from user_memory.jobs.fanout import fan_out
-from user_memory.observability import logger, metrics, tracer
+from user_memory.observability import logger, metrics, traced
 from user_memory.runtime import FanoutServices, build_fanout
 
 _services: FanoutServices | None = None
@@ -23,7 +23,7 @@ def _cold_start_services() -> FanoutServices:
 
 
 @logger.inject_lambda_context(log_event=False)
-@tracer.capture_lambda_handler
+@traced
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext, services: FanoutServices | None = None) -> dict[str, Any]:
     """`services` is for callers that compose their own (tests, the local kit); Lambda passes none."""

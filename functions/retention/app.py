@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from user_memory.config import RetentionSettings
 from user_memory.jobs.retention import run_retention
-from user_memory.observability import logger, metrics, tracer
+from user_memory.observability import logger, metrics, traced
 from user_memory.runtime import RetentionServices, build_retention
 
 _services: RetentionServices | None = None
@@ -23,7 +23,7 @@ def _cold_start_services() -> RetentionServices:
 
 
 @logger.inject_lambda_context(log_event=False)
-@tracer.capture_lambda_handler
+@traced
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext, services: RetentionServices | None = None) -> dict[str, Any]:
     """`services` is for callers that compose their own (tests, the local kit); Lambda passes none.

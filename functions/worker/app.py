@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from user_memory.config import WorkerSettings
 from user_memory.jobs.worker import fail_all, process_batch
-from user_memory.observability import logger, metrics, tracer
+from user_memory.observability import logger, metrics, traced
 from user_memory.runtime import WorkerServices, build_worker
 
 _services: WorkerServices | None = None
@@ -24,7 +24,7 @@ def _cold_start_services() -> WorkerServices:
 
 
 @logger.inject_lambda_context(log_event=False)
-@tracer.capture_lambda_handler
+@traced
 @metrics.log_metrics
 def handler(
     event: dict[str, Any], context: LambdaContext, services: WorkerServices | None = None

@@ -75,8 +75,9 @@ TRIGGERS = [
 def prepare_environment() -> None:
     """Environment defaults for running the handlers locally; call before importing them.
 
-    Powertools reads the log level and the tracer switch when `user_memory.observability`
-    creates its Logger and Tracer, i.e. when a handler module is first imported. The metrics
+    Powertools reads the log level when `user_memory.observability` creates its Logger, i.e.
+    when a handler module is first imported (the tracer switch matters only with
+    XRAY_SDK_TRACING). The metrics
     switch is read at every flush, but it does not stop metrics from accumulating: see
     `quiet_metrics`. Values already set in the environment win.
     """
