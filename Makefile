@@ -42,6 +42,7 @@ bench: $(STAMP)  ## every benchmark (about 30 minutes); figures go into the READ
 	$(BIN)/python bench/bench_conversations.py
 	$(BIN)/python bench/bench_search.py
 	$(BIN)/python bench/bench_cold_import.py --runs 9
+	$(BIN)/python bench/bench_first_invocation.py --runs 5
 
 migrate: $(STAMP)
 	$(BIN)/user-memory migrate
