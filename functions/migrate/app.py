@@ -10,7 +10,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from user_memory.config import MigrateSettings
 from user_memory.jobs.migrate import handle, parse_event
-from user_memory.observability import logger, metrics, tracer
+from user_memory.observability import logger, metrics, traced
 from user_memory.runtime import MigrateServices, build_migrate
 
 # The repository's migrations/ (a symlink here, copied whole by `sam build`): the layer has none.
@@ -23,7 +23,7 @@ def _services() -> MigrateServices:
 
 
 @logger.inject_lambda_context(log_event=False)
-@tracer.capture_lambda_handler
+@traced
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext, services: MigrateServices | None = None) -> dict[str, Any]:
     """`services` is for callers that compose their own (tests); Lambda passes none."""
