@@ -16,6 +16,9 @@ Run with the Lambda runtime's Python (3.12); standard library only.
    that ship compiled extensions in the built layer (pydantic_core, psycopg_binary, ...) from the
    host build; user_memory and every pure-Python dependency are imported from the built layer,
    and the check fails if they are not.
+3. The migrate function carries the migrations: its built `migrations/` holds exactly the
+   repository's migrations/*.sql, byte for byte (the source folder is a symlink that `sam build`
+   copies), so what runs on deploy is what the tests ran.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EM_AARCH64 = 183
 LOCK = ROOT / "layers/core/requirements.txt"
+MIGRATIONS = ROOT / "migrations"
 
 # Runs in a fresh interpreter per function (every handler module is called `app`).
 IMPORT_PROBE = r"""
@@ -158,6 +162,19 @@ def check_handler(function_dir: Path, layer_python: Path, host_dir: Path, compil
     print(f"ok   {function_dir.name}: app.handler imports; compiled packages from the host build: {from_host}")
 
 
+def check_migrations(built: Path, source: Path = MIGRATIONS) -> None:
+    """The built function's migrations are the repository's, file for file and byte for byte."""
+    if not built.is_dir():
+        raise SystemExit(f"FAIL {shown(built)}: the migrate function was built without its migrations folder")
+    want = {p.name: p.read_bytes() for p in source.glob("*.sql")}
+    have = {p.name: p.read_bytes() for p in built.glob("*.sql")}
+    missing, extra = sorted(want.keys() - have.keys()), sorted(have.keys() - want.keys())
+    changed = sorted(n for n in want.keys() & have.keys() if want[n] != have[n])
+    if missing or extra or changed:
+        raise SystemExit(f"FAIL {shown(built)}: migrations differ from {shown(source)}: {missing=} {extra=} {changed=}")
+    print(f"ok   {shown(built)}: the {len(want)} migrations of {shown(source)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build-dir", type=Path, default=ROOT / ".aws-sam/build")
@@ -170,6 +187,10 @@ def main() -> None:
     if len(layers) != 1 or not functions:
         raise SystemExit(f"FAIL {build}: expected one built layer and built functions, found {layers} {functions}")
     compiled = check_layer(layers[0])
+    migrate_functions = [f for f in functions if f.name == "MigrateFunction"]
+    if not migrate_functions:
+        raise SystemExit(f"FAIL {build}: no MigrateFunction was built")
+    check_migrations(migrate_functions[0] / "migrations")
     with tempfile.TemporaryDirectory(prefix="user-memory-host-deps-") as tmp:
         host_build(Path(tmp))
         for function_dir in functions:

@@ -146,10 +146,13 @@ def test_the_outputs_feed_the_application_parameters(stack, app):
     # Then the ones named after application parameters are those parameters' values: each
     # function's stack parameter is its own login's DSN, never the owner's
     names = {"DatabaseSecretArn", "ApiDatabaseSecretArn", "VpcSubnetIds", "VpcSecurityGroupIds"}
+    names |= {"OwnerDatabaseSecretArn", "ApiLoginSecretArn", "ServiceLoginSecretArn"}  # the migrate function's
     assert names <= set(outputs) & set(app["Parameters"])
     assert outputs["DatabaseSecretArn"]["Value"] == {"Ref": "ServiceDsnSecret"}
     assert outputs["ApiDatabaseSecretArn"]["Value"] == {"Ref": "ApiDsnSecret"}
     assert outputs["OwnerDatabaseSecretArn"]["Value"] == {"Ref": "DatabaseDsnSecret"}
+    assert outputs["ApiLoginSecretArn"]["Value"] == {"Ref": "ApiLoginSecret"}
+    assert outputs["ServiceLoginSecretArn"]["Value"] == {"Ref": "ServiceLoginSecret"}
     assert outputs["VpcSubnetIds"]["Value"] == {"Join": [",", [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}]]}
     assert outputs["VpcSecurityGroupIds"]["Value"] == {"Ref": "LambdaSecurityGroup"}
     assert app["Parameters"]["VpcSubnetIds"]["Type"] == "CommaDelimitedList"
@@ -165,10 +168,16 @@ def test_the_functions_have_a_way_out_a_nat_gateway_or_vpc_endpoints(stack):
     assert route["Properties"]["NatGatewayId"] == {"Ref": "NatGateway"}
     # And interface endpoints for the AWS APIs the functions call exist when enabled
     endpoints = resources_of_type(stack, "AWS::EC2::VPCEndpoint")
-    services = {e["Properties"]["ServiceName"]["Sub"].rsplit(".", 1)[1] for e in endpoints.values()}
-    assert services == {"secretsmanager", "sqs", "logs", "monitoring"}
+    services = {e["Properties"]["ServiceName"]["Sub"].rsplit(".", 1)[1]: e for e in endpoints.values()}
+    assert set(services) == {"secretsmanager", "sqs", "logs", "monitoring", "s3"}
     for endpoint in endpoints.values():
         assert endpoint["Condition"] == "CreateVpcEndpoints"
-        assert endpoint["Properties"]["PrivateDnsEnabled"] is True
+    # (the interface ones answer at the services' own names)
+    for name in ("secretsmanager", "sqs", "logs", "monitoring"):
+        assert services[name]["Properties"]["PrivateDnsEnabled"] is True, name
+    # And S3, where the migrate function answers CloudFormation's pre-signed URL, through a gateway
+    # endpoint on the private subnets' routes
+    s3 = services["s3"]["Properties"]
+    assert s3["VpcEndpointType"] == "Gateway" and s3["RouteTableIds"] == [{"Ref": "PrivateRouteTable"}]
     assert stack["Conditions"]["CreateVpcEndpoints"] == {"Equals": [{"Ref": "EnableVpcEndpoints"}, "true"]}
     assert _props(stack, "Vpc")["EnableDnsHostnames"] is True

@@ -153,3 +153,35 @@ def test_make_build_without_python312_says_so_in_one_line():
         "install one or run: make build PYTHON312=/path/to/python3.12"
     ], result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_the_build_check_accepts_the_migrations_byte_for_byte_and_names_any_difference(tmp_path):
+    # Given a source folder of migrations and a built copy of it
+    check = _check_build()
+    source, built = tmp_path / "source", tmp_path / "built"
+    source.mkdir()
+    built.mkdir()
+    for name, text in (("001_a.sql", "SELECT 1;"), ("002_b.sql", "SELECT 2;")):
+        (source / name).write_text(text)
+        (built / name).write_text(text)
+    # Then an identical copy passes
+    check.check_migrations(built, source)
+    # When the built copy lacks one, has one more and has one changed
+    (built / "002_b.sql").unlink()
+    (built / "003_c.sql").write_text("SELECT 3;")
+    (built / "001_a.sql").write_text("SELECT 1; -- edited")
+    with pytest.raises(SystemExit) as failed:
+        check.check_migrations(built, source)
+    # Then the check fails naming each
+    assert "missing=['002_b.sql']" in str(failed.value)
+    assert "extra=['003_c.sql']" in str(failed.value) and "changed=['001_a.sql']" in str(failed.value)
+
+
+def test_the_build_check_refuses_a_migrate_function_built_without_migrations(tmp_path):
+    # Given a built migrate function whose migrations folder is missing (a build that dropped the link)
+    check = _check_build()
+    # When its migrations are checked
+    with pytest.raises(SystemExit) as failed:
+        check.check_migrations(tmp_path / "MigrateFunction" / "migrations")
+    # Then the check fails saying so
+    assert "built without its migrations folder" in str(failed.value)

@@ -7,7 +7,14 @@ import re
 import tomllib
 
 import pytest
-from user_memory.config import ApiSettings, DatabaseSettings, FanoutSettings, RetentionSettings, WorkerSettings
+from user_memory.config import (
+    ApiSettings,
+    DatabaseSettings,
+    FanoutSettings,
+    MigrateSettings,
+    RetentionSettings,
+    WorkerSettings,
+)
 
 from tests.infrastructure.cfn import ROOT, cfn_lint, load, references, resources_of_type
 
@@ -66,6 +73,11 @@ FUNCTION_ENV = {
         "EMBEDDING_API_KEY_SECRET_NAME",
     },
     "RetentionFunction": {"KV_MAX_AGE_DAYS"},
+    "MigrateFunction": {
+        "DATABASE_SECRET_NAME",  # the owner's DSN, not the service's
+        "API_LOGIN_SECRET_NAME",
+        "SERVICE_LOGIN_SECRET_NAME",
+    },
 }
 # The settings class each function reads its environment into (user_memory.config).
 FUNCTION_SETTINGS: dict[str, type[DatabaseSettings]] = {
@@ -73,7 +85,17 @@ FUNCTION_SETTINGS: dict[str, type[DatabaseSettings]] = {
     "WorkerFunction": WorkerSettings,
     "ApiFunction": ApiSettings,
     "RetentionFunction": RetentionSettings,
+    "MigrateFunction": MigrateSettings,
 }
+# The DSN secret each function may read (infra/database.yaml's outputs of the same names).
+OWN_DSN_SECRET = {
+    "FanoutFunction": "DatabaseSecretArn",
+    "WorkerFunction": "DatabaseSecretArn",
+    "RetentionFunction": "DatabaseSecretArn",
+    "ApiFunction": "ApiDatabaseSecretArn",
+    "MigrateFunction": "OwnerDatabaseSecretArn",
+}
+DSN_SECRETS = set(OWN_DSN_SECRET.values())
 # Lambda's limit on a function name (<stack name>-<suffix>).
 LAMBDA_FUNCTION_NAME_LIMIT = 64
 # The API's routes: the only public one, and the ones behind the JWT authorizer.
@@ -254,7 +276,7 @@ def test_a_local_invoke_needs_no_secret_and_the_dsn_parameter_is_hidden(template
     assert env["DATABASE_SECRET_NAME"] == {"Ref": "DatabaseSecretArn"}
     assert params["DatabaseSecretArn"]["Default"] == "" and params["ApiDatabaseSecretArn"]["Default"] == ""
     for name, props in _functions(template).items():
-        own = "ApiDatabaseSecretArn" if name == "ApiFunction" else "DatabaseSecretArn"
+        own = OWN_DSN_SECRET[name]
         secret_policies = [p for p in props["Policies"] if own in set(references(p))]
         assert secret_policies, name
         for policy in secret_policies:
@@ -266,17 +288,18 @@ def test_a_local_invoke_needs_no_secret_and_the_dsn_parameter_is_hidden(template
 
 
 def test_each_function_gets_only_its_own_logins_secret_and_acts_as_service_role(template):
-    # Given the two DSN secrets: the API's login and the service's login (infra/database.yaml)
+    # Given the three DSN secrets: the API's login, the service's login and the owner's (infra/database.yaml)
     functions = _functions(template)
     for name, props in functions.items():
         env = props.get("Environment", {}).get("Variables", {})
-        readable = {r for policy in props["Policies"] for r in references(policy)}
-        # Then the API reads only the API login's DSN, the others only the service login's
-        if name == "ApiFunction":
-            assert env["DATABASE_SECRET_NAME"] == {"Ref": "ApiDatabaseSecretArn"}
-            assert "DatabaseSecretArn" not in readable, name
+        readable = {r for policy in props["Policies"] for r in references(policy)} & DSN_SECRETS
+        # Then each function may read exactly its own DSN secret: the API its login's, the migrate
+        # function the owner's, the others the service login's (the globals' DATABASE_SECRET_NAME)
+        assert readable == {OWN_DSN_SECRET[name]}, name
+        if OWN_DSN_SECRET[name] == "DatabaseSecretArn":
+            assert "DATABASE_SECRET_NAME" not in env, name
         else:
-            assert "DATABASE_SECRET_NAME" not in env and "ApiDatabaseSecretArn" not in readable, name
+            assert env["DATABASE_SECRET_NAME"] == {"Ref": OWN_DSN_SECRET[name]}, name
     # And every function's connections take service_role after login (the API then an end user's role)
     assert template["Globals"]["Function"]["Environment"]["Variables"]["DATABASE_ROLE"] == {"Ref": "DatabaseRole"}
     assert template["Parameters"]["DatabaseRole"]["Default"] == "service_role"

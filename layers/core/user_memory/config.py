@@ -272,3 +272,15 @@ class RetentionSettings(DatabaseSettings):
     """The daily key-value retention job: entries expire by their TTL, and by age."""
 
     kv_max_age_days: int = Field(default=30, ge=1, le=MAX_AGE_DAYS_LIMIT)
+
+
+class MigrateSettings(DatabaseSettings):
+    """The migrate function: the owner's DSN (its DATABASE_SECRET_NAME is the owner's secret, never
+    a function login's), and the secrets of the logins `create-logins` makes (JSON with username
+    and password, infra/database.yaml). The owner acts as itself: DATABASE_ROLE is not taken."""
+
+    api_login_secret_name: str | None = None
+    service_login_secret_name: str | None = None
+    # Kept free before the invocation's deadline to answer CloudFormation: every statement ends
+    # before it (statement_timeout), so a stuck lock or a long migration fails with a response.
+    deadline_margin_ms: int = Field(default=30_000, ge=0)

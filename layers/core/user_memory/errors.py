@@ -111,6 +111,10 @@ class MigrationError(UserMemoryError):
     """A migration failed, or an applied migration file was changed afterwards."""
 
 
+class CustomResourceResponseFailed(UserMemoryError):
+    """The answer to a CloudFormation custom resource request could not be delivered."""
+
+
 class SummarizerError(UserMemoryError):
     """The summarizer could not produce a valid next document.
 

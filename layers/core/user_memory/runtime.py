@@ -6,9 +6,11 @@ local kit build them with what they want instead (a pool, a summarizer, an SQS c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from psycopg_pool import ConnectionPool
@@ -17,6 +19,7 @@ from user_memory.adapters.account import PostgresAccount
 from user_memory.adapters.companion import PostgresCompanion
 from user_memory.adapters.conversations import PostgresConversations
 from user_memory.adapters.kv import PostgresKv
+from user_memory.adapters.migrations import Login
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool, transaction
 from user_memory.adapters.search import Embedder, PostgresSearch
 from user_memory.adapters.sqs import SqsSender
@@ -25,6 +28,7 @@ from user_memory.config import (
     DatabaseSettings,
     EmbeddingSettings,
     FanoutSettings,
+    MigrateSettings,
     RetentionSettings,
     WorkerSettings,
 )
@@ -299,4 +303,39 @@ def build_retention(settings: RetentionSettings, *, pool: ConnectionPool | None 
     pool = pool or open_pool(database_url(settings), role=settings.database_role)
     return RetentionServices(
         settings=settings, kv=PostgresKv(pool), companion=PostgresCompanion(pool), pool=pool if owned else None
+    )
+
+
+@dataclass(kw_only=True)
+class MigrateServices:
+    """What the migrate function needs: the owner's DSN, the migrations, the logins' secrets."""
+
+    settings: MigrateSettings
+    dsn: str
+    migrations: Path
+    # Login group (api, service) -> the secret holding that login's credentials.
+    login_secrets: dict[str, str]
+    read_login: Callable[[str], Login]
+
+
+def read_login_secret(name: str) -> Login:
+    """A login's credentials from its Secrets Manager secret (JSON: username, password), read anew."""
+    from aws_lambda_powertools.utilities import parameters
+
+    text = str(parameters.get_secret(name, max_age=0))
+    try:
+        return Login.model_validate(json.loads(text))
+    except ValueError:  # not JSON, or not a login's fields; the text is a password: never quoted
+        raise ConfigError(f"secret {name} is not a login's credentials (JSON with username and password)") from None
+
+
+def build_migrate(settings: MigrateSettings, *, migrations: Path) -> MigrateServices:
+    """Compose the migrate function's services (reads the owner's DSN secret)."""
+    groups = (("api", settings.api_login_secret_name), ("service", settings.service_login_secret_name))
+    return MigrateServices(
+        settings=settings,
+        dsn=database_url(settings),
+        migrations=migrations,
+        login_secrets={group: name for group, name in groups if name},
+        read_login=read_login_secret,
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psycopg
 from psycopg import sql
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from user_memory.errors import MigrationError
 
@@ -141,6 +142,21 @@ def vectors_enabled(dsn_or_conn: str | psycopg.Connection) -> bool:
         with psycopg.connect(dsn_or_conn, autocommit=True) as conn:
             return vectors_enabled(conn)
     return bool(_scalar(dsn_or_conn, "SELECT to_regclass('public.memory_embeddings') IS NOT NULL"))
+
+
+class Login(BaseModel):
+    """A function login's credentials, as infra/database.yaml's login secrets hold them."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    username: str = Field(min_length=1, max_length=63)
+    password: SecretStr
+
+
+def applied_migrations(conn: psycopg.Connection) -> list[str]:
+    """The names recorded in user_memory_migrations, in order (empty before the first migrate)."""
+    if not _scalar(conn, "SELECT to_regclass('public.user_memory_migrations') IS NOT NULL"):
+        return []
+    return [row[0] for row in conn.execute("SELECT name FROM user_memory_migrations ORDER BY name").fetchall()]
 
 
 # The group roles of migration 013 a deployment's login roles join: what each function may do.

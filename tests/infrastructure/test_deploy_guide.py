@@ -1,0 +1,146 @@
+"""docs/deploy.md stays true to the templates and to bench/cost_model.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+
+import pytest
+
+from tests.infrastructure.cfn import ROOT, load, resources_of_type
+
+pytestmark = pytest.mark.infrastructure
+
+GUIDE = ROOT / "docs/deploy.md"
+TEMPLATES = ("template.yaml", "infra/database.yaml", "infra/cognito.yaml")
+
+
+@pytest.fixture(scope="module")
+def guide() -> str:
+    return GUIDE.read_text()
+
+
+def _section(text: str, heading: str) -> str:
+    """The text under a heading, up to the next heading of any level."""
+    start = text.index(heading + "\n") + len(heading) + 1
+    following = re.search(r"^#{1,6} ", text[start:], flags=re.MULTILINE)
+    return text[start : start + following.start()] if following else text[start:]
+
+
+def _table(section: str) -> list[list[str]]:
+    """The rows of the first Markdown table in a section (header and separator left out)."""
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+def _between(text: str, marker: str) -> str:
+    return text.split(f"<!-- {marker}:start -->\n", 1)[1].split(f"<!-- {marker}:end -->", 1)[0].strip()
+
+
+def _shown(default: object) -> str:
+    """A default as the guide writes it."""
+    if default is None:
+        return "required"
+    return '`""`' if default == "" else f"`{default}`"
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_the_guide_lists_every_parameter_of_each_template_with_its_default(guide, template):
+    # Given the template's parameters and the guide's table for that template
+    parameters = load(template)["Parameters"]
+    rows = _table(_section(guide, f"### Parameters: `{template}`"))
+    listed = {row[0].strip("`"): row[1] for row in rows}
+    # Then the table names exactly those parameters, once each
+    assert len(rows) == len(listed), "a parameter is listed twice"
+    assert set(listed) == set(parameters), {
+        "missing": set(parameters) - set(listed),
+        "stale": set(listed) - set(parameters),
+    }
+    # And with the defaults the template declares, and a meaning
+    for name, definition in parameters.items():
+        assert listed[name] == _shown(definition.get("Default")), name
+    assert all(len(row) == 3 and len(row[2]) > 10 for row in rows)
+
+
+def test_the_outputs_the_guide_passes_exist_and_are_all_passed_by_its_deploy_command(guide):
+    # Given the guide's table of outputs passed between stacks, and its application deploy command
+    rows = _table(_section(guide, "## Outputs passed between stacks"))
+    stacks = {"database": load("infra/database.yaml"), "identity": load("infra/cognito.yaml")}
+    app = load("template.yaml")
+    command = _section(guide, "## 4. The application stack").split("```", 2)[1]
+    for stack, output, parameter in rows:
+        output, parameter = output.strip("`"), parameter.strip("`")
+        # Then each output exists in its stack and is an application parameter
+        assert output in stacks[stack]["Outputs"], (stack, output)
+        assert parameter in app["Parameters"], parameter
+        # And the deploy command passes it, from that stack
+        assert re.search(rf'{parameter}="\$\(out "\$\w+" {output}\)"', command), parameter
+    # And every database-stack output named after an application parameter is in the table
+    shared = set(stacks["database"]["Outputs"]) & set(app["Parameters"])
+    assert shared <= {output.strip("`") for stack, output, _ in rows if stack == "database"}
+
+
+def test_the_capabilities_the_guide_names_are_the_ones_the_templates_need(guide):
+    # Given the IAM resources of each stack
+    database_roles = resources_of_type(load("infra/database.yaml"), "AWS::IAM::Role")
+    cognito = load("infra/cognito.yaml")
+    # Then the database stack creates unnamed roles (CAPABILITY_IAM, not NAMED_IAM), the identity stack none
+    assert database_roles and all("RoleName" not in r["Properties"] for r in database_roles.values())
+    assert not [r for r in cognito["Resources"].values() if r["Type"].startswith("AWS::IAM::")]
+    # And the guide deploys each with exactly that
+    database_step = _section(guide, "## 1. The database stack")
+    assert "--capabilities CAPABILITY_IAM" in database_step
+    assert "--capabilities" not in _section(guide, "### Cognito (`infra/cognito.yaml`)").split("```", 2)[1]
+    assert "--capabilities CAPABILITY_IAM" in _section(guide, "## 4. The application stack")
+
+
+def _cost_model():
+    spec = importlib.util.spec_from_file_location("cost_model", ROOT / "bench/cost_model.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_cost_tables_are_the_cost_models_output(guide):
+    # Given the cost model's tables
+    model = _cost_model()
+    # Then the guide shows exactly them
+    assert _between(guide, "cost-table") == model.table()
+    assert _between(guide, "cost-levers") == model.levers()
+    # And it states the region and the date of the prices it uses
+    assert "us-east-1" in model.PRICES_AS_OF and "2025" in model.PRICES_AS_OF
+    assert "AWS us-east-1 and OpenAI, as published in 2025" in guide
+
+
+def test_the_cost_models_llm_figures_are_the_simulations():
+    # Given the simulation's committed result (edit mode, the default SummaryMode)
+    text = (ROOT / "bench/results/sim_30_days.txt").read_text()
+    model = _cost_model()
+
+    def edit_mode(label: str) -> str:
+        line = next(line for line in text.splitlines() if line.startswith(label))
+        return line.split()[-1]
+
+    # Then the model's tokens per user-day are the ones measured there
+    assert (
+        float(edit_mode("completion tokens per user-day").replace(",", "")) == model.LLM_COMPLETION_TOKENS_PER_USER_DAY
+    )
+    assert float(edit_mode("prompt tokens per user-day").replace(",", "")) == model.LLM_PROMPT_TOKENS_PER_USER_DAY
+
+
+def test_the_cost_models_template_figures_are_the_templates():
+    # Given the template the model prices
+    template = load("template.yaml")
+    model = _cost_model()
+    # Then its memory size, batch size and alarm count are the template's
+    assert template["Globals"]["Function"]["MemorySize"] == model.FUNCTION_MEMORY_MB
+    assert int(template["Parameters"]["WorkerBatchSize"]["Default"]) == model.WORKER_BATCH_SIZE
+    assert len(resources_of_type(template, "AWS::CloudWatch::Alarm")) == model.ALARMS
+    assert float(load("infra/database.yaml")["Parameters"]["MinCapacity"]["Default"]) == model.MIN_CAPACITY_ACUS
+
+
+def test_the_readme_points_to_the_guide():
+    assert "docs/deploy.md" in (ROOT / "README.md").read_text()
