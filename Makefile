@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP)  ## every benchmark (about 30 minutes); figures go into the README by hand
+bench: $(STAMP)  ## every benchmark (about 30 minutes); figures go into docs/benchmarks.md by hand
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/bench_store.py
 	$(BIN)/python bench/bench_store.py --compare-eventsourcing --wal-by-relation

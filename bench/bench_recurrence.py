@@ -11,7 +11,7 @@ Tables:
   (b) the budgets' own cost: the longest each can take (a rule that never matches spending it
       all), beside ordinary work of the same kind: validating a document of 2,000 weekly events
       and expanding a week of 2,000 daily events that started years ago.
-Output goes to stdout only (figures for the README are copied by hand).
+Output goes to stdout only (figures for docs/benchmarks.md are copied by hand).
 """
 
 from __future__ import annotations

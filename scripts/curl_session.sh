@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's curl session against a running `user-memory serve` (default schema, user_state):
+# A curl session against a running `user-memory serve` (default schema, user_state; docs/api.md has every route):
 #
 #   user-memory serve                       # in another terminal
 #   scripts/curl_session.sh [USER_ID]       # BASE_URL=http://127.0.0.1:8080 by default

@@ -139,6 +139,7 @@ class ChatAgent:
         instructions: str = INSTRUCTIONS,
         timeout: float = 60.0,
         max_retries: int = 0,
+        include_sensitive: bool = False,
     ) -> None:
         if budget < 0:
             raise ValueError("budget must be a non-negative number of tokens")
@@ -153,6 +154,7 @@ class ChatAgent:
         self.instructions = instructions
         self.timeout = timeout  # seconds of wall clock per try of a model call
         self.max_retries = max_retries
+        self.include_sensitive = include_sensitive  # PROMPT_INCLUDE_SENSITIVE
         self.tools = tool_definitions(schema)
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": ""}]
         # Tool calls are idempotent per id; endpoints do not all make ids unique across
@@ -163,7 +165,9 @@ class ChatAgent:
         """The instructions with the memory as it is now (read in its own session)."""
         with self.services.session(self.user_id) as service:
             head = service.read()
-            memory = render_memory(head.document, self.budget, schema=service.schema)
+            memory = render_memory(
+                head.document, self.budget, schema=service.schema, include_sensitive=self.include_sensitive
+            )
         return self.instructions.format(version=head.version, memory=memory or "(nothing yet)")
 
     def turn(self, text: str) -> str:
@@ -296,6 +300,7 @@ def main(user_id: uuid.UUID, *, budget: int, database_url: Callable[[], str]) ->
             temperature=settings.openai_temperature,
             timeout=settings.openai_timeout_seconds,
             max_retries=settings.openai_max_retries,
+            include_sensitive=settings.prompt_include_sensitive,
         )
         return run_chat(agent, stdin_lines(), out=sys.stdout, err=sys.stderr, prompt=sys.stdin.isatty())
     finally:

@@ -20,7 +20,9 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import psycopg
-from user_memory.errors import ConfigError, StorageError, UnknownUser, UserMemoryError
+from user_memory.errors import ConfigError, InvalidArgument, StorageError, UnknownUser, UserMemoryError
+
+from user_memory_local.logs import service_logs_to
 
 if TYPE_CHECKING:
     from user_memory.domain.memory.repository import MemoryStore
@@ -44,7 +46,7 @@ class UsageError(Exception):
 # -- argument types: checked while parsing, before anything runs -----------------------------------
 
 
-def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
+def _int_at_least(minimum: int, what: str, maximum: int | None = None) -> Callable[[str], int]:
     def parse(value: str) -> int:
         try:
             n = int(value)
@@ -52,6 +54,8 @@ def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{what} must be a whole number, got {value!r}") from None
         if n < minimum:
             raise argparse.ArgumentTypeError(f"{what} must be at least {minimum}, got {n}")
+        if maximum is not None and n > maximum:
+            raise argparse.ArgumentTypeError(f"{what} must be at most {maximum}, got {n}")
         return n
 
     parse.__name__ = what  # argparse names the type in some messages
@@ -96,7 +100,28 @@ def _user(value: str) -> uuid.UUID:
 _users = _int_at_least(1, "the number of users")
 _limit = _int_at_least(1, "the limit")
 _version = _int_at_least(0, "a version")
-_before = _int_at_least(1, "the version")
+
+
+def _before(value: str) -> int:
+    from user_memory.domain.model import MAX_VERSION  # the domain's bounds, loaded only when asked for
+
+    return _int_at_least(1, "the version", MAX_VERSION)(value)
+
+
+def _threshold(value: str) -> int:
+    from user_memory.domain.conversations.model import MAX_INACTIVITY_THRESHOLD_MINUTES
+
+    return _int_at_least(1, "the threshold", MAX_INACTIVITY_THRESHOLD_MINUTES)(value)
+
+
+def _queue_url(value: str) -> str:
+    from user_memory.adapters.sqs import parse_queue_url
+
+    try:
+        parse_queue_url(value)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return value.strip()
 
 
 def _port(value: str) -> int:
@@ -310,7 +335,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def cmd_chat(args: argparse.Namespace) -> int:
     from user_memory_local import chat
 
-    return chat.main(args.user, budget=args.budget, database_url=lambda: database_url(args))
+    with service_logs_to(sys.stderr):
+        return chat.main(args.user, budget=args.budget_tokens, database_url=lambda: database_url(args))
 
 
 def cmd_trigger_conversations(args: argparse.Namespace) -> int:
@@ -318,19 +344,22 @@ def cmd_trigger_conversations(args: argparse.Namespace) -> int:
 
     from user_memory_local import conversations
 
-    # Configuration first (INACTIVITY_THRESHOLD_MINUTES, CONVERSATIONS_PER_MESSAGE): nothing runs on a bad one.
+    if args.queue_url and args.seed:
+        return _fail("--seed is for the local run only (without --queue-url)", EXIT_USAGE)
+    # Configuration first (INACTIVITY_THRESHOLD_MINUTES, CONVERSATIONS_PER_MESSAGE): nothing runs on a
+    # bad one. --threshold-minutes was checked against the same bounds when it was parsed.
     settings = ConversationTriggerSettings.from_env(inactivity_threshold_minutes=args.threshold_minutes)
     if args.queue_url:
-        if args.seed:
-            return _fail("--seed is for the local run only (without --queue-url)", EXIT_USAGE)
-        _print_json(conversations.trigger_on_queue(database_url(args), args.queue_url, settings))
+        with service_logs_to(sys.stderr):
+            _print_json(conversations.trigger_on_queue(lambda: database_url(args), args.queue_url, settings))
         return 0
-    report = conversations.trigger_locally(
-        database_url(args),
-        threshold_minutes=settings.inactivity_threshold_minutes,
-        summarizer=args.summarizer,
-        seed=args.seed,
-    )
+    with service_logs_to(sys.stderr):
+        report = conversations.trigger_locally(
+            database_url(args),
+            threshold_minutes=settings.inactivity_threshold_minutes,
+            summarizer=args.summarizer,
+            seed=args.seed,
+        )
     _print_json(report)
     if report["in_dlq"]:
         print(f"error: {report['in_dlq']} message(s) ended in the DLQ; the worker's warnings say why", file=sys.stderr)
@@ -339,19 +368,26 @@ def cmd_trigger_conversations(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from user_memory.adapters.postgres import open_pool
-    from user_memory.adapters.search import PostgresSearch
+    from user_memory.adapters.postgres import PostgresRecorder, open_pool
+    from user_memory.adapters.search import PostgresSearch, check_query
     from user_memory.config import EmbeddingSettings
+    from user_memory.domain.memory.repository import MemoryStore
     from user_memory.jobs.embedding import embed_after_write
     from user_memory.runtime import build_embedder
 
-    embedder = build_embedder(EmbeddingSettings.from_env())  # a bad configuration fails first
+    try:  # the query first, named as it was typed
+        check_query(args.query, args.k)
+    except InvalidArgument as err:
+        raise UsageError(err.named({"q": "QUERY", "k": "--k"})) from None
+    embedder = build_embedder(EmbeddingSettings.from_env())  # a bad configuration fails next
     pool = open_pool(database_url(args))
     try:
+        _known_head(MemoryStore(PostgresRecorder(pool)), args.user)  # as `show` says it
         search = PostgresSearch(pool, embedder)
-        if embedder is not None:
-            embed_after_write(search, args.user)  # texts still pending (a failed write-time embedding)
-        result = search.search(args.user, args.query, args.k, args.mode)
+        with service_logs_to(sys.stderr):
+            if embedder is not None:
+                embed_after_write(search, args.user)  # texts still pending (a failed write-time embedding)
+            result = search.search(args.user, args.query, args.k, args.mode)
     finally:
         pool.close()
     _print_json(
@@ -384,7 +420,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             _print_json({"user_id": str(args.user), "reindexed": True})
             return 0
         services = RetentionServices(settings=None, kv=None, companion=companion)  # type: ignore[arg-type]
-        _print_json(index_upkeep(services, max_users=args.max_users))
+        with service_logs_to(sys.stderr):  # its log line is the result's twin; stdout is the result
+            report = index_upkeep(services, max_users=args.max_users)
+        _print_json(report)
     finally:
         pool.close()
     return 0
@@ -479,7 +517,13 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", parents=[common], help="talk to the configured model with USER's memory")
     chat.add_argument("user", type=_user, metavar="USER_ID")
     chat.add_argument(
-        "--budget", type=_int_at_least(1, "the budget"), default=800, metavar="N", help="memory tokens (default 800)"
+        "--budget-tokens",
+        "--budget",
+        dest="budget_tokens",
+        type=_int_at_least(1, "the budget"),
+        default=800,
+        metavar="N",
+        help="tokens the memory may take in the prompt (default 800; as GET /me/memory/prompt's budget_tokens)",
     )
     chat.set_defaults(func=cmd_chat)
 
@@ -490,12 +534,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trigger.add_argument(
         "--threshold-minutes",
-        type=_int_at_least(1, "the threshold"),
+        type=_threshold,
         default=None,
         metavar="N",
         help="minutes a conversation must have been quiet (default: $INACTIVITY_THRESHOLD_MINUTES, else 120)",
     )
-    trigger.add_argument("--queue-url", metavar="URL", help="send to this SQS queue (default: moto, then drained)")
+    trigger.add_argument(
+        "--queue-url",
+        type=_queue_url,
+        metavar="URL",
+        help="send to this SQS queue: https://sqs.<region>.amazonaws.com/<account>/<name> (default: moto, drained)",
+    )
     trigger.add_argument("--summarizer", choices=["rules", "openai"], default=None, help="local run: default auto")
     trigger.add_argument(
         "--seed",
@@ -543,7 +592,9 @@ def _describe(err: BaseException) -> str:
         if isinstance(err, StorageError) and isinstance(
             err.__cause__, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedFunction
         ):
-            message += f" (is the database migrated? run `{PROG} migrate`)"
+            from user_memory_local.command import cli_command
+
+            message += f" (is the database migrated? run `{cli_command()} migrate`)"
         return message
     if isinstance(err, psycopg.Error):
         return f"database: {_first_line(str(err)) or type(err).__name__}"
@@ -568,6 +619,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as done:  # --help
             return done.code if isinstance(done.code, int) else 0
         return int(args.func(args) or 0)
+    except UsageError as err:  # an argument the command itself checked (against the domain's bounds)
+        return _fail(str(err), EXIT_USAGE)
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:

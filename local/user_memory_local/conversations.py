@@ -16,6 +16,7 @@ import random
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
@@ -62,18 +63,39 @@ def seed_conversations(pool: ConnectionPool, n: int, *, quiet_since: datetime, s
     return sum(store.record(messages[i : i + 500]) for i in range(0, len(messages), 500))
 
 
-def trigger_on_queue(dsn: str, queue_url: str, settings: ConversationTriggerSettings) -> dict[str, Any]:
-    """The trigger against a real queue (boto3's default credentials and region)."""
+def sqs_client(queue_url: str) -> Any:
+    """A boto3 SQS client for the queue `queue_url` names (boto3's default credentials): an AWS
+    queue's region comes from its URL, another endpoint's (LocalStack, ElasticMQ) from AWS_REGION
+    or AWS_DEFAULT_REGION. ConfigError, one line, when the URL is not a queue's or no region is known."""
     import boto3
+    from user_memory.adapters.sqs import parse_queue_url
+    from user_memory.errors import ConfigError
+
+    address = parse_queue_url(queue_url)
+    if address.region is not None:
+        return boto3.client("sqs", region_name=address.region)
+    region = boto3.session.Session().region_name
+    if not region:
+        raise ConfigError(
+            f"the queue's endpoint {address.endpoint_url} is not AWS's, so its URL names no region: "
+            "set AWS_REGION (or AWS_DEFAULT_REGION)"
+        )
+    return boto3.client("sqs", region_name=region, endpoint_url=address.endpoint_url)
+
+
+def trigger_on_queue(
+    database_url: Callable[[], str], queue_url: str, settings: ConversationTriggerSettings
+) -> dict[str, Any]:
+    """The trigger against a real queue (boto3's default credentials; the region from the URL);
+    `database_url()` gives the DSN, asked for once the queue is known to be one."""
     from user_memory.adapters.postgres import open_pool
     from user_memory.adapters.sqs import SqsSender
     from user_memory.jobs.conversations import trigger_memory_generation
 
-    pool = open_pool(dsn)
+    client = sqs_client(queue_url)  # before the database: a bad URL or region fails first
+    pool = open_pool(database_url())
     try:
-        report = trigger_memory_generation(
-            PostgresConversations(pool), SqsSender(queue_url, boto3.client("sqs")), settings
-        )
+        report = trigger_memory_generation(PostgresConversations(pool), SqsSender(queue_url, client), settings)
     finally:
         pool.close()
     return {"queue_url": queue_url, **report.as_dict()}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import logging
 import os
 import random
 import sys
@@ -33,6 +32,8 @@ from user_memory.domain.model import Activity
 from user_memory.domain.ports import Summarizer
 from user_memory.runtime import FanoutServices, WorkerServices, build_fanout, build_worker
 
+from user_memory_local.command import cli_command
+from user_memory_local.logs import service_logs_to
 from user_memory_local.poller import MAX_RECEIVE_COUNT, FakeLambdaContext, Handler, LambdaSqsPoller, create_queues
 
 # A handler as the demo calls it: `handler(event, context, services=...)`.
@@ -110,30 +111,6 @@ def quiet_metrics(handler: Handler) -> Handler:
             metrics.clear_metrics()
 
     return invoke
-
-
-@contextmanager
-def _handler_logs(stream: TextIO) -> Iterator[None]:
-    """The handlers' JSON log lines go to `stream` (stdout carries the report), at
-    POWERTOOLS_LOG_LEVEL (default WARNING) whatever the level was when their Logger was made."""
-    from user_memory.observability import logger
-
-    service = logging.getLogger(logger.name)
-    level = os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING").upper()
-    # Only Powertools' own stdout handler; the stream is swapped without setStream(), which
-    # flushes the old stream first, and that one may be closed already (an ended capture).
-    handlers = [h for h in service.handlers if type(h) is logging.StreamHandler]
-    previous = ([h.stream for h in handlers], service.level)
-    for h in handlers:
-        h.stream = stream
-    if level in logging.getLevelNamesMapping():
-        service.setLevel(level)
-    try:
-        yield
-    finally:
-        for h, old in zip(handlers, previous[0], strict=True):
-            h.stream = old
-        service.setLevel(previous[1])
 
 
 # -- demo data -----------------------------------------------------------------------------------
@@ -376,7 +353,7 @@ def run_demo(
     bar = functools.partial(tqdm, file=sys.stderr, leave=False, disable=not progress, dynamic_ncols=True)
     started = time.perf_counter()
 
-    with warnings.catch_warnings(), _handler_logs(sys.stderr):
+    with warnings.catch_warnings(), service_logs_to(sys.stderr):
         # An invocation that added no metric makes Powertools warn at its flush.
         warnings.filterwarnings("ignore", message="No application metrics to publish")
 
@@ -469,4 +446,4 @@ def _print_sample(stack: LocalStack, run_key: str, out: TextIO) -> None:
     print("latest patch:", file=out)
     ops = [json.dumps(op, ensure_ascii=False) for op in patch]  # one operation a line
     print("[\n  " + ",\n  ".join(ops) + "\n]" if ops else "[]", file=out)
-    print(f"\nsee more: user-memory history {user_id}", file=out)
+    print(f"\nsee more: {cli_command()} history {user_id}", file=out)

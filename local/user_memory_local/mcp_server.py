@@ -5,14 +5,16 @@ The user is fixed when the server starts, from the `sub` of a verified developme
 database transaction as that end user (row-level security applies), through the same
 `MemoryService` the HTTP API uses:
 
-- `read_memory(budget)`: the memory rendered for a prompt (`render_memory`) within `budget`
-  tokens, and its version;
+- `read_memory(budget_tokens)`: the memory rendered for a prompt (`render_memory`) within
+  `budget_tokens` tokens (as `GET /me/memory/prompt`), and its version;
+- `search_memory(query, k)`: the best-matching items of the memory;
 - `update_memory(section, mode, value_json)` and `forget_memory(target)`: the agent tools of
   `user_memory.domain.memory.agent`, written as a new version with source `agent:<tool>`, idempotent
   per MCP request.
 
-Domain errors (a bad section, an update that does not fit, a conflict) come back as MCP tool
-errors with a one-line message; the server keeps serving. Tools are registered from
+Domain errors (a bad section, an update that does not fit, a conflict) and arguments a tool
+does not take (the SDK would drop them silently) come back as MCP tool errors with a one-line
+message; the server keeps serving. Tools are registered from
 `MCP_TOOLS`: a tool is a method on `MemoryTools` plus one entry there (read_memory, search_memory,
 update_memory, forget_memory).
 """
@@ -23,27 +25,29 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 from user_memory.domain.memory.agent import FORGET_TOOL, UPDATE_TOOL, tool_definitions
 from user_memory.domain.memory.document import section_names
-from user_memory.domain.memory.render import render_memory
+from user_memory.domain.memory.render import DEFAULT_RENDER_BUDGET, MAX_RENDER_BUDGET, render_memory
 from user_memory.domain.service import Sessions
-from user_memory.errors import Unauthenticated, UserMemoryError
+from user_memory.errors import InvalidArgument, Unauthenticated, UserMemoryError
 
+from user_memory_local.command import cli_command
 from user_memory_local.tokens import TOKEN_ENV, token_secret, verify_token
 
 __all__ = [
-    "DEFAULT_READ_BUDGET",
     "MCP_TOOLS",
     "MemoryTools",
     "McpTool",
+    "StrictTool",
     "authenticate",
     "build_server",
     "run",
@@ -52,8 +56,6 @@ __all__ = [
 ]
 
 SERVER_NAME = "user-memory"
-DEFAULT_READ_BUDGET = 800
-MAX_READ_BUDGET = 100_000
 
 
 def _one_line(err: BaseException) -> str:
@@ -68,10 +70,11 @@ class MemoryTools:
     never block its event loop.
     """
 
-    def __init__(self, services: Sessions, user_id: uuid.UUID, *, schema: str) -> None:
+    def __init__(self, services: Sessions, user_id: uuid.UUID, *, schema: str, include_sensitive: bool = False) -> None:
         self.services = services
         self.user_id = user_id
         self.schema = schema
+        self.include_sensitive = include_sensitive  # PROMPT_INCLUDE_SENSITIVE
         # Tool calls are idempotent per id (key api:tool:<id>), and JSON-RPC request ids restart
         # at 0 with every connection: the id is this server's run plus the request's id.
         self.run_id = uuid.uuid4().hex
@@ -86,17 +89,21 @@ class MemoryTools:
 
     def read_memory(
         self,
-        budget: Annotated[
+        budget_tokens: Annotated[
             int,
             Field(
-                ge=1, le=MAX_READ_BUDGET, description="the most tokens the memory may take (about 4 characters each)"
+                ge=1,
+                le=MAX_RENDER_BUDGET,
+                description="the most tokens the memory may take (about 4 characters each)",
             ),
-        ] = DEFAULT_READ_BUDGET,
+        ] = DEFAULT_RENDER_BUDGET,
     ) -> dict[str, Any]:
         """What you remember about this user, as labeled lines cut to a token budget, and its version."""
         with self._errors(), self.services.session(self.user_id) as service:
             head = service.read()
-            memory = render_memory(head.document, budget, schema=service.schema)
+            memory = render_memory(
+                head.document, budget_tokens, schema=service.schema, include_sensitive=self.include_sensitive
+            )
         return {"version": head.version, "memory": memory}
 
     def update_memory(
@@ -144,7 +151,7 @@ class MemoryTools:
     ) -> dict[str, Any]:
         """Find the items of the memory (facts, goals, to-dos, events, ...) that best match a query, each with its
         JSON Pointer (usable with forget_memory) and the version that last changed it."""
-        with self._errors(), self.services.session(self.user_id) as service:
+        with self._errors({"q": "query"}), self.services.session(self.user_id) as service:
             result = service.search(query, k)
         return {
             "mode": result.mode,
@@ -162,13 +169,15 @@ class MemoryTools:
         return {"version": result.version, "status": result.status.value}
 
     @contextmanager
-    def _errors(self) -> Iterator[None]:
+    def _errors(self, names: Mapping[str, str] | None = None) -> Iterator[None]:
         """Domain errors (InvalidToolCall, UnknownSection, InvalidUpdate, InvalidDocument,
         PatchError, VersionConflict, ...) and storage errors become tool errors: one line for
-        the model, no traceback, the server keeps serving. Anything else is a crash the SDK
-        reports as such."""
+        the model, no traceback, the server keeps serving; an argument is called as the tool calls
+        it (`names`: the API's name to the tool's). Anything else is a crash the SDK reports as such."""
         try:
             yield
+        except InvalidArgument as err:
+            raise ToolError(err.named(names or {})[:500]) from None
         except UserMemoryError as err:
             raise ToolError(_one_line(err)) from None
 
@@ -202,29 +211,53 @@ MCP_TOOLS: list[McpTool] = [
 ]
 
 
+class StrictTool(Tool):
+    """A tool that refuses arguments it does not take, with one line naming them and what it takes
+    (the SDK's argument model would drop them silently: a misspelt `budget` read as the default).
+    Its input schema says so too (`additionalProperties: false`)."""
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        known = {field.alias or name for name, field in self.fn_metadata.arg_model.model_fields.items()}
+        unknown = sorted(str(name) for name in arguments if name not in known)
+        if unknown:
+            names = ", ".join(repr(name[:64]) for name in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            takes = ", ".join(sorted(known)) or "no arguments"
+            raise ToolError(f"{self.name} does not take {names}; it takes: {takes}")
+        return await super().run(arguments, context, convert_result=convert_result)
+
+
 def build_server(
-    services: Sessions, user_id: uuid.UUID, *, schema: str, tools: list[McpTool] | None = None
+    services: Sessions,
+    user_id: uuid.UUID,
+    *,
+    schema: str,
+    tools: list[McpTool] | None = None,
+    include_sensitive: bool = False,
 ) -> MCPServer:
-    """An MCP server offering `tools` (default MCP_TOOLS) on `user_id`'s memory."""
+    """An MCP server offering `tools` (default MCP_TOOLS) on `user_id`'s memory; `include_sensitive`
+    lets read_memory render the schema's sensitive fields (PROMPT_INCLUDE_SENSITIVE)."""
     from mcp.types import ToolAnnotations
 
-    implementation = MemoryTools(services, user_id, schema=schema)
-    server: MCPServer = MCPServer(
+    implementation = MemoryTools(services, user_id, schema=schema, include_sensitive=include_sensitive)
+    strict: list[Tool] = []
+    for tool in MCP_TOOLS if tools is None else tools:
+        made = StrictTool.from_function(
+            tool.method(implementation),
+            name=tool.name,
+            description=tool.describe(schema) if tool.describe else None,
+            annotations=ToolAnnotations(read_only_hint=tool.read_only, destructive_hint=not tool.read_only),
+        )
+        made.parameters["additionalProperties"] = False
+        strict.append(made)
+    return MCPServer(
         SERVER_NAME,
         instructions=(
             "The memory of one user of this product: read it before you personalize an answer, update it when "
             "the user tells you something worth keeping, forget what they ask you to forget."
         ),
         log_level="WARNING",
+        tools=strict,
     )
-    for tool in MCP_TOOLS if tools is None else tools:
-        server.add_tool(
-            tool.method(implementation),
-            name=tool.name,
-            description=tool.describe(schema) if tool.describe else None,
-            annotations=ToolAnnotations(read_only_hint=tool.read_only, destructive_hint=not tool.read_only),
-        )
-    return server
 
 
 def authenticate(token: str | None) -> uuid.UUID:
@@ -236,7 +269,8 @@ def authenticate(token: str | None) -> uuid.UUID:
 
     token = token or os.environ.get(TOKEN_ENV) or None
     if token is None:
-        raise Unauthenticated(f"no token: pass --token or set {TOKEN_ENV} (get one with `user-memory token USER_ID`)")
+        hint = f"`{cli_command()} token USER_ID`"
+        raise Unauthenticated(f"no token: pass --token or set {TOKEN_ENV} (get one with {hint})")
     try:
         claims = verify_token(token, secret=token_secret(user_memory_home()))
     except Unauthenticated as err:
@@ -257,7 +291,12 @@ def run(user_id: uuid.UUID, *, database_url: Callable[[], str]) -> None:
         dsn = database_url()
     services = build_api(settings.model_copy(update={"database_url": dsn}))
     try:
-        serve(services, user_id, schema=settings.document_schema)
+        serve(
+            services,
+            user_id,
+            schema=settings.document_schema,
+            include_sensitive=settings.prompt_include_sensitive,
+        )
     finally:
         services.close()
 
@@ -278,6 +317,6 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def serve(services: Sessions, user_id: uuid.UUID, *, schema: str) -> None:
+def serve(services: Sessions, user_id: uuid.UUID, *, schema: str, include_sensitive: bool = False) -> None:
     """Serve MCP over stdio until the client closes stdin."""
-    build_server(services, user_id, schema=schema).run("stdio")
+    build_server(services, user_id, schema=schema, include_sensitive=include_sensitive).run("stdio")

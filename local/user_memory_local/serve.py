@@ -4,7 +4,8 @@ Each request becomes the API Gateway HTTP API (v2) event the deployed API's func
 after this server has done what the JWT authorizer does in AWS: it verifies the development
 token (`Authorization: Bearer <token>`, see `tokens.py`) and passes its claims in the event.
 The Lambda handler itself (`user_memory_functions.api.app.handler`) answers, so what runs here
-is what runs deployed, problem details and all. `GET /openapi.json` is public, as in the template.
+is what runs deployed, problem details and all. `GET /openapi.json` and `GET /swagger` (Swagger
+UI) are public, as in the template.
 
 Powertools' resolver keeps the event being answered in a class attribute shared by every
 resolver in the process (Lambda runs one request at a time per process), so the handler is
@@ -33,6 +34,7 @@ from user_memory.errors import ConfigError, Unauthenticated
 from user_memory.http.problems import BAD_REQUEST, INTERNAL, TOO_LARGE, UNAUTHENTICATED, Kind, problem_document
 
 from user_memory_local.apigw import http_event
+from user_memory_local.command import cli_command
 from user_memory_local.tokens import verify_token
 
 if TYPE_CHECKING:
@@ -44,7 +46,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 DEFAULT_POOL_SIZE = 4
 MAX_BODY_BYTES = 4 * 1024 * 1024  # API Gateway's own limit is 10 MB; the API refuses far less
-PUBLIC_ROUTES = {("GET", "/openapi.json"), ("HEAD", "/openapi.json")}
+# The API's description and its Swagger UI are public, as in the template; everything else needs a token.
+PUBLIC_ROUTES = {(method, path) for method in ("GET", "HEAD") for path in ("/openapi.json", "/swagger")}
 PROBLEM_JSON = "application/problem+json"
 WWW_AUTHENTICATE = 'Bearer realm="user-memory"'
 REQUEST_TIMEOUT_SECONDS = 30
@@ -489,9 +492,9 @@ def run(
         # would otherwise leave SIGINT ignored), and SIGTERM.
         previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         print(f"user-memory API on {server.url} (schema {settings.document_schema!r})", file=out)
-        print("  a token:  user-memory token <user id>   (--operator for /admin routes)", file=out)
+        print(f"  a token:  {cli_command()} token <user id>   (--operator for /admin routes)", file=out)
         print(f'  then:     curl -H "Authorization: Bearer $TOKEN" {server.url}/me/memory', file=out)
-        print(f"  OpenAPI:  {server.url}/openapi.json", file=out)
+        print(f"  OpenAPI:  {server.url}/openapi.json   Swagger UI: {server.url}/swagger", file=out)
         print("Ctrl-C stops.", file=out, flush=True)
         try:
             server.serve_forever()

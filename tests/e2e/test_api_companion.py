@@ -212,6 +212,18 @@ def test_updating_an_element_takes_merge_patch_only(user, content_type):
     assert head_version(user) == 1
 
 
+@pytest.mark.parametrize("body", [["a list"], "text", 3])
+def test_a_merge_patch_for_an_element_that_is_not_an_object_is_400_invalid_patch(user, body):
+    # Given a to-do
+    ok(user.post("/me/todos", json_body={"id": "t1", "text": "Call the bank"}))
+    # When it is updated with a merge patch that is not an object
+    reply = patch_element(user, "/me/todos/t1", body)
+    # Then the patch is refused as a patch (not as a document), and nothing is written
+    problem = assert_problem(reply, 400, "invalid-patch")
+    assert problem["detail"] == "a merge patch for a to-do must be a JSON object"
+    assert head_version(user) == 1
+
+
 @pytest.mark.parametrize(
     ("collection", "fields", "field_named"),
     [
@@ -866,6 +878,59 @@ def test_sensitive_fields_never_reach_the_logs_or_search_but_are_exported_and_er
     after = ok(user.get("/me/export"))
     assert (after["versions"], after["ratings"]) == ([], [])
     assert ok(user.get("/me/memory/search", query={"q": "invitations", "mode": "fts"}))["items"] == []
+
+
+# -- the prompt ------------------------------------------------------------------------------------------
+
+
+def lived_in_memory(user: ApiClient) -> None:
+    """A companion memory with what an agent needs and what it does not: sensitive fields, empty
+    and null fields, a finished goal, to-dos done and cancelled, a cancelled event."""
+    ok(merge(user, {"basic_info": {"name": "Ana", "date_of_birth": DATE_OF_BIRTH, "email": EMAIL, "phone": PHONE}}))
+    ok(merge(user, {"basic_info": {"timezone": "Europe/Lisbon", "gender": None}, "current_state": {"mood": ""}}))
+    ok(merge(user, {"current_state": {"focus_areas": ["training"], "skills": []}}))
+    ok(user.post("/me/goals", json_body={"id": "g-run", "title": "Run a half marathon", "priority": "high"}))
+    ok(user.post("/me/goals", json_body={"id": "g-old", "title": "Learn to juggle", "status": "completed"}))
+    ok(user.post("/me/todos", json_body={"id": "t-physio", "text": "Book a physio", "due_date": "2026-06-01"}))
+    ok(user.post("/me/todos", json_body={"id": "t-done", "text": "Buy running shoes", "status": "done"}))
+    ok(user.post("/me/todos", json_body={"id": "t-off", "text": "Join the gym", "status": "cancelled"}))
+    ok(user.post("/me/events", json_body={"id": "e-race", "summary": "Lisbon half", "start": "2026-10-04"}))
+    cancelled = {"id": "e-off", "summary": "Old meetup", "start": "2026-05-01", "status": "cancelled"}
+    ok(user.post("/me/events", json_body=cancelled))
+    team = {"id": "e-team", "summary": "Team run", "start": "2026-06-02T07:00:00Z"}
+    ok(user.post("/me/events", json_body={**team, "attendees": [{"name": "Bo", "email": "bo-probe@example.org"}]}))
+
+
+def test_the_prompt_carries_what_helps_the_agent_and_never_the_sensitive_fields(user):
+    # Given a lived-in companion memory
+    lived_in_memory(user)
+    # When the prompt is asked for
+    text = ok(user.get("/me/memory/prompt", query={"budget_tokens": 2000}))["text"]
+    # Then it names the person, the open work and what is coming, line by line
+    lines = text.splitlines()
+    assert "Name: Ana" in lines and "Timezone: Europe/Lisbon" in lines and "Focus areas: training" in lines
+    assert "Goal: Run a half marathon [g-run] - high priority" in lines
+    assert "To-do: Book a physio [t-physio] - due 2026-06-01" in lines
+    assert "Event: Lisbon half [e-race] - 2026-10-04" in lines
+    assert "Event: Team run [e-team] - 2026-06-02T07:00:00Z; with Bo" in lines
+    # And nothing of what does not help: no nulls or empty fields, nothing finished or cancelled,
+    # no bookkeeping, and none of the sensitive fields (the attendee's email included)
+    for absent in ("null", "None", '""', "[]", "{}", "Gender", "Mood", "Skills", "schema_version", "last_updated_by"):
+        assert absent not in text, absent
+    for finished in ("Learn to juggle", "Buy running shoes", "Join the gym", "Old meetup"):
+        assert finished not in text
+    for sensitive in (EMAIL, PHONE, DATE_OF_BIRTH, "bo-probe@example.org", "email", "phone", "date_of_birth"):
+        assert sensitive not in text
+
+
+def test_a_deployment_that_opts_in_renders_the_sensitive_fields(make_api):
+    # Given a deployment with PROMPT_INCLUDE_SENSITIVE=true and the same memory
+    user = new_client(make_api("companion", prompt_include_sensitive="true"))
+    lived_in_memory(user)
+    # When the prompt is asked for, Then the sensitive fields are there, labelled
+    lines = ok(user.get("/me/memory/prompt", query={"budget_tokens": 2000}))["text"].splitlines()
+    assert f"Email: {EMAIL}" in lines and f"Phone: {PHONE}" in lines and f"Date of birth: {DATE_OF_BIRTH}" in lines
+    assert "Event: Team run [e-team] - 2026-06-02T07:00:00Z; with Bo <bo-probe@example.org>" in lines
 
 
 # -- other deployments -----------------------------------------------------------------------------------

@@ -403,7 +403,7 @@ def test_a_result_the_schema_refuses_is_422_and_writes_nothing(make_api, schema)
     ok(merge(alice, EDITS[schema]["first"]))
     assert_problem(merge(alice, EDITS[schema]["invalid"]), 422, "invalid-document")
     assert_problem(merge(alice, {"no_such_section": 1}), 422, "invalid-document")
-    assert_problem(merge(alice, [1, 2]), 422, "invalid-document")  # a merge patch must be an object
+    assert_problem(merge(alice, [1, 2]), 400, "invalid-patch")  # a merge patch must be an object
     assert_problem(json_patch(alice, [{"op": "replace", "path": "", "value": []}]), 422, "invalid-document")
     assert_problem(alice.put("/me/memory", json_body=EDITS[schema]["invalid"]), 422, "invalid-document")
     assert head_version(alice) == 1
@@ -829,7 +829,10 @@ def test_a_users_path_with_nothing_after_or_an_unknown_rest(api):
     alice, bob = new_client(api), new_client(api)
     assert_problem(alice.get(f"/users/{bob.user_id}/nothing"), 403, "forbidden")
     assert_problem(alice.get(f"/users/{alice.user_id}/nothing"), 404, "not-found")
-    assert_problem(alice.get(f"/users/{alice.user_id}"), 404, "not-found")  # GET /me is not a route
+    # /users/{own id} is /me, which only DELETE takes
+    reply = alice.get(f"/users/{alice.user_id}")
+    assert_problem(reply, 405, "method-not-allowed")
+    assert reply.headers["Allow"] == "DELETE"
 
 
 @pytest.mark.parametrize(("method", "path", "query"), ADMIN_ROUTES, ids=[f"{m} {p} {q}" for m, p, q in ADMIN_ROUTES])
@@ -909,10 +912,43 @@ def test_admin_routes_refuse_a_user_id_that_is_not_a_uuid(operator):
     assert_problem(operator.get("/admin/users/not-a-uuid/memory"), 422, "invalid-input")
 
 
-def test_unknown_routes_and_methods_are_404_problems(alice):
-    for method, path in [("GET", "/nothing"), ("GET", "/me"), ("POST", "/me/memory"), ("GET", "/me/kv"), ("GET", "/")]:
+def test_unknown_paths_are_404_problems(alice):
+    for method, path in [("GET", "/nothing"), ("POST", "/me/memory/nothing"), ("GET", "/me/kv"), ("GET", "/")]:
         body = assert_problem(alice.request(method, path), 404, "not-found")
         assert body["detail"] == "no such route"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("POST", "/me/memory", "DELETE, GET, PATCH, PUT"),
+        ("GET", "/me", "DELETE"),
+        ("PUT", "/me/memory/history", "GET"),
+        ("GET", "/me/memory/revert", "POST"),
+        ("POST", "/me/kv/default/k1", "DELETE, GET, PUT"),
+        ("GET", "/me/activity", "POST"),
+        ("GET", "/me/todos", "POST"),  # the companion's routes are known paths on every schema
+        ("PUT", "/me/memory/search", "GET"),
+        ("GET", "/tasks/trigger-memory-generation", "POST"),
+        ("DELETE", "/openapi.json", "GET"),
+        ("POST", "/swagger", "GET"),
+    ],
+)
+def test_a_known_path_with_a_method_it_does_not_take_is_405_with_allow(alice, method, path, allowed):
+    # Given a path the API serves, When it is asked with a method none of its routes takes
+    reply = alice.request(method, path)
+    # Then the answer is a 405 problem naming the method, and Allow lists the methods the path takes
+    body = assert_problem(reply, 405, "method-not-allowed")
+    assert reply.headers["Allow"] == allowed
+    assert body["detail"] == f"{method} is not allowed here; this resource takes {allowed}"
+
+
+def test_a_merge_patch_that_is_not_an_object_is_400_invalid_patch_and_writes_nothing(alice):
+    ok(merge(alice, {"personal_info": {"name": "Ann"}}))
+    for body in ([{"personal_info": {"name": "Eve"}}], "text", 7, None):
+        problem = assert_problem(merge(alice, body), 400, "invalid-patch")
+        assert problem["detail"] == "a merge patch for a memory document must be a JSON object"
+    assert version_count(alice) == 1
 
 
 def test_the_openapi_document_is_public(api):

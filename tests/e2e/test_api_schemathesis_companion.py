@@ -141,4 +141,7 @@ def test_every_companion_operation_as_an_operator(case, server, operator_token):
 @settings(max_examples=3, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 def test_every_companion_operation_without_a_token_is_a_documented_401(case, server):
     response = case.call_and_validate(base_url=server.url, checks=CHECKS)
-    assert response.status_code == 401
+    # A framing header the generator invented (Transfer-Encoding: 0) is refused with a 400 as the
+    # request is read, before any token is looked at (API Gateway refuses it at its edge too).
+    framing = {name.lower() for name in (case.headers or {})} & {"transfer-encoding", "content-length"}
+    assert response.status_code == (400 if framing else 401)

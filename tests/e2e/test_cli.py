@@ -7,6 +7,9 @@ import io
 import json
 import logging
 import os
+import shlex
+import subprocess
+import sys
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -21,12 +24,13 @@ from moto import mock_aws
 from psycopg import sql
 from user_memory.adapters.migrations import migrate
 from user_memory.domain.memory.repository import MemoryStore
-from user_memory_local import cli, demo, embedded
+from user_memory_local import cli, command, demo, embedded
 from user_memory_local.poller import LambdaSqsPoller, create_queues
 
 pytestmark = pytest.mark.e2e
 
 UNREACHABLE = "postgresql://user-memory@127.0.0.1:1/nothing_here"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -138,6 +142,7 @@ USER = "4f8a3c9e-1b2d-4e5f-8a7b-9c0d1e2f3a4b"
         (["demo", "--summarizer", "gpt"], "invalid choice: 'gpt'"),
         (["history", USER, "--limit", "0"], "--limit: the limit must be at least 1, got 0"),
         (["history", USER, "--before", "-1"], "--before: the version must be at least 1, got -1"),
+        (["history", USER, "--before", "99999999999"], "--before: the version must be at most 2147483647, got 999"),
         (["show", USER, "--version", "-1"], "--version: a version must be at least 0, got -1"),
         (["diff", USER, "-1", "2"], "a version must be at least 0, got -1"),
         (["diff", USER, "1"], "the following arguments are required: B"),
@@ -192,7 +197,7 @@ def test_an_unmigrated_database_says_to_migrate_then_migrate_fixes_it(capsys, un
     # When a user is shown
     result = run(capsys, "show", USER, "--database-url", unmigrated_url)
     # Then the error says what to do
-    assert_one_error_line(result, "run `user-memory migrate`")
+    assert_one_error_line(result, f"run `{command.cli_command()} migrate`")
     # When it is migrated, twice
     first = run(capsys, "migrate", "--database-url", unmigrated_url)
     second = run(capsys, "migrate", "--database-url", unmigrated_url)
@@ -482,6 +487,40 @@ def test_the_demo_runs_quietly_and_a_rerun_writes_nothing(capsys, demo_url):
     assert shown == [], [str(w.message) for w in shown]
 
 
+def test_the_demos_see_more_command_works_when_pasted_into_the_same_shell(demo_url):
+    # Given the installed `user-memory` run as `make demo` runs it, from the checkout, with the
+    # virtual environment's bin/ not on PATH (nobody activated it)
+    bin_dir = Path(sys.executable).parent
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if Path(d) != bin_dir)
+    env = {**os.environ, "PATH": path, "DATABASE_URL": demo_url}
+    env.pop("POWERTOOLS_LOG_LEVEL", None)
+    argv = ["demo", "--users", "3", "--date", "2026-11-10", "--summarizer", "rules", "--quiet"]
+    demo_run = subprocess.run(
+        [str(bin_dir / "user-memory"), *argv], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert demo_run.returncode == 0, demo_run.stderr
+    # When its last line's command is pasted into that shell
+    last = demo_run.stdout.strip().splitlines()[-1]
+    assert last.startswith("see more: "), last
+    pasted = last.removeprefix("see more: ")
+    assert shlex.split(pasted)[0] != "user-memory"  # that name is not on this PATH
+    result = subprocess.run(pasted, shell=True, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    # Then it runs and lists the user's history
+    assert result.returncode == 0, (pasted, result.stderr)
+    assert "daily summary 2026-11-10" in result.stdout.splitlines()[0], result.stdout
+
+
+def test_the_command_the_hints_print_is_the_bare_name_when_it_is_on_path(monkeypatch, tmp_path):
+    # Given this installation's bin/ on PATH (an activated virtual environment)
+    bin_dir = Path(sys.executable).parent
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"]))
+    assert command.cli_command() == "user-memory"
+    # And given a PATH without it, from a directory outside the checkout: the absolute path
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.chdir(tmp_path)
+    assert command.cli_command() == str((bin_dir / "user-memory").absolute())
+
+
 def test_run_demo_takes_the_handlers_it_is_given(capsys, demo_url):
     # Given the real handlers, wrapped to count their invocations, and a stack composed here
     from user_memory_functions.fanout.app import handler as fanout_handler
@@ -570,8 +609,82 @@ def test_search_and_reindex_from_the_command_line(capsys, fresh_url, monkeypatch
     again = json.loads(run(capsys, "search", str(user), "passport", "--database-url", fresh_url).out)
     assert [i["path"] for i in again["items"]] == ["/summary"]
     # And bad input is one error line
-    assert_one_error_line(run(capsys, "search", str(user), "   ", "--database-url", fresh_url), "q must not be empty")
     assert_one_error_line(
         run(capsys, "search", str(user), "x", "--mode", "vector", "--database-url", fresh_url), "embeddings"
     )
     assert_one_error_line(run(capsys, "reindex", "--user", str(uuid.uuid4()), "--database-url", fresh_url))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["   "], "QUERY must not be empty"),
+        (["x" * 501], "QUERY must be at most 500 characters"),
+        (["walks", "--k", "101"], "--k must be between 1 and 100"),
+        (["walks", "--k", "0"], "--k: k must be at least 1, got 0"),
+    ],
+)
+def test_search_names_the_argument_as_it_was_typed(capsys, argv, message):
+    # Given a search whose query or --k is out of bounds (and a database that is not even there)
+    result = run(capsys, "search", USER, *argv, "--database-url", UNREACHABLE)
+    # Then the one line names QUERY or --k, never the API's q and k, and exits 2 like any usage error
+    assert_one_error_line(result, message)
+    assert result.code == 2 and result.out == ""
+
+
+def test_searching_an_unknown_user_says_so_as_show_does(capsys, fresh_url):
+    # Given a user who has no memory
+    user = str(uuid.uuid4())
+    # When the user is searched, and shown
+    searched = run(capsys, "search", user, "walks", "--database-url", fresh_url)
+    shown = run(capsys, "show", user, "--database-url", fresh_url)
+    # Then both say so on the same one line, and neither exits 0
+    assert_one_error_line(searched, f"user {user} has no memory yet")
+    assert searched.err == shown.err and searched.code == shown.code == 1
+    assert searched.out == ""
+
+
+def test_history_before_a_version_past_any_is_refused_by_the_store_too(store: MemoryStore):
+    # Given the store itself (the CLI refuses the number before it gets there)
+    from user_memory.errors import InvalidArgument
+
+    # When a page is asked for before a version no PostgreSQL integer can hold
+    # Then it is a typed error naming the cursor, not the database's "integer out of range"
+    with pytest.raises(InvalidArgument, match="before must be a version from 1 to 2147483647"):
+        store.history(uuid.uuid4(), limit=5, before_version=99_999_999_999)
+
+
+# -- what goes to stdout: the result, and only the result ---------------------------------------------
+
+
+def cli_subprocess(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The installed command as a person runs it (its own process: the log handler's stream is the real stdout)."""
+    return subprocess.run(
+        [sys.executable, "-m", "user_memory_local.cli", *argv],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_reindex_prints_its_json_result_alone_on_stdout_and_its_log_line_on_stderr(fresh_url):
+    # Given the service's logs at INFO, where reindex logs its "index upkeep" line
+    env = {**os.environ, "POWERTOOLS_LOG_LEVEL": "INFO"}
+    env.pop("DATABASE_URL", None)
+    # When reindex runs
+    result = cli_subprocess("reindex", "--database-url", fresh_url, env=env)
+    # Then stdout is exactly its JSON result, so `| jq` works
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"reindexed": 0, "reindex_failed": 0, "orphan_vectors": 0}
+    # And the log line went to stderr, where logs belong
+    assert '"message":"index upkeep"' in result.stderr
+
+
+def test_without_a_log_level_a_command_prints_no_log_lines_at_all(fresh_url):
+    env = {k: v for k, v in os.environ.items() if k not in ("POWERTOOLS_LOG_LEVEL", "DATABASE_URL")}
+    result = cli_subprocess("reindex", "--database-url", fresh_url, env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["reindexed"] == 0
+    assert '"level"' not in result.stdout + result.stderr

@@ -117,11 +117,64 @@ def test_with_a_queue_url_it_sends_there_and_prints_the_counts(capsys, own_url):
     [
         (["--threshold-minutes", "0"], "--threshold-minutes: the threshold must be at least 1, got 0"),
         (["--threshold-minutes", "soon"], "must be a whole number, got 'soon'"),
-        (["--threshold-minutes", "99999"], "INACTIVITY_THRESHOLD_MINUTES"),
-        (["--seed", "3", "--queue-url", "https://sqs.us-east-1.amazonaws.com/1/q"], "--seed is for the local run"),
+        (["--threshold-minutes", "99999"], "--threshold-minutes: the threshold must be at most 44640, got 99999"),
+        (["--seed", "3", "--queue-url", "https://sqs.us-east-1.amazonaws.com/123456789012/q"], "--seed is for"),
+        (["--queue-url", "not-a-queue"], "--queue-url: not an SQS queue URL (expected https://sqs.<region>."),
+        (["--queue-url", "https://example.com/q"], "not an SQS queue URL: the path is /<12-digit account id>"),
+        (["--queue-url", "https://sqs.us-east-1.amazonaws.com/1/q"], "--queue-url: not an SQS queue URL"),
+        (["--queue-url", "https://sqs.mars.amazonaws.com/123456789012/q"], "unknown AWS host"),
         (["--summarizer", "gpt"], "invalid choice: 'gpt'"),
     ],
 )
 def test_bad_arguments_are_one_error_line(capsys, argv, fragment):
     result = run(capsys, "trigger-conversations", *argv, "--database-url", "postgresql://nobody@127.0.0.1:1/x")
     assert_one_error_line(result, fragment)
+    assert result.code == 2  # a usage error: nothing ran, the database was not even tried
+    assert "INACTIVITY_THRESHOLD_MINUTES" not in result.err  # the flag typed, never the setting behind it
+
+
+@pytest.fixture
+def no_region(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """No AWS region anywhere: not in the environment, not in a config file."""
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+
+
+def test_an_aws_queue_urls_region_is_its_own_without_a_region_configured(capsys, own_url, no_region):
+    # Given no region configured, and a quiet conversation
+    record(own_url, quiet_for=timedelta(hours=3))
+    with mock_aws():
+        url = boto3.client("sqs", region_name="eu-west-1").create_queue(QueueName="in-ireland")["QueueUrl"]
+        # When the trigger sends to a queue of eu-west-1
+        result = run(capsys, "trigger-conversations", "--queue-url", url, "--database-url", own_url)
+        # Then it needs no region (the URL names it) and the message is on that queue
+        assert result.code == 0, result.err
+        assert json.loads(result.out)["messages"] == 1
+        queued = boto3.client("sqs", region_name="eu-west-1").receive_message(QueueUrl=url)["Messages"]
+    assert len(queued) == 1
+    assert "NoRegionError" not in result.err
+
+
+def test_another_endpoint_without_a_region_is_one_error_line_before_the_database(capsys, no_region):
+    # Given a LocalStack-like queue URL (its host names no region) and no region configured
+    url = "http://localhost:4566/000000000000/local-queue"
+    # When the trigger is asked to send there (with a database that cannot be reached)
+    result = run(capsys, "trigger-conversations", "--queue-url", url, "--database-url", "postgresql://n@127.0.0.1:1/x")
+    # Then one line says what to set, before the database was tried; never botocore's NoRegionError
+    assert_one_error_line(result, "names no region: set AWS_REGION (or AWS_DEFAULT_REGION)")
+    assert "NoRegionError" not in result.err and "database" not in result.err
+
+
+def test_the_queue_runs_result_alone_is_on_stdout_and_the_logs_on_stderr(capsys, own_url, monkeypatch):
+    # Given the service's logs at INFO (the trigger logs "memory generation triggered")
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "INFO")
+    record(own_url, quiet_for=timedelta(hours=3))
+    with mock_aws():
+        url = boto3.client("sqs", region_name="us-east-1").create_queue(QueueName="logged")["QueueUrl"]
+        result = run(capsys, "trigger-conversations", "--queue-url", url, "--database-url", own_url)
+    # Then stdout is the JSON report alone, and the log line went to stderr
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["messages"] == 1
+    assert '"message":"memory generation triggered"' in result.err

@@ -73,7 +73,7 @@ def test_update_then_read_over_stdio_writes_an_agent_version(server_env, tmp_pat
             },
         )
         read = await client.call_tool("read_memory", {})
-        small = await client.call_tool("read_memory", {"budget": 12})
+        small = await client.call_tool("read_memory", {"budget_tokens": 12})
         found = await client.call_tool("search_memory", {"query": "fractions", "k": 3})
         return {"tools": tools, "update": update, "append": append, "read": read, "small": small, "found": found}
 
@@ -140,6 +140,45 @@ def test_domain_errors_are_tool_errors_and_the_server_keeps_serving(server_env, 
     assert out["after"].structured_content == {"version": 1, "status": "written"}
     assert store.head(user).version == 1
     assert "Traceback" not in (tmp_path / "stderr.log").read_text()
+
+
+def test_tools_take_the_http_apis_names_and_refuse_arguments_they_do_not_take(server_env, tmp_path, store: MemoryStore):
+    # Given a user with a memory of a few lines
+    user = uuid.uuid4()
+    token = issue_token(user, secret=SECRET)
+    store.append(user, {"personal_info": {"name": "Amira", "language": "ar"}}, expected_version=0, source="test")
+
+    async def session(client: Client) -> dict[str, Any]:
+        return {
+            "tools": await client.list_tools(),
+            "tiny": await client.call_tool("read_memory", {"budget_tokens": 1}),
+            "old_name": await client.call_tool("read_memory", {"budget": 1}),
+            "typo": await client.call_tool("search_memory", {"query": "Amira", "top_k": 3}),
+            "blank": await client.call_tool("search_memory", {"query": "   "}),
+            "extra": await client.call_tool("forget_memory", {"target": "personal_info", "force": True}),
+        }
+
+    out = with_client(server_env, token, tmp_path / "stderr.log", session)
+    # Then read_memory's budget is budget_tokens, as GET /me/memory/prompt calls it, and it is applied
+    read = next(tool for tool in out["tools"].tools if tool.name == "read_memory")
+    assert set(read.input_schema["properties"]) == {"budget_tokens"}
+    assert read.input_schema["properties"]["budget_tokens"]["maximum"] == 32_000
+    assert out["tiny"].structured_content["memory"].startswith("[memory truncated")
+    # And every tool says it takes nothing else
+    assert all(tool.input_schema.get("additionalProperties") is False for tool in out["tools"].tools)
+    # And an argument a tool does not take is a one-line tool error naming it and what the tool takes,
+    # never silently dropped (the old name would have read the default budget)
+    for name, message in [
+        ("old_name", "read_memory does not take 'budget'; it takes: budget_tokens"),
+        ("typo", "search_memory does not take 'top_k'; it takes: k, query"),
+        ("extra", "forget_memory does not take 'force'; it takes: target"),
+    ]:
+        assert out[name].is_error, name
+        assert text_of(out[name]) == message
+    # And a bad argument is named as the tool names it
+    assert out["blank"].is_error and text_of(out["blank"]).endswith(": query must not be empty")
+    # And nothing was forgotten
+    assert store.head(user).version == 1
 
 
 def test_each_server_run_has_its_own_tool_call_ids(server_env, tmp_path, store: MemoryStore):

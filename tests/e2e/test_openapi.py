@@ -112,3 +112,35 @@ def test_patch_documents_both_media_types(document):
         "copy",
         "test",
     ]
+
+
+def test_swagger_ui_serves_the_committed_document_without_a_token(api, document):
+    # Given no token at all
+    anonymous = ApiClient(api, None)
+    # When Swagger UI is asked for
+    page = anonymous.get("/swagger")
+    # Then it is Powertools' Swagger UI page, self-contained (its assets inlined, nothing from a CDN)
+    assert page.status == 200 and page.content_type == "text/html; charset=utf-8"
+    assert "SwaggerUIBundle" in page.text and "<script src=" not in page.text
+    # And the document it shows is the committed one, the same /openapi.json serves
+    assert openapi_text().replace("</", "<\\/") in page.text
+    # And ?format=json answers the document itself
+    as_json = anonymous.get("/swagger", query={"format": "json"})
+    assert as_json.status == 200 and as_json.json == document
+
+
+def test_swagger_ui_is_compressed_for_clients_that_accept_gzip(api):
+    import base64
+    import gzip
+
+    from user_memory_functions.api.app import handler
+    from user_memory_local.apigw import http_event
+    from user_memory_local.poller import FakeLambdaContext
+
+    event = http_event("GET", "/swagger", headers={"Accept-Encoding": "gzip"})
+    result = handler(event, FakeLambdaContext(function_name="api"), api=api)
+    assert result["statusCode"] == 200 and result["isBase64Encoded"] is True
+    assert result["headers"]["Content-Encoding"] == "gzip"
+    page = gzip.decompress(base64.b64decode(result["body"])).decode()
+    assert "SwaggerUIBundle" in page
+    assert len(result["body"]) < 1_000_000  # within Lambda's 6 MB response, and far below it

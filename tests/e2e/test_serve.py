@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -192,6 +193,20 @@ def test_without_a_valid_token_every_route_but_the_document_is_401(server, log):
     assert len(lines) == 7, lines
     assert all(line.startswith("serve: 401 ") for line in lines)
     assert "Traceback" not in log.getvalue()
+
+
+def test_swagger_ui_renders_every_path_in_chromium_without_a_token(server):
+    # Given the local server, and a real browser with no token
+    # When Swagger UI is opened
+    dom = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+         "--dump-dom", f"{server.url}/swagger"],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    # Then the page rendered every path of the document (its JavaScript ran on the inlined document)
+    rendered = set(re.findall(r'class="opblock-summary-path" data-path="([^"]+)"', dom))
+    assert rendered == set(json.loads(openapi_text())["paths"])
+    assert {"/me/memory/prompt", "/me/todos/{element_id}", "/tasks/trigger-memory-generation"} <= rendered
 
 
 def test_users_are_kept_apart_and_operators_use_admin_routes(server):

@@ -62,6 +62,7 @@ FUNCTION_ENV = {
         "DATABASE_SECRET_NAME",  # its own login's DSN, not the service's
         "OPERATOR_SCOPE",
         "REQUIRE_IF_MATCH",
+        "PROMPT_INCLUDE_SENSITIVE",
         "DOCUMENT_SCHEMA",
         "CHECKPOINT_INTERVAL",
         "MAX_DOCUMENT_BYTES",
@@ -98,14 +99,14 @@ OWN_DSN_SECRET = {
 DSN_SECRETS = set(OWN_DSN_SECRET.values())
 # Lambda's limit on a function name (<stack name>-<suffix>).
 LAMBDA_FUNCTION_NAME_LIMIT = 64
-# The API's routes: the only public one, and the ones behind the JWT authorizer.
-PUBLIC_ROUTES = {("GET", "/openapi.json")}
+# The API's routes: the public ones (its description, and Swagger UI over it), and the ones behind the JWT authorizer.
+PUBLIC_ROUTES = {("GET", "/openapi.json"), ("GET", "/swagger")}
 AUTHORIZED_ROUTES = {
     ("ANY", "/me"),
     ("ANY", "/me/{proxy+}"),
     ("ANY", "/users/{proxy+}"),
     ("ANY", "/admin/{proxy+}"),
-    ("POST", "/tasks/trigger-memory-generation"),
+    ("ANY", "/tasks/trigger-memory-generation"),
 }
 # The worker refuses to start unless its worst summarizer run plus this margin fits its timeout.
 DEADLINE_MARGIN_SECONDS = 15
@@ -486,7 +487,7 @@ def test_the_http_api_checks_jwts_of_the_configured_issuer_and_audience_by_defau
     assert not re.fullmatch(params["JwtIssuer"]["AllowedPattern"], "http://issuer.example.com")
 
 
-def test_only_the_openapi_document_is_reachable_without_a_token(template):
+def test_only_the_openapi_document_and_swagger_ui_are_reachable_without_a_token(template):
     # Given every route of every function
     routes = _routes(template)
     api = _http_api(template)
@@ -494,7 +495,8 @@ def test_only_the_openapi_document_is_reachable_without_a_token(template):
     assert set(routes) == PUBLIC_ROUTES | AUTHORIZED_ROUTES
     assert {function for function, _ in routes.values()} == {"ApiFunction"}
     assert all(p["ApiId"] == {"Ref": "HttpApi"} for _, p in routes.values())
-    # And only GET /openapi.json opts out of the default authorizer; no other route names one of its own
+    # And only GET /openapi.json and GET /swagger opt out of the default authorizer; no other route names one
+    # of its own
     public = {route for route, (_, p) in routes.items() if p.get("Auth", {}).get("Authorizer") == "NONE"}
     assert public == PUBLIC_ROUTES
     for route in AUTHORIZED_ROUTES:

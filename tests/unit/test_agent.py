@@ -368,6 +368,90 @@ def test_another_registered_schema_renders_its_sections_in_schema_order():
     assert block == "notes: n1\nprefs - a: 1\nprefs - b: 2"
 
 
+def test_another_schema_renders_no_empty_values_and_its_sensitive_fields_only_when_asked():
+    # Given a schema with nested objects, optional fields and a field it declares sensitive
+    class Contact(BaseModel):
+        city: str = ""
+        email: str | None = None
+        zip: str | None = None
+
+    class AgentProfile(BaseModel):
+        contact: Contact = Contact()
+        tags: list[str] = []
+        notes: dict[str, Any] = {}
+
+    register_schema("agent_test_profile", AgentProfile, sensitive=frozenset({"email"}))
+    document = {"contact": {"city": "Porto", "email": "p@example.org"}, "notes": {"a": {"b": None, "c": []}, "d": "x"}}
+    # When it is rendered, and rendered for a deployment that opts in
+    plain = render_memory(document, 100, schema="agent_test_profile")
+    opted_in = render_memory(document, 100, schema="agent_test_profile", include_sensitive=True)
+    # Then nulls, empty strings, lists and objects are left out at any depth, and so is the email
+    assert plain == "contact - city: Porto\nnotes - d: x"
+    assert opted_in == "contact - city: Porto\ncontact - email: p@example.org\nnotes - d: x"
+
+
+def test_the_schemas_declare_their_sensitive_fields():
+    from user_memory.domain.memory.document import sensitive_fields
+
+    assert sensitive_fields("companion") == {"date_of_birth", "email", "phone"}
+    assert sensitive_fields("user_state") == sensitive_fields("tutor") == frozenset()
+
+
+_EMAILS = st.from_regex(r"[a-z][a-z0-9._]{0,20}@[a-z]{1,12}\.(org|com|pt)", fullmatch=True)
+
+
+@PROPERTY
+@given(email=_EMAILS, phone=st.from_regex(r"\+?[0-9]{5,15}", fullmatch=True), year=st.integers(1900, 2020))
+def test_a_companion_prompt_never_carries_a_sensitive_field_unless_the_deployment_opts_in(email, phone, year):
+    # Given a companion memory whose sensitive fields hold anything, beside a name and an attendee's email
+    birth = f"{year}-02-03"
+    document = {
+        "basic_info": {"name": "Rui", "email": email, "phone": phone, "date_of_birth": birth},
+        "events": {"e1": {"id": "e1", "summary": "Lunch", "start": "2026-01-02", "attendees": [{"email": email}]}},
+    }
+    # When it is rendered with any budget
+    for budget in (5, 40, 4000):
+        block = render_memory(document, budget, schema="companion")
+        # Then none of them is in it
+        assert email not in block and phone not in block and birth not in block
+    # And a deployment that opts in sees them all
+    block = render_memory(document, 4000, schema="companion", include_sensitive=True)
+    assert f"Email: {email}" in block and f"Phone: {phone}" in block and f"Date of birth: {birth}" in block
+
+
+def test_a_companion_prompt_orders_what_is_open_and_marks_what_was_cut():
+    # Given goals, to-dos and events in no particular order, some finished
+    document = {
+        "basic_info": {"name": "Rui"},
+        "goals": {
+            "g2": {"id": "g2", "title": "Read more", "priority": "low"},
+            "g1": {"id": "g1", "title": "Swim", "priority": "high", "target_date": "2026-09-01"},
+            "g3": {"id": "g3", "title": "Paint", "status": "paused"},
+            "g4": {"id": "g4", "title": "Done goal", "status": "abandoned"},
+        },
+        "todos": {
+            "t3": {"id": "t3", "text": "Someday"},
+            "t2": {"id": "t2", "text": "Later", "due_date": "2026-03-01", "status": "in_progress"},
+            "t1": {"id": "t1", "text": "Soon", "due_date": "2026-02-01", "priority": "high", "tags": ["home"]},
+        },
+    }
+    # When it is rendered in full, and within a small budget
+    lines = render_memory(document, 4000, schema="companion").splitlines()
+    small = render_memory(document, 20, schema="companion").splitlines()
+    # Then active goals come first by priority, paused after; to-dos by due date, undated last
+    assert lines == [
+        "Name: Rui",
+        "Goal: Swim [g1] - high priority; target 2026-09-01",
+        "Goal: Read more [g2] - low priority",
+        "Goal: Paint [g3] - paused",
+        "To-do: Soon [t1] - due 2026-02-01; high priority; tags home",
+        "To-do: Later [t2] - due 2026-03-01; in progress",
+        "To-do: Someday [t3]",
+    ]
+    # And a cut names the sections left out, as for every schema
+    assert small[-1] == "[memory truncated: 6 more items in goals, todos]"
+
+
 _SECTION_OF = {"Needs work:": "areas_to_improve", "Strength:": "knowledge_strengths"}
 
 

@@ -32,6 +32,7 @@ from user_memory.errors import (
     IdempotencyKeyReused,
     InvalidActivity,
     InvalidDocument,
+    InvalidPatch,
     InvalidRequest,
     PatchError,
     PreconditionRequired,
@@ -237,7 +238,7 @@ def test_a_merge_patch_null_on_a_section_resets_it_to_the_schemas_default():
 @pytest.mark.parametrize("patch", [[{"summary": "x"}], "text", None])
 def test_a_merge_patch_that_is_not_an_object_is_refused(patch):
     world = seeded()
-    with pytest.raises(InvalidDocument, match="must be a JSON object"):
+    with pytest.raises(InvalidPatch, match="a merge patch for a memory document must be a JSON object"):
         world.svc.apply_merge_patch(patch, Edit())
     assert world.versions() == [1]
 

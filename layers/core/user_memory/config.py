@@ -16,7 +16,11 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from user_memory.domain.conversations.model import DEFAULT_INACTIVITY_THRESHOLD_MINUTES, MAX_CONVERSATIONS_PER_MESSAGE
+from user_memory.domain.conversations.model import (
+    DEFAULT_INACTIVITY_THRESHOLD_MINUTES,
+    MAX_CONVERSATIONS_PER_MESSAGE,
+    MAX_INACTIVITY_THRESHOLD_MINUTES,
+)
 from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT
 from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
 from user_memory.domain.model import (
@@ -122,7 +126,9 @@ class ConversationTriggerSettings(DatabaseSettings):
     which conversations are quiet, and how many go in one GENERATE_MEMORY_BATCH message."""
 
     # A conversation whose last message is older than this is quiet: its memory is (re)generated.
-    inactivity_threshold_minutes: int = Field(default=DEFAULT_INACTIVITY_THRESHOLD_MINUTES, ge=1, le=60 * 24 * 31)
+    inactivity_threshold_minutes: int = Field(
+        default=DEFAULT_INACTIVITY_THRESHOLD_MINUTES, ge=1, le=MAX_INACTIVITY_THRESHOLD_MINUTES
+    )
     # Conversations per message: each is one or more LLM calls of a few seconds, and the worker
     # takes WorkerBatchSize messages an invocation within its 105 s budget (what it cannot start
     # in time it re-sends), so the default keeps a typical message inside one invocation. A
@@ -192,7 +198,9 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
         elif margin >= self.lambda_timeout_seconds:
             raise ValueError("DEADLINE_MARGIN_MS must be below LAMBDA_TIMEOUT_SECONDS")
         if self.summarizer == "openai" and not (self._has_key or self.openai_base_url):
-            raise ValueError("SUMMARIZER=openai needs OPENAI_API_KEY (or its secret or parameter) or OPENAI_BASE_URL")
+            raise ValueError(
+                "the OpenAI summarizer needs OPENAI_API_KEY (or its secret or parameter) or OPENAI_BASE_URL"
+            )
         if self.summarizer_kind == "openai" and self.document_schema not in ("user_state", "companion"):
             raise ValueError(
                 f"the OpenAI summarizer has no instructions for DOCUMENT_SCHEMA={self.document_schema}; "
@@ -259,6 +267,10 @@ class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings
     operator_scope: str = Field(default="user-memory/operator", min_length=1)
     # true: PATCH, PUT, revert and prune without If-Match answer 428 instead of rebasing.
     require_if_match: bool = False
+    # true: GET /me/memory/prompt (and the MCP read_memory tool, `user-memory chat`) also render
+    # the fields the schema declares sensitive (companion: date_of_birth, email, phone); off, the
+    # prompt never carries them.
+    prompt_include_sensitive: bool = False
     database_pool_size: int = Field(default=1, ge=1, le=64)
     # Time kept free before the invocation's deadline: every outbound call of a request (the
     # embeddings after a write, a search's query vector) ends before it (adapters/openai_calls).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import ValidationError
 
 
@@ -280,6 +282,25 @@ class InvalidRequest(UserMemoryError, ValueError):
     """A request's arguments do not fit together (both a version and a time, an inverted range)."""
 
 
+class InvalidArgument(InvalidRequest):
+    """One argument of a request is outside its bounds. `argument` is its name at the HTTP API (a
+    query parameter), so each door names it as its caller typed it (a CLI argument, a tool's)."""
+
+    def __init__(self, argument: str, problem: str) -> None:
+        super().__init__(f"{argument} {problem}")
+        self.argument = argument
+        self.problem = problem
+
+    def named(self, names: Mapping[str, str]) -> str:
+        """The message with the argument called what `names` calls it (unchanged when it is not there)."""
+        return f"{names.get(self.argument, self.argument)} {self.problem}"
+
+
+class InvalidPatch(UserMemoryError, ValueError):
+    """A patch body is not a patch at all: a merge patch (RFC 7396) for a document or an element that
+    is not a JSON object (a JSON Patch that is not an array of operations is refused at the door)."""
+
+
 class PreconditionRequired(UserMemoryError):
     """The deployment requires a write to name the version it edits (If-Match), and this one did not."""
 
@@ -290,6 +311,15 @@ class IdempotencyKeyReused(InvalidRequest):
 
 class NotFound(UserMemoryError, LookupError):
     """The thing the request names does not exist (a key-value entry, a route)."""
+
+
+class MethodNotAllowed(UserMemoryError):
+    """The path is a resource of the API, but not for this method; `allowed` lists the ones it takes."""
+
+    def __init__(self, method: str, allowed: list[str]) -> None:
+        super().__init__(f"{method[:16]} is not allowed here; this resource takes {', '.join(allowed)}")
+        self.method = method
+        self.allowed = allowed
 
 
 class ElementExists(UserMemoryError):

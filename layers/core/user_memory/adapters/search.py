@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 
 from user_memory.adapters.postgres import ConnectionSource, _Database
 from user_memory.domain.companion.items import redacted
-from user_memory.errors import EmbeddingsUnavailable, InvalidRequest
+from user_memory.errors import EmbeddingsUnavailable, InvalidArgument, InvalidRequest
 
 Mode = Literal["auto", "fts", "vector", "fused"]
 RRF_K = 60
@@ -118,15 +118,16 @@ def vector_literal(vector: list[float]) -> str:
 
 
 def check_query(query: str, k: int) -> str:
+    """The query's text, stripped; InvalidArgument naming `q` or `k` (the HTTP API's names)."""
     text = (query or "").strip()
     if not text:
-        raise InvalidRequest("q must not be empty")
+        raise InvalidArgument("q", "must not be empty")
     if "\x00" in text:
-        raise InvalidRequest("q must not contain NUL characters")
+        raise InvalidArgument("q", "must not contain NUL characters")
     if len(text) > MAX_QUERY_CHARS:
-        raise InvalidRequest(f"q must be at most {MAX_QUERY_CHARS} characters")
-    if not 1 <= k <= MAX_K:
-        raise InvalidRequest(f"k must be between 1 and {MAX_K}")
+        raise InvalidArgument("q", f"must be at most {MAX_QUERY_CHARS} characters")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InvalidArgument("k", f"must be between 1 and {MAX_K}")
     return text
 
 

@@ -2,14 +2,51 @@
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from user_memory.errors import SendFailed
+from user_memory.errors import ConfigError, SendFailed
 
 SQS_BATCH = 10
 SEND_ATTEMPTS = 4
+
+# https://sqs.<region>.amazonaws.com[.cn]/<account id>/<queue name>, and the legacy
+# https://<region>.queue.amazonaws.com/...; a queue name is 1-80 of letters, digits, - and _
+# (plus .fifo). Any other host (LocalStack, ElasticMQ, moto's server) is an endpoint of its own.
+_AWS_HOST = re.compile(r"^(?:sqs\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d{1,2})\.amazonaws\.com(?:\.cn)?"
+                       r"|(?P<legacy>[a-z]{2}(?:-[a-z]+)+-\d{1,2})\.queue\.amazonaws\.com)$")  # fmt: skip
+_QUEUE_PATH = re.compile(r"^/(?P<account>\d{12})/(?P<name>[A-Za-z0-9_-]{1,80}(?:\.fifo)?)$")
+QUEUE_URL_FORM = "https://sqs.<region>.amazonaws.com/<account id>/<queue name>"
+
+
+@dataclass(frozen=True)
+class QueueAddress:
+    """Where a queue URL points: its AWS region (None for an endpoint of its own), and that endpoint."""
+
+    url: str
+    region: str | None
+    endpoint_url: str | None
+
+
+def parse_queue_url(url: str) -> QueueAddress:
+    """The queue an SQS queue URL names; ConfigError (one line, never the URL's text) when it is not one."""
+    parts = urllib.parse.urlsplit(url.strip()) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("https", "http") or not parts.hostname or parts.query or parts.fragment:
+        raise ConfigError(f"not an SQS queue URL (expected {QUEUE_URL_FORM})")
+    if not _QUEUE_PATH.match(parts.path):
+        raise ConfigError(f"not an SQS queue URL: the path is /<12-digit account id>/<queue name> ({QUEUE_URL_FORM})")
+    host = _AWS_HOST.match(parts.hostname)
+    if host:
+        if parts.scheme != "https":
+            raise ConfigError(f"an AWS queue URL is https ({QUEUE_URL_FORM})")
+        return QueueAddress(url=url.strip(), region=host.group("region") or host.group("legacy"), endpoint_url=None)
+    if parts.hostname.endswith(".amazonaws.com") or parts.hostname.endswith(".amazonaws.com.cn"):
+        raise ConfigError(f"not an SQS queue URL: unknown AWS host (expected {QUEUE_URL_FORM})")
+    return QueueAddress(url=url.strip(), region=None, endpoint_url=f"{parts.scheme}://{parts.netloc}")
 
 
 class SqsSender:

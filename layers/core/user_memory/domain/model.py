@@ -17,6 +17,7 @@ Patch = list[dict[str, Any]]
 
 # Defaults defined once; settings and the store refer to these.
 DEFAULT_CHECKPOINT_INTERVAL = 50
+MAX_VERSION = 2**31 - 1  # versions are PostgreSQL integers
 DEFAULT_MAX_DOCUMENT_BYTES = 256 * 1024
 # The activity one prompt carries, in tokens (estimated as characters / 4): the default of
 # MAX_PROMPT_ACTIVITY_TOKENS, the same as the default chunk (MAX_PROMPT_ACTIVITY_CHARS / 4).

@@ -48,6 +48,7 @@ from user_memory.errors import (
     IdempotencyKeyReused,
     InvalidActivity,
     InvalidDocument,
+    InvalidPatch,
     InvalidRequest,
     NotFound,
     PreconditionRequired,
@@ -265,7 +266,7 @@ class MemoryService:
     def apply_merge_patch(self, patch: Any, edit: Edit) -> AppendResult:
         """RFC 7396: the merge patch applied to the head (or to version If-Match), validated."""
         if not isinstance(patch, dict):
-            raise InvalidDocument("a merge patch for a memory document must be a JSON object")
+            raise InvalidPatch("a merge patch for a memory document must be a JSON object")
         return self._edit(lambda document: merge_patch(document, patch), edit)
 
     def replace(self, document: Any, edit: Edit) -> AppendResult:
@@ -437,8 +438,10 @@ class MemoryService:
         """Occurrences of the user's events overlapping [start, end), from the item index; the ids
         of events that could not be expanded within the budget go to `unexpanded`."""
         companion = self._companion_schema()
-        if start.tzinfo is None or end.tzinfo is None:
-            raise InvalidRequest("from and to need a time zone (for example 2026-11-23T00:00:00Z)")
+        naive = [name for name, when in (("from", start), ("to", end)) if when.tzinfo is None]
+        if naive:
+            raise InvalidRequest(f"{' and '.join(naive)} need{'s' if len(naive) == 1 else ''} a time zone "
+                                 "(for example 2026-11-23T00:00:00Z)")  # fmt: skip
         if end <= start:
             raise InvalidRequest("to must be after from")
         if not (start.year >= 2 and end.year <= 9998):

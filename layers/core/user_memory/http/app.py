@@ -27,7 +27,7 @@ from user_memory.adapters.http_deadline import invocation_left, within
 from user_memory.config import ApiSettings
 from user_memory.domain.messages import MAX_MESSAGE_BYTES
 from user_memory.domain.service import Sessions
-from user_memory.errors import Forbidden, NotFound, describe_failure
+from user_memory.errors import Forbidden, MethodNotAllowed, NotFound, describe_failure
 from user_memory.http import models, openapi
 from user_memory.http.bodies import PARSED, UNPARSED, check_body
 from user_memory.http.context import KEY, Dependencies, Tasks, caller_of, event_request_id
@@ -35,6 +35,7 @@ from user_memory.http.problems import (
     BAD_REQUEST,
     INVALID_INPUT,
     INVALID_JSON,
+    METHOD_NOT_ALLOWED,
     NOT_FOUND,
     UNAVAILABLE,
     UNSUPPORTED_MEDIA,
@@ -78,6 +79,9 @@ class MemoryApi:
         self.app.not_found(self._not_found)
         for router in ROUTERS:
             self.app.include_router(router)
+        # (path pattern, method) of every route, for the 405 a known path answers to another method
+        routes = [*self.app._static_routes, *self.app._dynamic_routes]  # Powertools' table (no public view)
+        self._routes: list[tuple[re.Pattern[str], str]] = [(route.rule, route.method.upper()) for route in routes]
 
     @property
     def settings(self) -> ApiSettings:
@@ -143,6 +147,14 @@ class MemoryApi:
         return self._refuse(err, kind_of(err, if_match=bool(self.app.context.get("if_match"))))
 
     def _not_found(self, err: Exception) -> Response[str]:
+        """No route for this method and path: 405 with Allow when the path takes other methods, else 404."""
+        event = self.app.current_event
+        path, method = event.path, event.http_method.upper()
+        allowed = sorted({m for rule, m in self._routes if rule.match(path)})
+        if allowed:
+            refused = refusal(MethodNotAllowed(method, allowed), METHOD_NOT_ALLOWED, self._request_id(), None)
+            refused.headers["Allow"] = ", ".join(allowed)
+            return refused
         return refusal(NotFound("no such route"), NOT_FOUND, self._request_id(), None, detail="no such route")
 
     def _refuse(self, err: BaseException, kind: Kind, detail: str | None = None) -> Response[str]:

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 
-MAX_VERSION = 2**31 - 1  # versions are PostgreSQL integers
+from user_memory.domain.model import MAX_VERSION
 
 # Reading the memory (the caller's and, for operators, anyone's)
 Version = Annotated[int | None, Query(ge=0, description="A past version (0: the empty document).")]

@@ -20,11 +20,13 @@ from user_memory.errors import (
     InvalidActivity,
     InvalidDocument,
     InvalidKvEntry,
+    InvalidPatch,
     InvalidRequest,
     InvalidToolCall,
     InvalidUpdate,
     InvalidUserId,
     KvValueTooLarge,
+    MethodNotAllowed,
     NotFound,
     PatchError,
     PreconditionRequired,
@@ -53,7 +55,7 @@ class Kind:
 
 BAD_REQUEST = Kind(400, "bad-request", "The request is malformed")
 INVALID_JSON = Kind(400, "invalid-json", "The body is not valid JSON")
-INVALID_PATCH = Kind(400, "invalid-patch", "The body is not a valid JSON Patch")
+INVALID_PATCH = Kind(400, "invalid-patch", "The body is not a valid patch")
 UNAUTHENTICATED = Kind(401, "unauthenticated", "No valid credentials")
 FORBIDDEN = Kind(403, "forbidden", "Not allowed for this caller")
 NOT_FOUND = Kind(404, "not-found", "No such resource")
@@ -126,10 +128,14 @@ def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
         return UNKNOWN_VERSION
     if isinstance(err, NotFound):
         return NOT_FOUND
+    if isinstance(err, MethodNotAllowed):
+        return METHOD_NOT_ALLOWED
     if isinstance(err, WrongSchema):
         return NOT_ENABLED
     if isinstance(err, ElementExists):
         return ELEMENT_EXISTS
+    if isinstance(err, InvalidPatch):
+        return INVALID_PATCH
     if isinstance(err, PatchError):
         return PATCH_CONFLICT
     if isinstance(err, InvalidDocument | UnknownSection | InvalidUpdate | InvalidToolCall):

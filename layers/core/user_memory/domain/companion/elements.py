@@ -30,7 +30,7 @@ from user_memory.domain.companion.recurrence import (
 )
 from user_memory.domain.memory.patching import copy_json
 from user_memory.domain.model import Document
-from user_memory.errors import BudgetExceeded, ElementExists, InvalidRequest, NotFound, UserMemoryError
+from user_memory.errors import BudgetExceeded, ElementExists, InvalidPatch, InvalidRequest, NotFound, UserMemoryError
 
 Collection = Literal["goals", "todos", "events"]
 # What "complete" sets, per collection.
@@ -49,6 +49,9 @@ def check_collection(name: str) -> Collection:
 
 def _now_iso(now: datetime | None = None) -> str:
     return (now or datetime.now(UTC)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+_NOUN = {"goals": "goal", "todos": "to-do", "events": "event"}
 
 
 def _fields(collection: Collection, fields: Any) -> dict[str, Any]:
@@ -88,7 +91,9 @@ def _existing(doc: Document, collection: Collection, element_id: str) -> dict[st
 
 def update(collection: Collection, element_id: str, fields: Any) -> Callable[[Document], Document]:
     """The edit that merges `fields` into the element (null removes a field: its default returns)."""
-    changes = _fields(collection, fields)
+    if not isinstance(fields, dict):
+        raise InvalidPatch(f"a merge patch for a {_NOUN[collection]} must be a JSON object")
+    changes = dict(fields)
     if "id" in changes and changes["id"] != element_id:
         raise InvalidRequest("an element's id cannot change")
 

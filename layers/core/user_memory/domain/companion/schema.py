@@ -4,8 +4,10 @@ Seven elements, one document (every change is a version, so history, diff and re
 free): basic personal info, advanced info, goals and milestones, to-dos, important events
 (calendar-like), the current state, and a feedback summary. Goals, to-dos and events are maps
 keyed by their id, so each has a stable JSON Pointer (`/todos/<id>`) and a change to one is a
-one-operation patch. `date_of_birth`, `email` and `phone` are sensitive: never logged, never put
-in the search index (domain/companion/items.py), covered by erase and export with the document.
+one-operation patch. `date_of_birth`, `email` and `phone` are sensitive (declared with the schema):
+never logged, never put in the search index (domain/companion/items.py), never in a rendered
+prompt unless the deployment opts in (PROMPT_INCLUDE_SENSITIVE), covered by erase and export
+with the document.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AfterValidator, Field, ModelWrapValidatorHandler, model_validator
 from pydantic_core import PydanticCustomError
 
-from user_memory.domain.companion.items import ELEMENT_KINDS, MAX_ELEMENTS
+from user_memory.domain.companion.items import ELEMENT_KINDS, MAX_ELEMENTS, SENSITIVE_FIELDS
 from user_memory.domain.companion.recurrence import (
     DOCUMENT_STEPS,
     MAX_LINES,
@@ -264,6 +266,6 @@ class CompanionMemory(_Strict):
         return self
 
 
-register_schema("companion", CompanionMemory)
+register_schema("companion", CompanionMemory, sensitive=SENSITIVE_FIELDS)
 
 ELEMENT_MODELS: dict[str, Any] = {"goals": Goal, "todos": Todo, "events": Event}

@@ -24,6 +24,7 @@ MAX_CONVERSATIONS_PER_MESSAGE = 100
 MAX_CONVERSATION_ID_CHARS = 200
 MAX_MESSAGE_ID_CHARS = 300
 DEFAULT_INACTIVITY_THRESHOLD_MINUTES = 120
+MAX_INACTIVITY_THRESHOLD_MINUTES = 60 * 24 * 31  # a month
 # A message's line in the prompt is cut beyond this, with a marker saying how much was cut.
 MAX_MESSAGE_LINE_CHARS = 4_000
 # What a memory may hold (the model is asked for less; longer answers are cut, not refused).

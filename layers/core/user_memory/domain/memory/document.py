@@ -61,9 +61,16 @@ class UserState(_Strict):
 _SCHEMAS: dict[str, type[BaseModel]] = {"user_state": UserState}
 
 
-def register_schema(name: str, model: type[BaseModel]) -> None:
-    """Make a pydantic model available as a memory document schema under `name`."""
+# The field names each schema declares sensitive (at any depth): kept out of logs and the search
+# index, and out of a rendered prompt unless the deployment opts in (PROMPT_INCLUDE_SENSITIVE).
+_SENSITIVE: dict[str, frozenset[str]] = {}
+
+
+def register_schema(name: str, model: type[BaseModel], *, sensitive: frozenset[str] = frozenset()) -> None:
+    """Make a pydantic model available as a memory document schema under `name`, with the names of
+    its sensitive fields (personal data an agent's prompt does not need: an email, a phone number)."""
     _SCHEMAS[name] = model
+    _SENSITIVE[name] = frozenset(sensitive)
 
 
 # Schemas whose module registers them when first asked for (their models are not built at every
@@ -202,6 +209,12 @@ register_schema("tutor", TutorMemory)
 
 # Top-level fields that describe the document rather than the user: not sections.
 _META_FIELDS = frozenset({"version", "last_updated_by"})
+
+
+def sensitive_fields(schema: str = "user_state") -> frozenset[str]:
+    """The field names `schema` declares sensitive (none for user_state and tutor)."""
+    get_schema(schema)  # a lazy schema registers itself, and its fields, when first asked for
+    return _SENSITIVE.get(schema, frozenset())
 
 
 def section_names(schema: str = "user_state") -> list[str]:

@@ -16,6 +16,7 @@ from user_memory.domain.memory.document import (
     UserState,
     get_schema,
     section_names,
+    sensitive_fields,
 )
 from user_memory.domain.model import Document
 from user_memory.errors import (
@@ -25,6 +26,9 @@ from user_memory.errors import (
 
 # Evidence entries shown per item (the last ones: append adds at the end, so the newest).
 MAX_EVIDENCE_SHOWN = 3
+# The largest budget a caller may ask for (GET /me/memory/prompt's budget_tokens, the MCP tool's).
+DEFAULT_RENDER_BUDGET = 800
+MAX_RENDER_BUDGET = 32_000
 
 _Line = tuple[str, str]  # (section, one line of text)
 
@@ -126,18 +130,162 @@ def _tutor_lines(doc: TutorMemory) -> list[_Line]:
     return lines
 
 
+def _empty(value: Any) -> bool:
+    if isinstance(value, str):
+        return not _text(value)
+    return value is None or (isinstance(value, list | dict) and not value)
+
+
+def _pruned(value: Any, sensitive: frozenset[str]) -> Any:
+    """`value` without empty members (null, "", [], {}) and without sensitive fields, at any depth."""
+    if isinstance(value, dict):
+        kept = {k: _pruned(v, sensitive) for k, v in value.items() if k not in sensitive}
+        return {k: v for k, v in kept.items() if not _empty(v)}
+    if isinstance(value, list):
+        return [v for v in (_pruned(item, sensitive) for item in value) if not _empty(v)]
+    return value
+
+
 def _compact(value: Any) -> str:
     if isinstance(value, str):
         return _text(value)
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def _generic_lines(document: Document, sections: list[str]) -> list[_Line]:
-    """Any other registered schema: sections in schema order, one line per list item or object member."""
+def _joined(values: list[str]) -> str:
+    return "; ".join(t for t in (_text(v) for v in values) if t)
+
+
+_PRIORITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+
+
+def _companion_lines(doc: Any, include_sensitive: bool, sensitive: frozenset[str]) -> list[_Line]:
+    """The companion schema as an agent needs it: who the person is, how they are, the goals they
+    pursue, the to-dos still open and the events not cancelled, their preferences and what they
+    thought of the answers. Left out: empty fields, bookkeeping (versions, timestamps), finished
+    goals and to-dos, cancelled or completed events, and the sensitive fields unless
+    `include_sensitive`."""
     lines: list[_Line] = []
+
+    def shown(field: str) -> bool:
+        return include_sensitive or field not in sensitive
+
+    info = doc.basic_info
+    for label, field in (
+        ("Name", "name"),
+        ("Gender", "gender"),
+        ("Date of birth", "date_of_birth"),
+        ("Email", "email"),
+        ("Phone", "phone"),
+        ("Timezone", "timezone"),
+        ("Locale", "locale"),
+    ):
+        value = getattr(info, field)
+        if shown(field) and value and (text := _text(str(value))):
+            lines.append(("basic_info", f"{label}: {text}"))
+
+    state = doc.current_state
+    for label, value in (("Education", state.education), ("Mood", state.mood)):
+        if text := _text(value):
+            lines.append(("current_state", f"{label}: {text}"))
+    for label, values in (
+        ("Skills", state.skills),
+        ("Focus areas", state.focus_areas),
+        ("Pain points", state.pain_points),
+        ("Recent wins", state.recent_wins),
+        ("Recent losses", state.recent_losses),
+    ):
+        if text := _joined(values):
+            lines.append(("current_state", f"{label}: {text}"))
+
+    goals = [g for g in doc.goals.values() if g.status in ("active", "paused")]
+    goals.sort(key=lambda g: (g.status != "active", _PRIORITY_ORDER[g.priority], g.target_date or "9999", g.id))
+    for goal in goals:
+        details = ["paused"] if goal.status == "paused" else []
+        if goal.priority != "medium":
+            details.append(f"{goal.priority} priority")
+        if goal.target_date:
+            details.append(f"target {goal.target_date}")
+        done = next((e.percent for e in reversed(goal.progress) if e.percent is not None), None)
+        if done is not None:
+            details.append(f"{done}% done")
+        if category := _text(goal.category):
+            details.append(category)
+        if description := _text(goal.description):
+            details.append(description)
+        suffix = f" - {'; '.join(details)}" if details else ""
+        lines.append(("goals", f"Goal: {_text(goal.title)} [{goal.id}]{suffix}"))
+
+    todos = [t for t in doc.todos.values() if t.status in ("open", "in_progress")]
+    todos.sort(key=lambda t: (t.due_date is None, t.due_date or "", _PRIORITY_ORDER[t.priority], t.id))
+    for todo in todos:
+        details = [f"due {todo.due_date}"] if todo.due_date else []
+        if todo.status == "in_progress":
+            details.append("in progress")
+        if todo.priority != "medium":
+            details.append(f"{todo.priority} priority")
+        if todo.goal_id:
+            details.append(f"for goal {todo.goal_id}")
+        if tags := ", ".join(t for t in (_text(tag) for tag in todo.tags) if t):
+            details.append(f"tags {tags}")
+        if notes := _text(todo.notes):
+            details.append(notes)
+        suffix = f" - {'; '.join(details)}" if details else ""
+        lines.append(("todos", f"To-do: {_text(todo.text)} [{todo.id}]{suffix}"))
+
+    events = [e for e in doc.events.values() if e.status in ("confirmed", "tentative")]
+    events.sort(key=lambda e: (e.start, e.id))
+    for event in events:
+        details = [f"{event.start} to {event.end}" if event.end else event.start]
+        rules = [line.removeprefix("RRULE:") for line in event.recurrence if line.startswith("RRULE:")]
+        if rules:
+            details.append(f"repeats {rules[0]}")
+        if event.status == "tentative":
+            details.append("tentative")
+        if location := _text(event.location):
+            details.append(f"at {location}")
+        people = [
+            _text(a.name) + (f" <{a.email}>" if a.email and shown("email") else "")
+            for a in event.attendees
+            if _text(a.name) or (a.email and shown("email"))
+        ]
+        if people:
+            details.append(f"with {', '.join(p.strip() for p in people)}")
+        lines.append(("events", f"Event: {_text(event.summary)} [{event.id}] - {'; '.join(details)}"))
+
+    advanced = doc.advanced_info
+    if occupation := _text(advanced.occupation):
+        lines.append(("advanced_info", f"Occupation: {occupation}"))
+    for area in sorted(advanced.preferences):
+        if text := ", ".join(v for v in (_text(x) for x in advanced.preferences[area]) if v):
+            lines.append(("advanced_info", f"Preferences - {_text(area)}: {text}"))
+    for label, values in (("Languages", advanced.languages), ("Travel styles", advanced.travel_styles)):
+        if text := ", ".join(v for v in (_text(x) for x in values) if v):
+            lines.append(("advanced_info", f"{label}: {text}"))
+    for key in sorted(advanced.other_attributes):
+        if shown(key) and (text := _text(advanced.other_attributes[key])):
+            lines.append(("advanced_info", f"Other - {_text(key)}: {text}"))
+
+    feedback = doc.feedback
+    for label, values in (
+        ("Liked", feedback.positives),
+        ("Disliked", feedback.negatives),
+        ("Asked for", feedback.suggestions),
+    ):
+        lines.extend(("feedback", f"{label}: {text}") for text in (_text(v) for v in values) if text)
+    if feedback.ratings_count and feedback.average_rating is not None:
+        lines.append(("feedback", f"Ratings: {feedback.ratings_count}, average {feedback.average_rating:g} of 5"))
+    return lines
+
+
+def _generic_lines(document: Document, sections: list[str], sensitive: frozenset[str]) -> list[_Line]:
+    """Any other registered schema: sections in schema order, one line per list item or object
+    member; empty values and sensitive fields left out at any depth."""
+    lines: list[_Line] = []
+    document = _pruned(document, sensitive)
     for section in sections:
         value = document.get(section)
-        if value in (None, "", [], {}):
+        if value is None:
             continue
         if isinstance(value, list):
             lines.extend((section, f"{section}: {_compact(item)}") for item in value)
@@ -148,7 +296,7 @@ def _generic_lines(document: Document, sections: list[str]) -> list[_Line]:
     return lines
 
 
-def _lines(document: Any, schema: str) -> list[_Line]:
+def _lines(document: Any, schema: str, include_sensitive: bool) -> list[_Line]:
     if not isinstance(document, dict):
         raise InvalidDocument(f"a memory document must be a JSON object, got {type(document).__name__}")
     try:
@@ -159,7 +307,11 @@ def _lines(document: Any, schema: str) -> list[_Line]:
         return _user_state_lines(parsed)
     if isinstance(parsed, TutorMemory):
         return _tutor_lines(parsed)
-    return _generic_lines(parsed.model_dump(mode="json"), section_names(schema))
+    sensitive = sensitive_fields(schema)
+    if schema == "companion":
+        return _companion_lines(parsed, include_sensitive, sensitive)
+    hidden = frozenset() if include_sensitive else sensitive
+    return _generic_lines(parsed.model_dump(mode="json"), section_names(schema), hidden)
 
 
 def _marker(left_out: list[_Line]) -> str:
@@ -168,7 +320,9 @@ def _marker(left_out: list[_Line]) -> str:
     return f"[memory truncated: {n} more item{'' if n == 1 else 's'} in {', '.join(sections)}]"
 
 
-def render_memory(document: Any, budget_tokens: int, *, schema: str = "user_state") -> str:
+def render_memory(
+    document: Any, budget_tokens: int, *, schema: str = "user_state", include_sensitive: bool = False
+) -> str:
     """The memory as a compact block of labeled lines for a system prompt, within `budget_tokens`.
 
     Tokens are estimated as ceil(characters / 4) of the whole block, newlines included
@@ -180,8 +334,16 @@ def render_memory(document: Any, budget_tokens: int, *, schema: str = "user_stat
     - tutor: personal_info (name, preferred name, language, timezone, age group, learning
       goals, then `other` by key), areas_to_improve (by severity, then last_noted, then
       first_noted, newest first, then topic), knowledge_strengths (stored order);
+    - companion: basic_info, current_state, goals (active, then paused; by priority, then target
+      date), to-dos (open or in progress; by due date, then priority), events (confirmed or
+      tentative; by start), advanced_info, feedback; finished goals and to-dos, cancelled and
+      completed events, and bookkeeping (versions, timestamps) are left out;
     - any other registered schema: its sections in schema order, one line per list item or
       object member.
+
+    Empty fields (null, "", [], {}) are never rendered, and neither are the fields the schema
+    declares sensitive (`sensitive_fields`: the companion's date_of_birth, email and phone) unless
+    `include_sensitive` (a deployment's PROMPT_INCLUDE_SENSITIVE).
 
     Items show at most the last MAX_EVIDENCE_SHOWN evidence entries. Empty sections are left
     out; a document without content (version 0's `{}` included) renders as "". When the block
@@ -197,7 +359,7 @@ def render_memory(document: Any, budget_tokens: int, *, schema: str = "user_stat
     """
     if not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 0:
         raise ValueError("budget_tokens must be a non-negative integer")
-    lines = _lines(document, schema)
+    lines = _lines(document, schema, include_sensitive)
     texts = [text for _, text in lines]
     block = "\n".join(texts)
     if estimate_tokens(block) <= budget_tokens:

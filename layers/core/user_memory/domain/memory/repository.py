@@ -20,6 +20,7 @@ from user_memory.domain.memory.patching import apply_patch, copy_json, make_patc
 from user_memory.domain.model import (
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_MAX_DOCUMENT_BYTES,
+    MAX_VERSION,
     AppendResult,
     Document,
     HistoryEntry,
@@ -31,7 +32,14 @@ from user_memory.domain.model import (
     parse_user_id,
 )
 from user_memory.domain.ports import MemoryRecorder, NewVersion, StoredRow
-from user_memory.errors import ActivityChanged, DocumentTooLarge, InvalidDocument, UnknownVersion, VersionConflict
+from user_memory.errors import (
+    ActivityChanged,
+    DocumentTooLarge,
+    InvalidArgument,
+    InvalidDocument,
+    UnknownVersion,
+    VersionConflict,
+)
 
 
 def rebuild(rows: list[StoredRow]) -> MemoryVersion:
@@ -107,6 +115,8 @@ class MemoryStore:
         """Versions newest first, at most `limit`, optionally only those below `before_version`."""
         if not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be at least 1")
+        if before_version is not None and not 1 <= before_version <= MAX_VERSION:
+            raise InvalidArgument("before", f"must be a version from 1 to {MAX_VERSION}, got {before_version}")
         return self.recorder.read_history(parse_user_id(user_id), limit=limit, before_version=before_version)
 
     def recent_changes(self, user_id: object, *, limit: int) -> list[VersionChange]:

@@ -6,15 +6,13 @@ from aws_lambda_powertools.event_handler import Request, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from user_memory.domain.memory.render import render_memory
+from user_memory.domain.memory.render import DEFAULT_RENDER_BUDGET, MAX_RENDER_BUDGET, render_memory
 from user_memory.http import models, responses
 from user_memory.http.bodies import check_json_patch, json_body, media_type
 from user_memory.http.context import dependencies, edit, me
 from user_memory.http.openapi import responses as answers
 from user_memory.http.params import AsOf, Before, From, IdemKey, IfMatch, Limit, Since, To, Version
 from user_memory.http.problems import UNSUPPORTED_MEDIA, HttpProblem
-
-MAX_RENDER_BUDGET = 32_000
 
 router = Router()
 
@@ -51,11 +49,12 @@ def get_changes(request: Request, since: Since) -> Response[models.Changes]:
 
 
 @router.get("/me/memory/prompt", responses=answers(models.Prompt, etag=True), tags=["agent"])
-def get_prompt(request: Request, budget_tokens: Budget = 800) -> Response[models.Prompt]:
+def get_prompt(request: Request, budget_tokens: Budget = DEFAULT_RENDER_BUDGET) -> Response[models.Prompt]:
     """The head rendered as a compact block for a system prompt, cut to a token budget."""
     with me(request) as service:
         head = service.read()  # one read: the text is the version the ETag names
-        text = render_memory(head.document, budget_tokens, schema=service.schema)
+        include_sensitive = dependencies(request).settings.prompt_include_sensitive
+        text = render_memory(head.document, budget_tokens, schema=service.schema, include_sensitive=include_sensitive)
         body = models.Prompt(user_id=str(service.user_id), version=head.version, text=text)
     return Response(200, "application/json", body, headers={"ETag": responses.etag(head.version)})
 

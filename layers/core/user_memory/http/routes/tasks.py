@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler import Request
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
+from user_memory.domain.conversations.model import MAX_INACTIVITY_THRESHOLD_MINUTES
 from user_memory.http import models
 from user_memory.http.context import dependencies, not_enabled, operator_caller
 from user_memory.http.openapi import responses as answers
@@ -16,7 +17,7 @@ Threshold = Annotated[
     int | None,
     Query(
         ge=1,
-        le=60 * 24 * 31,
+        le=MAX_INACTIVITY_THRESHOLD_MINUTES,
         description="Minutes a conversation must have been quiet (default INACTIVITY_THRESHOLD_MINUTES).",
     ),
 ]
