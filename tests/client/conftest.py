@@ -3,6 +3,7 @@ real HTTP, development tokens) on the session's embedded PostgreSQL, one server 
 
 from __future__ import annotations
 
+import io
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -21,7 +22,8 @@ SECRET = "client-test-secret-of-at-least-32-bytes"
 def server(pool: ConnectionPool) -> Iterator[ApiServer]:
     """The API as `user-memory serve` runs it (default settings: the user_state schema)."""
     settings = ApiSettings.from_env({})
-    with ApiServer(create_api(build_api(settings, pool=pool), settings), secret=SECRET, port=0) as running:
+    api = create_api(build_api(settings, pool=pool), settings)
+    with ApiServer(api, secret=SECRET, port=0, log=io.StringIO()) as running:
         yield running
 
 

@@ -5,6 +5,7 @@ And the client stands alone: it installs and imports without the server's depend
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -93,6 +94,15 @@ def test_every_model_matches_its_schema(spec, model: type[BaseModel]):
         assert _shape(mine["properties"][name]) == _shape(prop), f"{model.__name__}.{name}"
 
 
+def test_the_dev_environment_installs_what_the_client_needs():
+    # The root project's dev extra carries the client's dependencies, pinned alike, so its tests run
+    # on `pip install -e '.[dev]'` as well as after `make`.
+    root = tomllib.loads((CLIENT.parents[1] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    client = tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]
+    needed = set(client["dependencies"]) - {"pydantic>=2.7,<3"}  # the server pins pydantic itself
+    assert needed | set(client["optional-dependencies"]["langgraph"]) <= set(root["dev"])
+
+
 def test_every_schema_an_operation_answers_has_a_model(spec):
     answered = {op.answer.__schema__ for op in OPERATIONS.values()}
     mirrored = {m.__schema__ for m in models.schema_models()}  # type: ignore[attr-defined]
@@ -110,7 +120,9 @@ def test_the_client_imports_nothing_of_the_server_and_depends_on_httpx_and_pydan
         "import user_memory_client, user_memory_client.aio, user_memory_client.client\n"
         "print('\\n'.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
     )
-    loaded = set(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split())
+    env = {**os.environ, "PYTHONPATH": str(CLIENT)}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
+    loaded = set(run.stdout.split())
     # Then only the standard library, httpx's and pydantic's own packages and the client were loaded
     allowed = {
         "user_memory_client",

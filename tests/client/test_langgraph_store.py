@@ -55,8 +55,8 @@ def _expire_now(pool: ConnectionPool, user: str, key: str) -> None:
     """Backdate an entry's expiry into the past without deleting it (the purge has not run)."""
     with pool.connection() as conn:
         conn.execute(
-            "UPDATE user_memory_kv SET updated_at = now() - interval '2 minutes', expires_at = now() - interval '1 minute'"
-            " WHERE user_id = %s AND namespace = 'langgraph' AND key = %s",
+            "UPDATE user_memory_kv SET updated_at = now() - interval '2 minutes',"
+            " expires_at = now() - interval '1 minute' WHERE user_id = %s AND namespace = 'langgraph' AND key = %s",
             (user, key),
         )
 
@@ -475,7 +475,9 @@ def test_list_namespaces_pagination(store, u):
 
 
 def test_list_namespaces_max_depth(store, u):
-    for i, ns in enumerate([("a", "b", "c", "d"), ("a", "b", "c", "e"), ("a", "b", "f"), ("a", "g"), ("h", "i", "j", "k")]):
+    for i, ns in enumerate(
+        [("a", "b", "c", "d"), ("a", "b", "c", "e"), ("a", "b", "f"), ("a", "g"), ("h", "i", "j", "k")]
+    ):
         store.put(namespace=(u, *ns), key=f"id_{i}", value={"data": f"value_{i:02d}"})
     assert sorted(store.list_namespaces(max_depth=3)) == [(u, "a", "b"), (u, "a", "g"), (u, "h", "i")]
 

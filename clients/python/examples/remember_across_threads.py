@@ -19,7 +19,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
-
 from user_memory_client.langgraph_store import UserMemoryStore
 
 

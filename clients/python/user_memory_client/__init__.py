@@ -1,11 +1,11 @@
 """A typed Python client for the user-memory API (sync `Client`, async `AsyncClient`).
 
-    from user_memory_client import Client
+from user_memory_client import Client
 
-    with Client("https://memory.example.com", token=get_token) as client:
-        memory = client.memory.get()
-        client.memory.patch({"personal_info": {"name": "Ann"}}, if_match=memory.version)
-        hits = client.memory.search("algebra")
+with Client("https://memory.example.com", token=get_token) as client:
+    memory = client.memory.get()
+    client.memory.patch({"personal_info": {"name": "Ann"}}, if_match=memory.version)
+    hits = client.memory.search("algebra")
 """
 
 from user_memory_client import errors, models

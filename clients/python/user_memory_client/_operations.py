@@ -53,9 +53,7 @@ OPERATIONS: dict[str, Operation] = {
     "kv.put": Operation(
         "PUT", "/me/kv/{namespace}/{key}", models.KvEntry, bodies=(JSON,), body_fields=("value", "ttl_seconds")
     ),
-    "kv.touch": Operation(
-        "POST", "/me/kv/{namespace}/touch", models.KvTouched, bodies=(JSON,), body_fields=("keys",)
-    ),
+    "kv.touch": Operation("POST", "/me/kv/{namespace}/touch", models.KvTouched, bodies=(JSON,), body_fields=("keys",)),
     "kv.delete": Operation("DELETE", "/me/kv/{namespace}/{key}", models.KvDeleted),
     "activity.record": Operation(
         "POST", "/me/activity", models.ActivityRecorded, bodies=(JSON,), body_fields=("items",)

@@ -44,7 +44,9 @@ class AsyncMemoryApi(_Resource):
         """One page of versions, newest first."""
         return await self._run(call("memory.history", query={"limit": limit, "before": before}), models.History)
 
-    async def iter_history(self, *, page_size: int = 50, before: int | None = None) -> AsyncIterator[models.HistoryItem]:
+    async def iter_history(
+        self, *, page_size: int = 50, before: int | None = None
+    ) -> AsyncIterator[models.HistoryItem]:
         """Every version, newest first, page by page."""
         while True:
             page = await self.history(limit=page_size, before=before)
@@ -147,7 +149,9 @@ class AsyncKvApi(_Resource):
         """One live entry (NotFound when there is none)."""
         return await self._run(call("kv.get", path={"namespace": namespace, "key": key}), models.KvEntry)
 
-    async def put(self, namespace: str, key: str, value: JsonValue, *, ttl_seconds: int | None = None) -> models.KvEntry:
+    async def put(
+        self, namespace: str, key: str, value: JsonValue, *, ttl_seconds: int | None = None
+    ) -> models.KvEntry:
         """Insert or replace an entry."""
         body = {"value": value, "ttl_seconds": ttl_seconds}
         return await self._run(call("kv.put", path={"namespace": namespace, "key": key}, body=body), models.KvEntry)
@@ -168,7 +172,9 @@ class AsyncKvApi(_Resource):
         query = {"limit": limit, "after": after, "prefix": prefix}
         return await self._run(call("kv.list", path={"namespace": namespace}, query=query), models.KvPage)
 
-    async def iter(self, namespace: str, *, prefix: str | None = None, page_size: int = 100) -> AsyncIterator[models.KvEntry]:
+    async def iter(
+        self, namespace: str, *, prefix: str | None = None, page_size: int = 100
+    ) -> AsyncIterator[models.KvEntry]:
         """Every live entry of a namespace in key order, page by page."""
         after = None
         while True:
@@ -200,9 +206,10 @@ class AsyncAccountApi(_Resource):
 class AsyncClient:
     """The user-memory API for one caller (the token's user).
 
-    token: the bearer token, or a callable returning it or a coroutine function (called for every request, and again after
-    a 401, so it can refresh). retries: how failures are retried (see `Retries`). http: an
-    httpx.AsyncClient to use (its connection pool, proxies, certificates); closed by you, not here.
+    token: the bearer token, or a function or coroutine function returning it (called for every
+    request, and again after a 401, so it can refresh). retries: how failures are retried (see
+    `Retries`). http: an httpx.AsyncClient to use (its connection pool, proxies, certificates);
+    closed by you, not here.
     """
 
     def __init__(

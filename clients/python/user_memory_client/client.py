@@ -209,9 +209,7 @@ class Client:
         http: httpx.Client | None = None,
         user_agent: str = USER_AGENT,
     ) -> None:
-        self._transport = SyncTransport(
-            base_url, token, retries=retries or Retries(), http=http, user_agent=user_agent
-        )
+        self._transport = SyncTransport(base_url, token, retries=retries or Retries(), http=http, user_agent=user_agent)
         self.memory = MemoryApi(self._transport)
         self.kv = KvApi(self._transport)
         self.activity = ActivityApi(self._transport)

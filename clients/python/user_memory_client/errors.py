@@ -6,6 +6,7 @@ status, so `except NotFound` catches an unknown version as well as a missing key
 
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -203,10 +204,8 @@ def error_for(response: httpx.Response) -> ApiError:
 
 def _problem(response: httpx.Response) -> Problem:
     body: Any = None
-    try:
+    with suppress(ValueError):
         body = response.json()
-    except ValueError:
-        pass
     if isinstance(body, dict):
         try:
             return Problem.model_validate({"status": response.status_code, **body})

@@ -235,7 +235,7 @@ class UserMemoryStore(BaseStore):
         if op.value is None:
             yield _Delete(user, key)
         else:
-            yield _Put(user, key, op.value, _ttl_seconds(op.ttl))
+            yield _Put(user, key, dict(op.value), _ttl_seconds(op.ttl))
         return None
 
     def _search(self, op: SearchOp) -> _Plan:
@@ -291,7 +291,9 @@ class UserMemoryStore(BaseStore):
     def _client(self, user: str) -> Client:
         client = self._clients.get(user)
         if client is None:
-            client = Client(self.base_url, lambda: _sync_token(self._token, user), retries=self._retries, http=self._http)
+            client = Client(
+                self.base_url, lambda: _sync_token(self._token, user), retries=self._retries, http=self._http
+            )
             self._clients[user] = client
         return client
 
@@ -452,4 +454,3 @@ def _operator(value: Any, operator: str, operand: Any) -> bool:
         return bool(compare(float(value), float(operand)))
     except (TypeError, ValueError):
         return False  # a missing or non-numeric field matches no comparison
-
