@@ -19,9 +19,11 @@ SECRET = "client-test-secret-of-at-least-32-bytes"
 
 
 @pytest.fixture(scope="module")
-def server(pool: ConnectionPool) -> Iterator[ApiServer]:
-    """The API as `user-memory serve` runs it (default settings: the user_state schema)."""
-    settings = ApiSettings.from_env({})
+def server(request: pytest.FixtureRequest, pool: ConnectionPool) -> Iterator[ApiServer]:
+    """The API as `user-memory serve` runs it: default settings (the user_state schema), or the
+    schema a module names in DOCUMENT_SCHEMA."""
+    schema = getattr(request.module, "DOCUMENT_SCHEMA", None)
+    settings = ApiSettings.from_env({"DOCUMENT_SCHEMA": schema} if schema else {})
     api = create_api(build_api(settings, pool=pool), settings)
     with ApiServer(api, secret=SECRET, port=0, log=io.StringIO()) as running:
         yield running

@@ -60,7 +60,35 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "account.export": Operation("GET", "/me/export", models.Export),
     "account.erase": Operation("DELETE", "/me", models.Erased),
+    # the companion layer
+    "goals.active": Operation("GET", "/me/goals", models.ActiveGoals, query=("within_days",)),
+    "todos.due": Operation("GET", "/me/todos/due", models.TodosDue, query=("on",)),
+    "events.between": Operation("GET", "/me/events", models.EventsInRange, query=("from", "to")),
+    "events.import": Operation(
+        "POST", "/me/events/import", models.EventsImported, headers=EDIT_HEADERS, bodies=(JSON,)
+    ),
+    "ratings.record": Operation(
+        "POST",
+        "/me/ratings",
+        models.RatingRecorded,
+        bodies=(JSON,),
+        body_fields=("interaction_id", "rating", "tags", "comment", "rated_at"),
+    ),
+    "digest.get": Operation("GET", "/me/digest", models.Digest, query=("day",)),
 }
+for _collection in ("goals", "todos", "events"):
+    _item = f"/me/{_collection}/{{element_id}}"
+    OPERATIONS |= {
+        f"{_collection}.create": Operation(
+            "POST", f"/me/{_collection}", models.ElementWritten, headers=EDIT_HEADERS, bodies=(JSON,)
+        ),
+        f"{_collection}.get": Operation("GET", _item, models.Element),
+        f"{_collection}.update": Operation(
+            "PATCH", _item, models.ElementWritten, headers=EDIT_HEADERS, bodies=(MERGE_PATCH,)
+        ),
+        f"{_collection}.complete": Operation("POST", f"{_item}/complete", models.ElementWritten, headers=EDIT_HEADERS),
+        f"{_collection}.delete": Operation("DELETE", _item, models.ElementWritten, headers=EDIT_HEADERS),
+    }
 
 
 @dataclass

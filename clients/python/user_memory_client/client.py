@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal, TypeVar
 
 import httpx
 from pydantic import JsonValue
 
 from user_memory_client import models
-from user_memory_client._operations import Call, activity_json, call, patch_call, replace_call
+from user_memory_client._operations import MERGE_PATCH, Call, activity_json, call, patch_call, replace_call
 from user_memory_client._transport import Retries, SyncTransport, Token
 from user_memory_client.errors import PreconditionFailed, VersionConflict
 
@@ -192,6 +192,138 @@ class AccountApi(_Resource):
         return self._run(call("account.erase"), models.Erased)
 
 
+class ElementsApi(_Resource):
+    """One collection of the companion layer (DOCUMENT_SCHEMA=companion): goals, to-dos or events.
+    Each write is a new version of the memory (`if_match`, `idempotency_key` as for the memory)."""
+
+    def __init__(self, transport: SyncTransport, collection: str) -> None:
+        super().__init__(transport)
+        self.collection = collection
+
+    def create(
+        self, fields: dict[str, Any], *, if_match: int | str | None = None, idempotency_key: str | None = None
+    ) -> models.ElementWritten:
+        """A new element (an id is generated when `fields` has none; ElementExists when it is taken)."""
+        c = call(f"{self.collection}.create", body=fields, if_match=if_match, idempotency_key=idempotency_key)
+        return self._run(c, models.ElementWritten)
+
+    def get(self, element_id: str) -> models.Element:
+        return self._run(call(f"{self.collection}.get", path={"element_id": element_id}), models.Element)
+
+    def update(
+        self,
+        element_id: str,
+        fields: dict[str, Any],
+        *,
+        if_match: int | str | None = None,
+        idempotency_key: str | None = None,
+    ) -> models.ElementWritten:
+        """An RFC 7396 merge of the element's fields (None removes a field)."""
+        c = call(
+            f"{self.collection}.update",
+            path={"element_id": element_id},
+            body=fields,
+            content_type=MERGE_PATCH,
+            if_match=if_match,
+            idempotency_key=idempotency_key,
+        )
+        return self._run(c, models.ElementWritten)
+
+    def complete(
+        self, element_id: str, *, if_match: int | str | None = None, idempotency_key: str | None = None
+    ) -> models.ElementWritten:
+        """Mark it done (a to-do) or completed (a goal, an event); again: nothing written."""
+        c = call(
+            f"{self.collection}.complete",
+            path={"element_id": element_id},
+            if_match=if_match,
+            idempotency_key=idempotency_key,
+        )
+        return self._run(c, models.ElementWritten)
+
+    def delete(
+        self, element_id: str, *, if_match: int | str | None = None, idempotency_key: str | None = None
+    ) -> models.ElementWritten:
+        """Remove it as a new version (history keeps it)."""
+        c = call(
+            f"{self.collection}.delete",
+            path={"element_id": element_id},
+            if_match=if_match,
+            idempotency_key=idempotency_key,
+        )
+        return self._run(c, models.ElementWritten)
+
+
+class GoalsApi(ElementsApi):
+    def active(self, *, within_days: int | None = None) -> models.ActiveGoals:
+        """Active goals, nearest target date first."""
+        return self._run(call("goals.active", query={"within_days": within_days}), models.ActiveGoals)
+
+
+class TodosApi(ElementsApi):
+    def due(self, *, on: date | None = None) -> models.TodosDue:
+        """Open to-dos due on or before a day (the user's today by default), overdue first."""
+        return self._run(call("todos.due", query={"on": on}), models.TodosDue)
+
+
+class EventsApi(ElementsApi):
+    def between(self, start: datetime | str | None = None, end: datetime | None = None) -> models.EventsInRange:
+        """Occurrences overlapping [start, end) (default: now and 7 days on); one answer, which may be
+        cut short (`next_from`)."""
+        return self._run(call("events.between", query={"from": start, "to": end}), models.EventsInRange)
+
+    def iter_between(self, start: datetime, end: datetime) -> Iterator[models.Occurrence]:
+        """Every occurrence in [start, end), asking again from `next_from` while answers are cut short."""
+        cursor: datetime | str = start
+        while True:
+            page = self.between(cursor, end)
+            yield from page.items
+            if page.next_from is None or page.next_from == cursor:
+                return
+            cursor = page.next_from
+
+    def import_google(
+        self,
+        page: dict[str, Any] | list[dict[str, Any]],
+        *,
+        if_match: int | str | None = None,
+        idempotency_key: str | None = None,
+    ) -> models.EventsImported:
+        """Import Google Calendar events (an event, a list, or an Events.list page) in one version."""
+        c = call("events.import", body=page, if_match=if_match, idempotency_key=idempotency_key)
+        return self._run(c, models.EventsImported)
+
+
+class CompanionApi(_Resource):
+    """The companion layer: goals, to-dos, events, ratings, the daily digest."""
+
+    def __init__(self, transport: SyncTransport) -> None:
+        super().__init__(transport)
+        self.goals = GoalsApi(transport, "goals")
+        self.todos = TodosApi(transport, "todos")
+        self.events = EventsApi(transport, "events")
+
+    def rate(
+        self,
+        interaction_id: str,
+        rating: int,
+        *,
+        tags: Sequence[str] = (),
+        comment: str = "",
+        rated_at: datetime | None = None,
+    ) -> models.RatingRecorded:
+        """Rate one interaction 1 to 5 (a repeat replaces it)."""
+        body: dict[str, Any] = {"interaction_id": interaction_id, "rating": rating, "tags": list(tags)}
+        body["comment"] = comment
+        if rated_at is not None:
+            body["rated_at"] = rated_at.isoformat()
+        return self._run(call("ratings.record", body=body), models.RatingRecorded)
+
+    def digest(self, *, day: date | None = None) -> models.Digest:
+        """The daily digest the nightly run made (the latest by default)."""
+        return self._run(call("digest.get", query={"day": day}), models.Digest)
+
+
 class Client:
     """The user-memory API for one caller (the token's user).
 
@@ -214,6 +346,7 @@ class Client:
         self.kv = KvApi(self._transport)
         self.activity = ActivityApi(self._transport)
         self.account = AccountApi(self._transport)
+        self.companion = CompanionApi(self._transport)
 
     def close(self) -> None:
         self._transport.close()

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 __all__ = [
+    "ActiveGoals",
     "ActivityItem",
     "ActivityRecord",
     "ActivityRecorded",
@@ -22,20 +23,29 @@ __all__ = [
     "ConversationMessageRecord",
     "ConversationRecord",
     "Diff",
+    "Digest",
+    "Element",
+    "ElementWritten",
     "Erased",
+    "EventsImported",
+    "EventsInRange",
     "Export",
     "History",
     "HistoryItem",
+    "IndexedElement",
     "KvDeleted",
     "KvEntry",
     "KvPage",
     "KvTouched",
     "Memory",
+    "Occurrence",
     "Problem",
     "Prompt",
     "RatingRecord",
+    "RatingRecorded",
     "SearchHit",
     "SearchResults",
+    "TodosDue",
     "Written",
 ]
 
@@ -263,6 +273,99 @@ class Erased(ApiModel):
     __schema__ = "Erased"
     user_id: str
     removed: dict[str, int]
+
+
+# -- the companion layer (DOCUMENT_SCHEMA=companion) -------------------------------------------------
+
+Collection = Literal["goals", "todos", "events"]
+
+
+class ElementWritten(ApiModel):
+    """A goal, to-do or event after a write: the version it made and the element (None: deleted)."""
+
+    __schema__ = "ElementWritten"
+    user_id: str
+    collection: Collection
+    id: str
+    status: str
+    version: int
+    element: dict[str, JsonValue] | None
+
+
+class Element(ApiModel):
+    __schema__ = "Element"
+    user_id: str
+    collection: Collection
+    id: str
+    version: int
+    element: dict[str, JsonValue]
+
+
+class IndexedElement(ApiModel):
+    __schema__ = "IndexedElement"
+    path: str
+    version: int
+    element: dict[str, JsonValue]
+
+
+class ActiveGoals(ApiModel):
+    __schema__ = "ActiveGoals"
+    user_id: str
+    items: list[IndexedElement]
+
+
+class TodosDue(ApiModel):
+    __schema__ = "TodosDue"
+    user_id: str
+    day: str
+    overdue: list[IndexedElement]
+    due: list[IndexedElement]
+
+
+class Occurrence(ApiModel):
+    __schema__ = "Occurrence"
+    id: str
+    path: str
+    version: int
+    occurrence_start: str
+    occurrence_end: str
+    event: dict[str, JsonValue]
+
+
+class EventsInRange(ApiModel):
+    """Occurrences in [from, to); `next_from` is where to ask again when the answer was cut short."""
+
+    __schema__ = "EventsInRange"
+    user_id: str
+    from_: datetime = Field(alias="from")
+    to: datetime
+    items: list[Occurrence]
+    unexpanded: list[str] = Field(default_factory=list)
+    next_from: str | None = None
+
+
+class EventsImported(ApiModel):
+    __schema__ = "EventsImported"
+    user_id: str
+    status: str
+    version: int
+    created: int
+    updated: int
+    unchanged: int
+    deleted: int
+
+
+class RatingRecorded(ApiModel):
+    __schema__ = "RatingRecorded"
+    user_id: str
+    interaction_id: str
+    status: Literal["created", "updated", "unchanged"]
+
+
+class Digest(ApiModel):
+    __schema__ = "Digest"
+    user_id: str
+    digest: dict[str, JsonValue]
 
 
 def schema_models() -> list[type[ApiModel]]:
