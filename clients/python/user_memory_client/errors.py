@@ -208,7 +208,7 @@ def _problem(response: httpx.Response) -> Problem:
         body = response.json()
     if isinstance(body, dict):
         try:
-            return Problem.model_validate({"status": response.status_code, **body})
+            return Problem.model_validate({**body, "status": response.status_code})
         except ValueError:
             pass
     # Not a problem document (a proxy's page, API Gateway's {"message": ...}): the status speaks.
