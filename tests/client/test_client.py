@@ -160,6 +160,8 @@ def test_key_value_routes_with_prefix_paging_and_touch(base_url, token):
         (lambda c: c.kv.put("Not A Namespace", "k", 1), errors.InvalidInput, 422),
         (lambda c: c.kv.put("default", "k", "x" * 20_000), errors.TooLarge, 413),
         (lambda c: c.memory.diff(0, 5), errors.UnknownVersion, 404),
+        (lambda c: c.kv.touch("default", []), errors.InvalidInput, 422),
+        (lambda c: c.kv.list("default", prefix=""), errors.BadRequest, 400),
         (
             lambda c: c.activity.record(
                 [{"occurred_at": datetime.now(UTC), "kind": "memory_reset", "external_id": "r1"}]
@@ -168,7 +170,17 @@ def test_key_value_routes_with_prefix_paging_and_touch(base_url, token):
             403,
         ),
     ],
-    ids=["unknown-version", "invalid-document", "patch-conflict", "invalid-input", "too-large", "diff", "reset"],
+    ids=[
+        "unknown-version",
+        "invalid-document",
+        "patch-conflict",
+        "invalid-input",
+        "too-large",
+        "diff",
+        "touch-nothing",
+        "empty-prefix",
+        "reset",
+    ],
 )
 def test_problems_become_typed_errors(base_url, token, call, error, status):
     client = Client(base_url, token, retries=Retries(attempts=1))

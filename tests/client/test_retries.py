@@ -30,7 +30,7 @@ def proxy(base_url: str, faults: Faults) -> Iterator[str]:
         yield url
 
 
-def test_a_write_whose_answer_is_lost_is_retried_with_the_same_key_and_written_once(proxy, faults, token):
+def test_a_write_whose_answer_is_lost_is_retried_with_the_same_key_and_written_once(proxy, faults, token, caplog):
     # Given a write whose first answer is lost after the API wrote it, then a 503 and a 429
     faults.plan = ["lost", "503", "429"]
     client = Client(proxy, token, retries=QUICK)
@@ -43,6 +43,10 @@ def test_a_write_whose_answer_is_lost_is_retried_with_the_same_key_and_written_o
     assert len(keys) == 1 and next(iter(keys)).startswith("client:")
     assert (written.status, written.version) == ("idempotent", 1)
     assert [i.version for i in client.memory.iter_history()] == [1]
+    # And each retry was logged with the error's type, never a value of the request
+    retried = [r.getMessage() for r in caplog.records if r.name == "user_memory_client"]
+    assert [m.split(" after ")[1].split(" (")[0] for m in retried] == ["TransportError", "Unavailable", "RateLimited"]
+    assert all(m.startswith("retrying PATCH /me/memory") for m in retried)
 
 
 def test_every_write_carries_a_new_idempotency_key(proxy, faults, token):

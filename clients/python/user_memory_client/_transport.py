@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,8 @@ import httpx
 
 from user_memory_client._operations import Call
 from user_memory_client.errors import DeadlineExceeded, TransportError, Unauthenticated, error_for, retry_after_seconds
+
+logger = logging.getLogger("user_memory_client")
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 MAX_ANSWER_BYTES = 16 * 1024 * 1024  # the API answers at most 6 MB (Lambda's limit)
@@ -59,9 +62,11 @@ class Retries:
 
 
 class _Attempts:
-    """The bookkeeping of one call's tries, shared by both transports."""
+    """The bookkeeping of one call's tries, shared by both transports. Each retry is logged (the
+    operation's path template, never its values: keys and ids may be personal)."""
 
-    def __init__(self, retries: Retries, rng: random.Random) -> None:
+    def __init__(self, call: Call, retries: Retries, rng: random.Random) -> None:
+        self.call = call
         self.retries = retries
         self.rng = rng
         self.deadline = time.monotonic() + retries.deadline
@@ -102,6 +107,17 @@ class _Attempts:
             if isinstance(err, TransportError):
                 raise DeadlineExceeded(f"no answer within the deadline of {self.retries.deadline:g} s: {err}") from err
             raise err
+        op = self.call.operation
+        logger.warning(
+            "retrying %s %s after %s (try %d of %d, waiting %.2f s)",
+            op.method,
+            op.path,
+            type(err).__name__,
+            self.tries,
+            self.retries.attempts,
+            wait,
+            extra={"request_id": getattr(err, "request_id", None), "error_type": type(err).__name__},
+        )
         return wait
 
 
@@ -130,7 +146,7 @@ class SyncTransport:
 
     def send(self, call: Call) -> httpx.Response:
         """The 2xx answer to `call` (its body read), or the typed error."""
-        attempts = _Attempts(self.retries, self.rng)
+        attempts = _Attempts(call, self.retries, self.rng)
         last: Exception | None = None
         while True:
             timeout = attempts.next_timeout(last)
@@ -193,7 +209,7 @@ class AsyncTransport:
         return await value if inspect.isawaitable(value) else value
 
     async def send(self, call: Call) -> httpx.Response:
-        attempts = _Attempts(self.retries, self.rng)
+        attempts = _Attempts(call, self.retries, self.rng)
         last: Exception | None = None
         while True:
             timeout = attempts.next_timeout(last)
