@@ -6,10 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint bench migrate clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e 'clients/python[langgraph]'
 	touch $(STAMP)
 
 demo: $(STAMP)  ## the daily job on local stand-ins (PostgreSQL in $USER_MEMORY_HOME/pgdata, moto SQS), then the report

@@ -279,6 +279,57 @@ def test_unicode_keys_round_trip_and_list_in_code_point_order(kv, user_id):
     assert page2.next_after_key is None
 
 
+def test_list_with_a_prefix_pages_only_the_keys_that_start_with_it(kv, user_id):
+    # Given keys around a prefix, one just past its range and unicode ones in it
+    keys = ["a/", "a/b", "a/b/c", "a/é", "a/\U0010ffff", "a0", "a.", "b/a", "a"]
+    for key in keys:
+        kv.put(user_id, "store", key, 1)
+    # When the namespace is listed with prefix "a/" in pages of two
+    seen, after = [], None
+    while True:
+        page = kv.list(user_id, "store", limit=2, after_key=after, prefix="a/")
+        seen += [e.key for e in page.entries]
+        if page.next_after_key is None:
+            break
+        after = page.next_after_key
+    # Then exactly the keys that start with it come back, in code point order, once each
+    assert seen == sorted(k for k in keys if k.startswith("a/"))
+    # And a prefix ending with the last code point, or matching nothing, is exact too
+    assert [e.key for e in kv.list(user_id, "store", limit=10, prefix="a/\U0010ffff").entries] == ["a/\U0010ffff"]
+    assert kv.list(user_id, "store", limit=10, prefix="zz").entries == ()
+
+
+def test_touch_keeps_live_entries_with_a_ttl_alive_for_their_ttl_again(kv, clock, user_id):
+    # Given an entry with a 60 s TTL, one without expiry and one that has expired
+    kv.put(user_id, "store", "ttl", {"n": 1}, ttl_seconds=60)
+    kv.put(user_id, "store", "forever", {"n": 2})
+    kv.put(user_id, "store", "gone", {"n": 3}, ttl_seconds=5)
+    clock.advance(seconds=50)
+    # When they are touched 50 s later (and a key that was never written)
+    touched = kv.touch(user_id, "store", ["ttl", "forever", "gone", "never", "ttl"])
+    # Then only the live entry with a TTL moved: it expires 60 s from now, its value unchanged
+    assert touched == ["ttl"]
+    entry = kv.get(user_id, "store", "ttl")
+    assert entry is not None and entry.value == {"n": 1}
+    assert entry.updated_at == clock.now and entry.expires_at == clock.now + timedelta(seconds=60)
+    forever = kv.get(user_id, "store", "forever")
+    assert forever is not None and forever.expires_at is None and forever.updated_at < clock.now
+    assert kv.get(user_id, "store", "gone") is None
+    # And 59 s later it is still there, 61 s later it is not
+    clock.advance(seconds=59)
+    assert kv.get(user_id, "store", "ttl") is not None
+    clock.advance(seconds=2)
+    assert kv.get(user_id, "store", "ttl") is None
+    assert kv.touch(user_id, "store", ["ttl"]) == []
+
+
+@pytest.mark.parametrize("keys", [[], "k", ["ok", ""], ["x" * 257], ["bad\x07"], ["k"] * 1001], ids=repr)
+def test_touch_refuses_bad_keys(kv, user_id, keys):
+    with pytest.raises(InvalidKvEntry) as err:
+        kv.touch(user_id, "store", keys)
+    assert err.value.field == "keys"
+
+
 # -- delete -----------------------------------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import builtins
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,13 +31,16 @@ from psycopg import errors as pgerrors
 from user_memory.adapters.postgres import ConnectionSource, _Database
 from user_memory.domain.kv import (
     DATABASE_VALUE_TEXT_BYTES,
+    MAX_TTL_SECONDS,
     Clock,
     JsonValue,
     KvEntry,
     KvPage,
     decode_value,
+    ttl_of,
     utc_now,
     validate_key,
+    validate_keys,
     validate_limit,
     validate_max_age_days,
     validate_namespace,
@@ -96,19 +99,36 @@ SELECT {_COLUMNS} FROM user_memory_kv
  WHERE user_id = %(u)s AND namespace = %(ns)s AND key = %(k)s AND {_LIVE}
 """
 
+
 # Keyset pages along the primary key (user_id, namespace, key). key is COLLATE "C": the index
-# order and the comparison are code point order, the same as Python's str ordering.
-_FIRST_PAGE = f"""
-SELECT {_COLUMNS} FROM user_memory_kv
- WHERE user_id = %(u)s AND namespace = %(ns)s AND {_LIVE}
- ORDER BY key
- LIMIT %(limit)s
-"""
-_NEXT_PAGE = f"""
-SELECT {_COLUMNS} FROM user_memory_kv
- WHERE user_id = %(u)s AND namespace = %(ns)s AND key > %(after)s AND {_LIVE}
- ORDER BY key
- LIMIT %(limit)s
+# order and the comparison are code point order, the same as Python's str ordering. With a prefix:
+# the keys from the prefix up to its upper bound (`_prefix_end`), a range of the primary key;
+# starts_with keeps the rule exact where there is no bound.
+def _page_statement(*, after: bool, prefix: bool) -> str:
+    where = "user_id = %(u)s AND namespace = %(ns)s"
+    if after:
+        where += " AND key > %(after)s"
+    if prefix:
+        where += (
+            " AND key >= %(prefix)s AND starts_with(key, %(prefix)s)"
+            " AND (%(prefix_end)s::text IS NULL OR key < %(prefix_end)s::text)"
+        )
+    return f"SELECT {_COLUMNS} FROM user_memory_kv WHERE {where} AND {_LIVE} ORDER BY key LIMIT %(limit)s"
+
+
+_PAGES = {(a, p): _page_statement(after=a, prefix=p) for a in (False, True) for p in (False, True)}
+
+# A touch: each live entry with an expiry gets it again from now, its TTL the whole seconds between
+# its last write and its expiry (for end users the table's trigger stamps updated_at with the
+# database's time; the rounding keeps the TTL from drifting by that difference).
+_TOUCH = f"""
+UPDATE user_memory_kv
+   SET updated_at = %(now)s,
+       expires_at = %(now)s + make_interval(
+         secs => least(greatest(round(extract(epoch FROM expires_at - updated_at)), 1), %(max_ttl)s))
+ WHERE user_id = %(u)s AND namespace = %(ns)s AND key = ANY(%(keys)s)
+   AND expires_at IS NOT NULL AND {_LIVE}
+RETURNING key
 """
 
 _DELETE = f"""
@@ -118,6 +138,18 @@ RETURNING {_LIVE}
 """
 
 _PURGE = "SELECT user_memory_kv_purge(%s, %s)"
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """The least string above every string that starts with `prefix` in code point order (None:
+    none exists, the prefix ends with the last code point)."""
+    stripped = prefix.rstrip(chr(0x10FFFF))
+    if not stripped:
+        return None
+    last = ord(stripped[-1]) + 1
+    if 0xD800 <= last <= 0xDFFF:  # no surrogates in text: the next code point after them
+        last = 0xE000
+    return stripped[:-1] + chr(last)
 
 
 def _entry(row: tuple[Any, ...]) -> KvEntry:
@@ -188,7 +220,9 @@ class PostgresKv(_Database):
             row = conn.execute(_DELETE, params, prepare=True).fetchone()
         return bool(row[0]) if row is not None else False
 
-    def list(self, user_id: object, namespace: str, *, limit: int, after_key: str | None = None) -> KvPage:
+    def list(
+        self, user_id: object, namespace: str, *, limit: int, after_key: str | None = None, prefix: str | None = None
+    ) -> KvPage:
         params = {
             "u": parse_user_id(user_id),
             "ns": validate_namespace(namespace),
@@ -196,10 +230,25 @@ class PostgresKv(_Database):
             "after": validate_key(after_key, "after_key") if after_key is not None else None,
             "now": self._now(),
         }
-        statement = _FIRST_PAGE if after_key is None else _NEXT_PAGE
+        if prefix is not None:
+            params["prefix"] = validate_key(prefix, "prefix")
+            params["prefix_end"] = _prefix_end(prefix)
+        statement = _PAGES[(after_key is not None, prefix is not None)]
         with self._statement() as conn:
             rows = conn.execute(statement, params, prepare=True).fetchall()
         return _page([_entry(r) for r in rows], limit)
+
+    def touch(self, user_id: object, namespace: str, keys: Sequence[str]) -> builtins.list[str]:
+        params = {
+            "u": parse_user_id(user_id),
+            "ns": validate_namespace(namespace),
+            "keys": validate_keys(keys),
+            "now": self._now(),
+            "max_ttl": MAX_TTL_SECONDS,
+        }
+        with self._statement() as conn:
+            rows = conn.execute(_TOUCH, params, prepare=True).fetchall()
+        return sorted(r[0] for r in rows)
 
     def purge(self, *, now: datetime | None = None, max_age_days: int) -> int:
         days = validate_max_age_days(max_age_days)
@@ -282,16 +331,36 @@ class InMemoryKv:
                 self._namespaces.pop((uid, ns), None)
             return stored is not None and stored.live(now)
 
-    def list(self, user_id: object, namespace: str, *, limit: int, after_key: str | None = None) -> KvPage:
+    def list(
+        self, user_id: object, namespace: str, *, limit: int, after_key: str | None = None, prefix: str | None = None
+    ) -> KvPage:
         uid, ns, size = parse_user_id(user_id), validate_namespace(namespace), validate_limit(limit)
         after = validate_key(after_key, "after_key") if after_key is not None else None
+        start = validate_key(prefix, "prefix") if prefix is not None else ""
         now = self._now()
         with self._lock:
             entries = self._namespaces.get((uid, ns), {})
             # Python orders str by code point, as PostgreSQL's "C" collation orders the key column.
-            keys = sorted(k for k, s in entries.items() if s.live(now) and (after is None or k > after))
+            keys = sorted(
+                k for k, s in entries.items() if s.live(now) and (after is None or k > after) and k.startswith(start)
+            )
             picked = [self._entry(uid, ns, k, entries[k]) for k in keys[: size + 1]]
         return _page(picked, size)
+
+    def touch(self, user_id: object, namespace: str, keys: Sequence[str]) -> builtins.list[str]:
+        uid, ns, wanted = parse_user_id(user_id), validate_namespace(namespace), validate_keys(keys)
+        now = self._now()
+        touched = []
+        with self._lock:
+            entries = self._namespaces.get((uid, ns), {})
+            for key in wanted:
+                stored = entries.get(key)
+                if stored is None or stored.expires_at is None or not stored.live(now):
+                    continue
+                ttl = ttl_of(stored.updated_at, stored.expires_at)
+                stored.updated_at, stored.expires_at = now, now + timedelta(seconds=ttl)
+                touched.append(key)
+        return touched
 
     def purge(self, *, now: datetime | None = None, max_age_days: int) -> int:
         days = validate_max_age_days(max_age_days)

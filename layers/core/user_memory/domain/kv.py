@@ -20,6 +20,12 @@ for writers that bypass the service):
   the expiry again from its own time: expires_at = updated_at + ttl_seconds, or none.
 - an entry whose expires_at is at or before the store's clock is expired: never returned by get
   or list, and removed by purge.
+- list takes an optional key `prefix` (a key's rules, 1 to 256 characters): only keys that start
+  with it, still in key order and in keyset pages.
+- touch (1 to `MAX_PAGE_SIZE` keys) keeps live entries that have an expiry alive for their time to
+  live again: updated_at becomes now and expires_at now + their TTL (the time between their last
+  write and their expiry, in whole seconds, what the put that set it asked for). Entries without an
+  expiry, expired or missing are left alone; the answer names the keys it touched.
 
 Errors are InvalidKvEntry (a ValueError) naming the field, never its content, or
 KvValueTooLarge for the value's size.
@@ -27,12 +33,13 @@ KvValueTooLarge for the value's size.
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
 import re
 import unicodedata
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -121,9 +128,17 @@ class KvStore(Protocol):
         but reported as False: it no longer existed for the caller)."""
         ...
 
-    def list(self, user_id: object, namespace: str, *, limit: int, after_key: str | None = None) -> KvPage:
+    def list(
+        self, user_id: object, namespace: str, *, limit: int, after_key: str | None = None, prefix: str | None = None
+    ) -> KvPage:
         """Live entries of one namespace in key order (code points), at most `limit` (1 to
-        MAX_PAGE_SIZE), only keys after `after_key`: keyset paging, no gaps or repeats."""
+        MAX_PAGE_SIZE), only keys after `after_key`: keyset paging, no gaps or repeats; with
+        `prefix`, only keys that start with it."""
+        ...
+
+    def touch(self, user_id: object, namespace: str, keys: Sequence[str]) -> builtins.list[str]:
+        """Live entries of `keys` that have an expiry get it again from now (their own TTL); the
+        keys touched, in key order."""
         ...
 
     def purge(self, *, now: datetime | None = None, max_age_days: int) -> int:
@@ -173,6 +188,20 @@ def validate_limit(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidKvEntry("limit", f"must be a whole number from 1 to {MAX_PAGE_SIZE:,}")
     return limit
+
+
+def validate_keys(keys: object) -> builtins.list[str]:
+    """1 to MAX_PAGE_SIZE keys (a touch), each a valid key; duplicates once, in key order."""
+    if isinstance(keys, str) or not isinstance(keys, list | tuple):
+        raise InvalidKvEntry("keys", "must be a list of keys")
+    if not 1 <= len(keys) <= MAX_PAGE_SIZE:
+        raise InvalidKvEntry("keys", f"must hold 1 to {MAX_PAGE_SIZE:,} keys, got {len(keys)}")
+    return sorted({validate_key(k, "keys") for k in keys})
+
+
+def ttl_of(updated_at: datetime, expires_at: datetime) -> int:
+    """An entry's time to live in whole seconds, from its last write and its expiry (at least 1)."""
+    return max(1, min(MAX_TTL_SECONDS, round((expires_at - updated_at).total_seconds())))
 
 
 def validate_max_age_days(max_age_days: object) -> int:

@@ -532,8 +532,18 @@ class MemoryService:
 
     # -- key-value memory ----------------------------------------------------------------------------
 
-    def kv_list(self, namespace: str = DEFAULT_NAMESPACE, *, limit: int = 100, after: str | None = None) -> KvPage:
-        return self.kv.list(self.user_id, namespace, limit=limit, after_key=after)
+    def kv_list(
+        self,
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        limit: int = 100,
+        after: str | None = None,
+        prefix: str | None = None,
+    ) -> KvPage:
+        return self.kv.list(self.user_id, namespace, limit=limit, after_key=after, prefix=prefix)
+
+    def kv_touch(self, namespace: str, keys: list[str]) -> list[str]:
+        return self.kv.touch(self.user_id, namespace, keys)
 
     def kv_get(self, namespace: str, key: str) -> KvEntry | None:
         return self.kv.get(self.user_id, namespace, key)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, f
 
 from user_memory.domain.companion.times import RANGE_TEXT, StorableTime
 from user_memory.domain.conversations.model import MessagePayload, is_conversation_message
-from user_memory.domain.kv import MAX_KEY_CHARS, MAX_TTL_SECONDS
+from user_memory.domain.kv import MAX_KEY_CHARS, MAX_PAGE_SIZE, MAX_TTL_SECONDS
 from user_memory.domain.messages import MAX_ACTIVITIES_PER_MESSAGE, MAX_ACTIVITY_PAYLOAD_BYTES
 
 PROBLEM_JSON = "application/problem+json"
@@ -189,6 +189,19 @@ class KvPut(_In):
     ttl_seconds: Annotated[int, Field(ge=1, le=MAX_TTL_SECONDS)] | None = Field(
         default=None, description="Seconds until the entry expires; none: it stays until deleted or purged."
     )
+
+
+class KvTouch(_In):
+    keys: list[Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS)]] = Field(
+        min_length=1, max_length=MAX_PAGE_SIZE, description="The entries to keep alive for their time to live again."
+    )
+
+
+class KvTouched(_Out):
+    """The keys whose expiry moved: live entries with a time to live (the others are left alone)."""
+
+    namespace: str
+    keys: list[str]
 
 
 class KvDeleted(_Out):

@@ -59,6 +59,13 @@ _PATCH_BODY = {
     },
 }
 
+# A goal's, to-do's or event's update: an RFC 7396 merge of its fields (read by the route itself).
+_ELEMENT_MERGE_BODY = {
+    "required": True,
+    "content": {models.MERGE_PATCH: {"schema": {"type": "object", "additionalProperties": True}}},
+}
+_ELEMENT_COLLECTIONS = ("goals", "todos", "events")
+
 # What API Gateway answers itself, before or instead of the function, as {"message": "..."}
 # (HTTP APIs cannot reshape these): a refused token, no route, a body over 10 MB, throttling, and a
 # function that failed, timed out or was throttled.
@@ -80,7 +87,7 @@ _GATEWAY_ANSWERS = {
 
 def openapi_document(api: "MemoryApi") -> dict[str, Any]:
     """The OpenAPI document generated from the routes and models, plus what Powertools cannot say:
-    PATCH's two media types and the bearer token every route but this document needs."""
+    PATCH's media types and the bearer token every route but this document needs."""
     from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
     text = api.app.get_openapi_json_schema(
@@ -95,6 +102,8 @@ def openapi_document(api: "MemoryApi") -> dict[str, Any]:
     )
     document = json.loads(text)
     document["paths"]["/me/memory"]["patch"]["requestBody"] = _PATCH_BODY
+    for collection in _ELEMENT_COLLECTIONS:
+        document["paths"][f"/me/{collection}/{{element_id}}"]["patch"]["requestBody"] = _ELEMENT_MERGE_BODY
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     schemas["PatchOperation"] = models.PatchOperation.model_json_schema(by_alias=True)
     schemas["GatewayError"] = _GATEWAY_ERROR

@@ -20,13 +20,16 @@ Namespace = Annotated[str, Path(description="^[a-z0-9][a-z0-9_.-]{0,63}$ (`defau
 Key = Annotated[str, Path(description="1 to 256 characters, percent-encoded in the path.")]
 PageSize = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)]
 After = Annotated[str | None, Query(min_length=1, max_length=256, description="The cursor: keys after this.")]
+Prefix = Annotated[str | None, Query(min_length=1, max_length=256, description="Only keys that start with this.")]
 
 
 @router.get("/me/kv/<namespace>", responses=answers(models.KvPage), tags=["kv"])
-def list_kv(request: Request, namespace: Namespace, limit: PageSize = 100, after: After = None) -> models.KvPage:
-    """Live entries of a namespace in key order, in pages."""
+def list_kv(
+    request: Request, namespace: Namespace, limit: PageSize = 100, after: After = None, prefix: Prefix = None
+) -> models.KvPage:
+    """Live entries of a namespace in key order, in pages (only keys that start with `prefix`, if given)."""
     with me(request) as service:
-        page = service.kv_list(namespace, limit=limit, after=after)
+        page = service.kv_list(namespace, limit=limit, after=after, prefix=prefix)
     entries, next_after = responses.within_response_budget(page.entries, page.next_after_key)
     return models.KvPage(namespace=namespace, items=[responses.kv(e) for e in entries], next_after=next_after)
 
@@ -48,6 +51,15 @@ def put_kv(request: Request, namespace: Namespace, key: Key, put: Annotated[mode
     key = _path_key(key)
     with me(request) as service:
         return responses.kv(service.kv_put(namespace, key, put.value, put.ttl_seconds))
+
+
+@router.post("/me/kv/<namespace>/touch", responses=answers(models.KvTouched), tags=["kv"])
+def touch_kv(request: Request, namespace: Namespace, touch: Annotated[models.KvTouch, Body()]) -> models.KvTouched:
+    """Keep entries alive: each live entry with a time to live expires that long from now again
+    (updated_at is now). Entries without an expiry, expired or missing are left alone."""
+    with me(request) as service:
+        touched = service.kv_touch(namespace, touch.keys)
+    return models.KvTouched(namespace=namespace, keys=touched)
 
 
 @router.delete("/me/kv/<namespace>/<key>", responses=answers(models.KvDeleted), tags=["kv"])
