@@ -21,7 +21,7 @@ from user_memory.adapters.conversations import PostgresConversations
 from user_memory.adapters.kv import PostgresKv
 from user_memory.adapters.migrations import Login
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool, transaction
-from user_memory.adapters.search import Embedder, PostgresSearch
+from user_memory.adapters.search import PostgresSearch
 from user_memory.adapters.sqs import SqsSender
 from user_memory.config import (
     ApiSettings,
@@ -34,14 +34,25 @@ from user_memory.config import (
 )
 from user_memory.domain.conversations.ports import ConversationStore, ConversationSummarizer, Sender
 from user_memory.domain.conversations.trigger import TriggerReport
+from user_memory.domain.kv import KvStore
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import parse_user_id
-from user_memory.domain.ports import ActivityStore, ItemEmbeddings, Summarizer
+from user_memory.domain.ports import (
+    ActivityReader,
+    ActivityStore,
+    Embedder,
+    IndexUpkeep,
+    ItemEmbeddings,
+    QueueSender,
+    ServiceSearch,
+    Summarizer,
+)
 from user_memory.errors import ConfigError, WrongSchema
 from user_memory.jobs.embedding import embed_after_write
 
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
-    from user_memory.domain.service import MemoryService, NightlyCompanionData
+    from user_memory.domain.companion.ports import NightlyCompanionData
+    from user_memory.domain.service import MemoryService
     from user_memory.domain.summary.pipeline import PipelineConfig
 
 
@@ -169,9 +180,9 @@ class FanoutServices:
     """What the fan-out needs."""
 
     settings: FanoutSettings
-    activity: PostgresActivity
-    sender: SqsSender
-    conversations: PostgresConversations
+    activity: ActivityReader
+    sender: QueueSender
+    conversations: ConversationStore
     pool: ConnectionPool | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -204,7 +215,7 @@ class ApiServices:
     owned: bool = False
     sqs_client: Any = field(default=None, repr=False)
     embedder: Embedder | None = field(default=None, repr=False)
-    _pool_search: PostgresSearch | None = field(default=None, repr=False)
+    _pool_search: ServiceSearch | None = field(default=None, repr=False)
 
     @contextmanager
     def session(self, user_id: object, *, operator: str | None = None) -> Iterator[MemoryService]:
@@ -241,7 +252,7 @@ class ApiServices:
             embed_after_write(self.pool_search, uid)
 
     @property
-    def pool_search(self) -> PostgresSearch:
+    def pool_search(self) -> ServiceSearch:
         """Search with the service's rights on the pool, built once: it stores vectors (the
         service's to store, migration 012), serves the operators' search across users, and knows
         once per process whether the database has the vector table."""
@@ -285,11 +296,11 @@ def build_api(settings: ApiSettings, *, pool: ConnectionPool | None = None, sqs_
 
 @dataclass(kw_only=True)
 class RetentionServices:
-    """What the daily key-value retention job needs."""
+    """What the daily retention job needs: the key-value purge and the search index's upkeep."""
 
     settings: RetentionSettings
-    kv: PostgresKv
-    companion: PostgresCompanion
+    kv: KvStore
+    search: IndexUpkeep
     pool: ConnectionPool | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -302,7 +313,7 @@ def build_retention(settings: RetentionSettings, *, pool: ConnectionPool | None 
     owned = pool is None
     pool = pool or open_pool(database_url(settings), role=settings.database_role)
     return RetentionServices(
-        settings=settings, kv=PostgresKv(pool), companion=PostgresCompanion(pool), pool=pool if owned else None
+        settings=settings, kv=PostgresKv(pool), search=PostgresSearch(pool), pool=pool if owned else None
     )
 
 

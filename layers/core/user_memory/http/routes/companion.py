@@ -20,6 +20,7 @@ from user_memory.http.context import dependencies, edit, me
 from user_memory.http.openapi import responses as answers
 from user_memory.http.params import IdemKey, IfMatch
 from user_memory.http.problems import UNSUPPORTED_MEDIA, HttpProblem
+from user_memory.observability import logger, metrics
 
 router = Router()
 
@@ -74,6 +75,9 @@ def events_in_range(request: Request, range_from: RangeFrom = None, range_to: Ra
     unexpanded: list[str] = []
     with me(request) as service:
         found = service.events_between(start, end, unexpanded=unexpanded)
+    if unexpanded:
+        logger.warning("events not expanded", user_id=str(service.user_id), events=len(unexpanded))
+        metrics.add_metric(name="EventsNotExpanded", unit="Count", value=len(unexpanded))
     found, next_from = responses.occurrences_within_budget(found)
     return models.EventsInRange(
         user_id=str(service.user_id),
