@@ -30,9 +30,17 @@ from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.apigw import http_event
 from user_memory_local.poller import FakeLambdaContext
 
-from tests.e2e.test_conversation_memories import Stack as ConversationStack
-from tests.e2e.test_conversation_memories import batch_event, conversation, memory_reply, named
-from tests.e2e.test_daily_job import refresh_body, seed_users, sqs_event
+from tests.e2e.helpers import (
+    Stack,
+    batch_event,
+    conversation,
+    emitted_metrics,
+    memory_reply,
+    named,
+    refresh_body,
+    seed_users,
+    sqs_event,
+)
 from tests.fake_openai import completion, edits_completion, fake_openai_server
 
 pytestmark = [
@@ -55,11 +63,6 @@ def hung_up(fake: Any, wait: float = 3.0) -> bool:
     while not fake.trickled and time.monotonic() < ends:
         time.sleep(0.05)
     return bool(fake.trickled)
-
-
-def emitted_metrics(capsys: Any) -> dict[str, Any]:
-    [emf] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
-    return emf
 
 
 def test_a_trickling_model_fails_the_users_run_before_the_invocations_deadline(
@@ -135,7 +138,7 @@ def test_the_configured_timeout_bounds_a_call_by_wall_clock_when_the_invocation_
 def test_a_trickling_model_fails_a_conversation_before_the_deadline_and_it_is_re_sent(database_url, pool, logs):
     # Given a worker whose model endpoint trickles, and a batch of one quiet conversation
     with mock_aws(), fake_openai_server() as (fake, url):
-        stack = ConversationStack(
+        stack = Stack(
             database_url,
             pool,
             boto3.client("sqs", region_name="us-east-1"),
@@ -145,7 +148,7 @@ def test_a_trickling_model_fails_a_conversation_before_the_deadline_and_it_is_re
             openai_timeout_seconds=25,
             deadline_margin_ms=MARGIN_MS,
         )
-        key = conversation(stack.store)
+        key = conversation(stack.conversations)
         fake.reply(memory_reply(), trickle=TRICKLE)
         # When an invocation with 6.5 s left runs the record
         started = time.monotonic()

@@ -5,7 +5,6 @@ the real `openai` client against the local fake endpoint.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -20,7 +19,7 @@ from user_memory.runtime import build_worker
 from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.poller import FakeLambdaContext
 
-from tests.e2e.test_daily_job import refresh_body, seed_users, sqs_event
+from tests.e2e.helpers import emitted_metrics, refresh_body, seed_users, sqs_event
 from tests.fake_openai import edit, edits_completion, fake_openai_server
 
 pytestmark = [
@@ -47,11 +46,6 @@ def record_session(pool, user: uuid.UUID, day: datetime) -> None:
             )
         ]
     )
-
-
-def emitted_metrics(capsys) -> dict:
-    [emf] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
-    return emf
 
 
 def test_each_users_run_leaves_one_info_line_with_its_outcome_and_counts_never_content(database_url, pool, store, logs):
