@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import boto3
 import psycopg
 import pytest
+from moto import mock_aws
 from psycopg import sql
 from user_memory.adapters.companion import PostgresCompanion
 from user_memory.adapters.conversations import PostgresConversations
@@ -36,7 +38,7 @@ from user_memory_local import cli
 from user_memory_local.poller import FakeLambdaContext, LambdaSqsPoller, create_queues, sqs_record
 
 from tests.api_client import ApiClient, Reply
-from tests.fake_openai import completion
+from tests.fake_openai import completion, fake_openai_server
 
 # -- the service's log -------------------------------------------------------------------------------
 
@@ -324,6 +326,12 @@ def memory_reply(**changes: Any) -> dict[str, Any]:
     return completion(json.dumps({**MEMORY, **changes}), prompt_tokens=300, completion_tokens=80)
 
 
+def worker_services(database_url: str, pool: Any, **env: Any) -> WorkerServices:
+    """The worker's services on the test database, with settings from `env` alone (never the
+    process's environment)."""
+    return build_worker(WorkerSettings.from_env({}, database_url=database_url, **env), pool=pool)
+
+
 # -- the jobs' stack ---------------------------------------------------------------------------------
 
 MAX_RECEIVES = 5
@@ -412,6 +420,18 @@ class Stack:
                 (key.user_id, key.conversation_id),
             ).fetchone()
         return (row[0], row[1], row[2]) if row else None
+
+
+@contextmanager
+def openai_stack(database_url: str, pool: Any, **worker_env: Any) -> Iterator[tuple[Stack, Any]]:
+    """moto and the local fake OpenAI endpoint for the block: a stack whose worker summarizes
+    through the real `openai` client against the endpoint, and the endpoint."""
+    with mock_aws(), fake_openai_server() as (fake, url):
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        yield (
+            Stack(database_url, pool, sqs, summarizer="openai", openai_base_url=url, openai_api_key="k", **worker_env),
+            fake,
+        )
 
 
 # -- the command line ----------------------------------------------------------------------------------

@@ -80,6 +80,22 @@ def stack(database_url, pool, sqs):
     return Stack(database_url, pool, sqs, document_schema="companion")
 
 
+def fail_first_marking(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The worker's first marking of ratings dies (the connection lost after the feedback version
+    was committed); the versions each marking was asked for, in order."""
+    real_mark = stack.worker_services.companion.mark_ratings
+    calls: list[int] = []
+
+    def mark_once_failing(user_id: uuid.UUID, ids: list[int], version: int) -> int:
+        calls.append(version)
+        if len(calls) == 1:
+            raise ConnectionError("server closed the connection unexpectedly")
+        return real_mark(user_id, ids, version)
+
+    monkeypatch.setattr(stack.worker_services.companion, "mark_ratings", mark_once_failing)
+    return calls
+
+
 def companion_memory(**basic_info: Any) -> dict[str, Any]:
     """To-dos overdue, due today, due next month and done; a twice-weekly event and a one-off far
     away; a goal 10 days from its target and one 60 days from it."""
@@ -302,16 +318,7 @@ def test_a_crash_between_the_feedback_version_and_marking_the_ratings_is_retried
     # Given a worker whose first marking of the ratings dies (after the feedback version is committed)
     user = seed_companion_user(stack)
     [body] = naming(stack.fanned_out(SCHEDULED), user)
-    real_mark = stack.worker_services.companion.mark_ratings
-    calls: list[int] = []
-
-    def mark_once_failing(user_id: uuid.UUID, ids: list[int], version: int) -> int:
-        calls.append(version)
-        if len(calls) == 1:
-            raise ConnectionError("server closed the connection unexpectedly")
-        return real_mark(user_id, ids, version)
-
-    monkeypatch.setattr(stack.worker_services.companion, "mark_ratings", mark_once_failing)
+    calls = fail_first_marking(stack, monkeypatch)
     # When the worker runs the message
     assert stack.deliver(body) == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
     # Then the version is there, the ratings are not marked, and the failure is logged with the user
@@ -334,16 +341,7 @@ def test_a_rating_recorded_between_the_crash_and_the_retry_does_not_count_the_ba
     # Given a nightly run whose marking of the three ratings died after the feedback version was written
     user = seed_companion_user(stack)
     [body] = naming(stack.fanned_out(SCHEDULED), user)
-    real_mark = stack.worker_services.companion.mark_ratings
-    calls: list[int] = []
-
-    def mark_once_failing(user_id: uuid.UUID, ids: list[int], version: int) -> int:
-        calls.append(version)
-        if len(calls) == 1:
-            raise ConnectionError("server closed the connection unexpectedly")
-        return real_mark(user_id, ids, version)
-
-    monkeypatch.setattr(stack.worker_services.companion, "mark_ratings", mark_once_failing)
+    fail_first_marking(stack, monkeypatch)
     assert stack.deliver(body) == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
     # And the user rates once more before SQS delivers the message again
     late = Rating(interaction_id="chat-late", rating=5, tags=("fast",), rated_at=NOW)

@@ -40,8 +40,8 @@ from tests.e2e.helpers import (
     conversation,
     memory_reply,
     named,
+    openai_stack,
 )
-from tests.fake_openai import fake_openai_server
 
 pytestmark = [
     pytest.mark.e2e,
@@ -123,16 +123,7 @@ def test_a_re_run_writes_nothing(stack):
 def test_one_failing_conversation_does_not_stop_the_batch_and_is_retried_until_written(database_url, pool, logs):
     # Given a worker on the real openai client against a local endpoint, and a batch of three
     # conversations whose second one's call fails (HTTP 500, no client retry)
-    with mock_aws(), fake_openai_server() as (fake, url):
-        stack = Stack(
-            database_url,
-            pool,
-            boto3.client("sqs", region_name="us-east-1"),
-            summarizer="openai",
-            openai_base_url=url,
-            openai_api_key="k",
-            openai_max_retries=0,
-        )
+    with openai_stack(database_url, pool, openai_max_retries=0) as (stack, fake):
         ids = [conversation(stack.conversations) for _ in range(3)]
         fake.reply(memory_reply(tone="first"))
         fake.reply({"error": {"message": "boom"}}, status=500)

@@ -28,7 +28,7 @@ from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.poller import FakeLambdaContext
 
 from tests.conftest import EVENTS
-from tests.e2e.helpers import MAX_RECEIVES, emitted_metrics, refresh_body, seed_users, sqs_event
+from tests.e2e.helpers import MAX_RECEIVES, emitted_metrics, refresh_body, seed_users, sqs_event, worker_services
 from tests.fake_openai import fake_openai_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("aws_env")]
@@ -242,15 +242,9 @@ def test_every_llm_failure_is_logged_with_the_message_id_and_counted(
             url = "http://127.0.0.1:9/v1"
         for _ in range(4):
             fake.reply({"error": {"message": "boom"}}, status=500, delay=3.0 if failure == "hang" else 0.0)
-        settings = WorkerSettings.from_env(
-            {},
-            database_url=database_url,
-            openai_base_url=url,
-            openai_api_key="k",
-            openai_timeout_seconds=1,
-            openai_max_retries=1,
+        services = worker_services(
+            database_url, pool, openai_base_url=url, openai_api_key="k", openai_timeout_seconds=1, openai_max_retries=1
         )
-        services = build_worker(settings, pool=pool)
         event = sqs_event(refresh_body([user], day, "daily:2030-09-01"))
         metrics.clear_metrics()  # earlier tests ran with metrics disabled, which never flushes them
         capsys.readouterr()
@@ -418,8 +412,7 @@ def test_edit_mode_through_the_worker_logs_and_counts_applied_and_refused_edits(
                 prompt_tokens=700,
             )
         )
-        settings = WorkerSettings.from_env({}, database_url=database_url, openai_base_url=url, openai_api_key="k")
-        services = build_worker(settings, pool=pool)
+        services = worker_services(database_url, pool, openai_base_url=url, openai_api_key="k")
         metrics.clear_metrics()
         capsys.readouterr()
         # When the worker runs the day's message

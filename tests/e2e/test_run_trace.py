@@ -19,7 +19,7 @@ from user_memory.runtime import build_worker
 from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.poller import FakeLambdaContext
 
-from tests.e2e.helpers import emitted_metrics, refresh_body, seed_users, sqs_event
+from tests.e2e.helpers import emitted_metrics, refresh_body, seed_users, sqs_event, worker_services
 from tests.fake_openai import edit, edits_completion, fake_openai_server
 
 pytestmark = [
@@ -66,8 +66,7 @@ def test_each_users_run_leaves_one_info_line_with_its_outcome_and_counts_never_c
             )
         )
         fake.reply(edits_completion(edit("replace", "/safety_notes", "", "stale")))
-        settings = WorkerSettings.from_env({}, database_url=database_url, openai_base_url=url, openai_api_key="k")
-        services = build_worker(settings, pool=pool)
+        services = worker_services(database_url, pool, openai_base_url=url, openai_api_key="k")
         # When the worker runs the message
         result = worker_handler(
             sqs_event(refresh_body([written, refused, idle], day, "daily:2031-03-01")),
