@@ -20,7 +20,7 @@ from user_memory.adapters.companion import PostgresCompanion
 from user_memory.adapters.conversations import PostgresConversations
 from user_memory.adapters.kv import PostgresKv
 from user_memory.adapters.migrations import Login
-from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool, transaction
+from user_memory.adapters.postgres import ConnectionSource, PostgresActivity, PostgresRecorder, open_pool, transaction
 from user_memory.adapters.search import PostgresSearch
 from user_memory.adapters.sqs import SqsSender
 from user_memory.config import (
@@ -28,6 +28,7 @@ from user_memory.config import (
     DatabaseSettings,
     EmbeddingSettings,
     FanoutSettings,
+    MemorySettings,
     MigrateSettings,
     RetentionSettings,
     WorkerSettings,
@@ -110,6 +111,16 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder | None:
     return OpenAIEmbedder.from_settings(settings, api_key=key)
 
 
+def memory_store(source: ConnectionSource, settings: MemorySettings) -> MemoryStore:
+    """The memory store on PostgreSQL (a pool, or one transaction) with the deployment's checkpoint
+    interval and document size limit."""
+    return MemoryStore(
+        PostgresRecorder(source),
+        checkpoint_interval=settings.checkpoint_interval,
+        max_document_bytes=settings.max_document_bytes,
+    )
+
+
 def _sqs_client(client: Any) -> Any:
     if client is None:
         import boto3
@@ -158,11 +169,7 @@ def build_worker(
     pool = pool or open_pool(database_url(settings), role=settings.database_role)
     return WorkerServices(
         settings=settings,
-        store=MemoryStore(
-            PostgresRecorder(pool),
-            checkpoint_interval=settings.checkpoint_interval,
-            max_document_bytes=settings.max_document_bytes,
-        ),
+        store=memory_store(pool, settings),
         activity=PostgresActivity(pool),
         companion=PostgresCompanion(pool),
         search=PostgresSearch(pool, build_embedder(settings)),
@@ -229,11 +236,7 @@ class ApiServices:
         with transaction(self.pool, end_user=end_user) as tx:
             service = MemoryService(
                 user_id=uid,
-                store=MemoryStore(
-                    PostgresRecorder(tx),
-                    checkpoint_interval=settings.checkpoint_interval,
-                    max_document_bytes=settings.max_document_bytes,
-                ),
+                store=memory_store(tx, settings),
                 kv=PostgresKv(tx),
                 activity=PostgresActivity(tx),
                 account=PostgresAccount(tx, end_user=operator is None),

@@ -5,6 +5,7 @@ registered once per collection; a route knows its collection from the path it wa
 under. Static routes come first: /me/todos/due and /me/events/import are not element ids.
 """
 
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any
 
@@ -13,6 +14,8 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from user_memory.domain.companion.elements import Rating
+from user_memory.domain.model import AppendResult
+from user_memory.domain.service import Edit, MemoryService
 from user_memory.errors import InvalidRequest
 from user_memory.http import models, responses
 from user_memory.http.bodies import json_body, media_type
@@ -149,20 +152,27 @@ def update_element(
 def complete_element(
     request: Request, element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
 ) -> Response[models.ElementWritten]:
-    collection = _collection(request)
-    change = edit(request, if_match, idempotency_key_)
-    with me(request) as service:
-        result = service.complete_element(collection, element_id, change)
-        return responses.element_written(service.user_id, collection, element_id, result)
+    return _element_change(request, element_id, if_match, idempotency_key_, MemoryService.complete_element)
 
 
 def delete_element(
     request: Request, element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
 ) -> Response[models.ElementWritten]:
+    return _element_change(request, element_id, if_match, idempotency_key_, MemoryService.delete_element)
+
+
+def _element_change(
+    request: Request,
+    element_id: str,
+    if_match: str | None,
+    idempotency_key_: str | None,
+    change: Callable[[MemoryService, str, str, Edit], AppendResult],
+) -> Response[models.ElementWritten]:
+    """A change of one element that takes no body (`change`: the service's method), as a new version."""
     collection = _collection(request)
-    change = edit(request, if_match, idempotency_key_)
+    how = edit(request, if_match, idempotency_key_)
     with me(request) as service:
-        result = service.delete_element(collection, element_id, change)
+        result = change(service, collection, element_id, how)
         return responses.element_written(service.user_id, collection, element_id, result)
 
 
