@@ -375,19 +375,15 @@ class MoodSummarizer:
         return SummaryResult(document=doc, model="mood")
 
 
-def record_session(stack: Stack, user: uuid.UUID) -> None:
+def record_activity(stack: Stack, user: uuid.UUID, kind: str, payload: dict[str, Any], at: datetime, key: str) -> None:
+    """One activity of the user from the app (`key`: its external id after the user's)."""
     stack.worker_services.activity.record(
-        [
-            Activity(
-                user_id=user,
-                occurred_at=datetime(2031, 5, 13, 8, 0, tzinfo=UTC),
-                kind="session",
-                payload={"note": "checked in"},
-                source="app",
-                external_id=f"{user}:s",
-            )
-        ]
+        [Activity(user_id=user, occurred_at=at, kind=kind, payload=payload, source="app", external_id=f"{user}:{key}")]
     )
+
+
+def record_session(stack: Stack, user: uuid.UUID) -> None:
+    record_activity(stack, user, "session", {"note": "checked in"}, datetime(2031, 5, 13, 8, 0, tzinfo=UTC), "s")
 
 
 def test_the_nightly_run_summarizes_the_days_activity_first_then_the_feedback(stack, pool):
@@ -412,18 +408,7 @@ def test_the_nightly_run_summarizes_the_days_activity_first_then_the_feedback(st
 def test_with_the_rule_based_summarizer_a_done_to_do_leaves_the_digest(stack, pool):
     # Given a companion user with ratings, whose day's activity marks the overdue to-do done
     user = seed_companion_user(stack)
-    stack.worker_services.activity.record(
-        [
-            Activity(
-                user_id=user,
-                occurred_at=datetime(2031, 5, 13, 19, 0, tzinfo=UTC),
-                kind="todo_done",
-                payload={"id": "insurance"},
-                source="app",
-                external_id=f"{user}:done",
-            )
-        ]
-    )
+    record_activity(stack, user, "todo_done", {"id": "insurance"}, datetime(2031, 5, 13, 19, 0, tzinfo=UTC), "done")
     # When the scheduled fan-out runs and the (rule-based, companion) worker takes the user's message
     [body] = naming(stack.fanned_out(SCHEDULED), user)
     assert stack.deliver(body) == {"batchItemFailures": []}

@@ -69,6 +69,11 @@ def merge_memory(base: str, token: str, body: Any, **kw: Any) -> Reply:
     return call(base, "PATCH", "/me/memory", token=token, body=body, content_type="application/merge-patch+json", **kw)
 
 
+def patch_memory(base: str, token: str, ops: Any, **kw: Any) -> Reply:
+    """PATCH /me/memory with RFC 6902 operations."""
+    return call(base, "PATCH", "/me/memory", token=token, body=ops, content_type="application/json-patch+json", **kw)
+
+
 def assert_problem(answer: Reply, status: int) -> dict[str, Any]:
     assert answer.status == status, answer.text
     assert answer.header("Content-Type") == "application/problem+json"
@@ -110,25 +115,9 @@ def test_a_whole_session_over_http(server):
     )
     assert written.status == 200 and written.json["version"] == 1, written.text
     ops = [{"op": "add", "path": "/personal_info/learning_goals/-", "value": "algebra"}]
-    second = call(
-        base,
-        "PATCH",
-        "/me/memory",
-        token=token,
-        body=ops,
-        content_type="application/json-patch+json",
-        headers={"If-Match": '"1"'},
-    )
+    second = patch_memory(base, token, ops, headers={"If-Match": '"1"'})
     assert second.json["version"] == 2 and second.header("ETag") == '"2"'
-    stale = call(
-        base,
-        "PATCH",
-        "/me/memory",
-        token=token,
-        body=ops,
-        content_type="application/json-patch+json",
-        headers={"If-Match": '"1"'},
-    )
+    stale = patch_memory(base, token, ops, headers={"If-Match": '"1"'})
     assert assert_problem(stale, 412)["current_version"] == 2
 
     history = call(base, "GET", "/me/memory/history?limit=1", token=token).json
