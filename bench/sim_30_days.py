@@ -31,6 +31,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fake_http: the scripted model's server
 from _common import ROOT, fresh_database  # noqa: E402
 from sim.model import Rates  # noqa: E402
 from sim.report import render  # noqa: E402

@@ -15,6 +15,8 @@ from user_memory_local.poller import FakeLambdaContext
 
 @dataclass
 class Reply:
+    """An HTTP answer: from the handler here, or over HTTP (tests/e2e/test_serve.py)."""
+
     status: int
     headers: dict[str, str]
     text: str
@@ -25,7 +27,11 @@ class Reply:
 
     @property
     def content_type(self) -> str:
-        return self.headers.get("Content-Type") or self.headers.get("content-type") or ""
+        return self.header("Content-Type") or ""
+
+    def header(self, name: str) -> str | None:
+        """The header's value, its name in any case."""
+        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
 
 
 class ApiClient:

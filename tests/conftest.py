@@ -12,7 +12,7 @@ import pytest
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 from user_memory.adapters.migrations import migrate
-from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
+from user_memory.adapters.postgres import PostgresRecorder, open_pool
 from user_memory.domain.memory.repository import MemoryStore
 
 from tests import owners
@@ -77,11 +77,6 @@ def conn(database_url: str) -> Iterator[psycopg.Connection]:
 @pytest.fixture
 def store(pool: ConnectionPool) -> MemoryStore:
     return MemoryStore(PostgresRecorder(pool))
-
-
-@pytest.fixture
-def pg_activity(pool: ConnectionPool) -> PostgresActivity:
-    return PostgresActivity(pool)
 
 
 @pytest.fixture

@@ -38,11 +38,11 @@ import random
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fake_http import JsonHandler, serving
 
 from .tokens import Tokenizer
 
@@ -513,41 +513,24 @@ def completion(content: str, prompt_tokens: int, completion_tokens: int, model: 
     }
 
 
-@contextmanager
-def serve(model: ScriptedModel) -> Iterator[str]:
+def serve(model: ScriptedModel) -> AbstractContextManager[str]:
     """Serve `model` on 127.0.0.1 (a free port) for the duration; yields the base URL (…/v1)."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: the client reuses its connection
         disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
         def do_POST(self) -> None:  # http.server's name
-            length = int(self.headers.get("content-length", 0))
-            raw = self.rfile.read(length)
             status = 200
             try:
+                request = self.read_json()
                 if self.path.endswith("/chat/completions"):
-                    payload = model.answer(json.loads(raw or b"{}"))
+                    payload = model.answer(request)
                 else:
                     status, payload = 404, {"error": {"message": f"no route {self.path}"}}
             except Exception as err:  # a request the model cannot read is a 400, as OpenAI's are
                 model.errors.append(f"{type(err).__name__}: {err}")
                 status, payload = 400, {"error": {"message": f"{type(err).__name__}: {err}"}}
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.send_json(status, json.dumps(payload).encode())
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serving(Handler)

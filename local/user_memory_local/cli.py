@@ -406,22 +406,21 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    from user_memory.adapters.companion import PostgresCompanion
     from user_memory.adapters.postgres import open_pool
+    from user_memory.adapters.search import PostgresSearch
+    from user_memory.domain.companion.items import reindex
     from user_memory.jobs.retention import index_upkeep
-    from user_memory.runtime import RetentionServices
 
     pool = open_pool(database_url(args))
     try:
-        companion = PostgresCompanion(pool)
+        index = PostgresSearch(pool)
         if args.user is not None:
-            if not companion.reindex(args.user):
+            if not reindex(index, args.user):
                 raise UnknownUser(args.user)
             _print_json({"user_id": str(args.user), "reindexed": True})
             return 0
-        services = RetentionServices(settings=None, kv=None, companion=companion)  # type: ignore[arg-type]
         with service_logs_to(sys.stderr):  # its log line is the result's twin; stdout is the result
-            report = index_upkeep(services, max_users=args.max_users)
+            report = index_upkeep(index, max_users=args.max_users)
         _print_json(report)
     finally:
         pool.close()

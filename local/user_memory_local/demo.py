@@ -25,11 +25,11 @@ from typing import Any, TextIO
 
 from psycopg_pool import ConnectionPool
 from user_memory.adapters.postgres import PostgresActivity, open_pool
-from user_memory.adapters.sqs import SQS_BATCH, SqsSender
+from user_memory.adapters.sqs import SQS_BATCH
 from user_memory.config import FanoutSettings, WorkerSettings
 from user_memory.domain.fanout import plan_from_event
 from user_memory.domain.model import Activity
-from user_memory.domain.ports import Summarizer
+from user_memory.domain.ports import QueueSender, Summarizer
 from user_memory.runtime import FanoutServices, WorkerServices, build_fanout, build_worker
 
 from user_memory_local.command import cli_command
@@ -275,17 +275,21 @@ def local_stack(
         pool.close()
 
 
-class _ProgressSender(SqsSender):
+class _ProgressSender:
     """The fan-out's sender, reporting each SQS call's sent messages so progress moves per call."""
 
-    def __init__(self, inner: SqsSender, on_sent: Callable[[int], Any]) -> None:
-        super().__init__(inner.queue_url, inner.client, sleep=inner.sleep)
+    def __init__(self, inner: QueueSender, on_sent: Callable[[int], Any]) -> None:
+        self._inner = inner
         self._on_sent = on_sent
+
+    @property
+    def calls(self) -> int:
+        return self._inner.calls
 
     def send(self, bodies: list[str], *, delay_seconds: int = 0) -> int:
         sent = 0
         for i in range(0, len(bodies), SQS_BATCH):
-            n = super().send(bodies[i : i + SQS_BATCH], delay_seconds=delay_seconds)
+            n = self._inner.send(bodies[i : i + SQS_BATCH], delay_seconds=delay_seconds)
             sent += n
             self._on_sent(n)
         return sent

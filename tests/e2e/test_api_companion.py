@@ -20,13 +20,16 @@ import pytest
 from user_memory.http.app import MemoryApi
 from user_memory.observability import logger as service_logger
 
-import tests.e2e.test_api_routes as routes
 from tests.api_client import ApiClient, Reply
-from tests.e2e.test_api_routes import (
+from tests.e2e.helpers import (
     MERGE_PATCH,
+    TIMED,
     ApiFactory,
+    Logs,
     assert_problem,
     etag,
+    events_list_page,
+    google_event,
     head_version,
     merge,
     new_client,
@@ -35,9 +38,6 @@ from tests.e2e.test_api_routes import (
     version_count,
 )
 from tests.fake_embeddings import FakeEmbeddings, fake_embeddings_server
-
-# The route tests' fixtures: an API over the session's database with given settings.
-make_api = routes.make_api
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
 
@@ -523,44 +523,6 @@ def test_events_default_to_the_next_seven_days(user):
 # -- the Google Calendar import ----------------------------------------------------------------------
 
 
-def google_event(event_id: str, **fields: Any) -> dict[str, Any]:
-    """An event resource as Google Calendar's Events.list answers it."""
-    return {
-        "kind": "calendar#event",
-        "etag": '"3391234567890000"',
-        "id": event_id,
-        "status": "confirmed",
-        "htmlLink": f"https://www.google.com/calendar/event?eid={event_id}",
-        "created": "2026-05-01T08:00:00.000Z",
-        "updated": "2026-05-02T08:00:00.000Z",
-        "summary": "Something",
-        "creator": {"email": "calendar-owner@example.com", "self": True},
-        "organizer": {"email": "calendar-owner@example.com", "self": True},
-        "start": {"dateTime": "2026-06-05T10:00:00+01:00", "timeZone": "Europe/Lisbon"},
-        "end": {"dateTime": "2026-06-05T11:00:00+01:00", "timeZone": "Europe/Lisbon"},
-        "iCalUID": f"{event_id}@google.com",
-        "sequence": 0,
-        "reminders": {"useDefault": True},
-        "eventType": "default",
-        **fields,
-    }
-
-
-def events_list_page(items: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "kind": "calendar#events",
-        "etag": '"p3"',
-        "summary": "calendar-owner@example.com",
-        "description": "",
-        "updated": "2026-05-10T08:00:00.000Z",
-        "timeZone": "Europe/Lisbon",
-        "accessRole": "owner",
-        "defaultReminders": [{"method": "popup", "minutes": 10}],
-        "nextSyncToken": "CPDAlvWDx70CEPDAlvWDx70CGAU=",
-        "items": items,
-    }
-
-
 ALL_DAY = google_event(
     "4p2k9q8r1allday",
     summary="Cousin's wedding",
@@ -568,18 +530,6 @@ ALL_DAY = google_event(
     start={"date": "2026-06-13"},
     end={"date": "2026-06-14"},
     transparency="transparent",
-)
-TIMED = google_event(
-    "7bq3m2timed",
-    summary="Quarterly planning",
-    description="Bring the budget numbers",
-    location="Office, room 2",
-    attendees=[
-        {"email": "calendar-owner@example.com", "self": True, "responseStatus": "accepted"},
-        {"email": "colleague@example.com", "displayName": "Team lead", "responseStatus": "needsAction"},
-    ],
-    start={"dateTime": "2026-06-04T14:00:00+01:00", "timeZone": "Europe/Lisbon"},
-    end={"dateTime": "2026-06-04T15:30:00+01:00", "timeZone": "Europe/Lisbon"},
 )
 RECURRING = google_event(
     "9rr1weeklyyoga",
@@ -781,32 +731,13 @@ PHONE = "+351 912 345 678"
 SENSITIVE = (DATE_OF_BIRTH, EMAIL, PHONE)
 
 
-class Records(logging.Handler):
-    """Every record of the service's logger, with its extra keys (record attributes) as JSON."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(json.dumps(record.__dict__, default=str))
-
-
 @pytest.fixture
-def all_logs(caplog: pytest.LogCaptureFixture) -> Iterator[Records]:
+def all_logs(service_log: Logs, caplog: pytest.LogCaptureFixture) -> Logs:
     """The service's log records (caplog and a handler of its own), at INFO and above as a deployment
     logs; Powertools' own DEBUG lines print each route's arguments, bodies included, and are for
     debugging only."""
-    log = logging.getLogger("user-memory")
-    records, level = Records(), log.level
-    log.addHandler(records)
-    log.setLevel(logging.INFO)
     caplog.set_level(logging.INFO)
-    try:
-        yield records
-    finally:
-        log.removeHandler(records)
-        log.setLevel(level)
+    return service_log
 
 
 @contextmanager

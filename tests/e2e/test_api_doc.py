@@ -18,7 +18,7 @@ from user_memory.runtime import build_api
 from user_memory_local.serve import ApiServer
 from user_memory_local.tokens import issue_token
 
-from tests.infrastructure.test_docs import code_blocks, shell_commands
+from tests.doc_pages import code_blocks, shell_commands
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
 

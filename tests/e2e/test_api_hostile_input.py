@@ -35,8 +35,7 @@ from user_memory_local.poller import FakeLambdaContext, sqs_record
 
 from tests.api_client import ApiClient, Reply
 from tests.bounds import finishing
-from tests.e2e.test_api_companion import TIMED, events_list_page, google_event
-from tests.e2e.test_api_routes import MERGE_PATCH
+from tests.e2e.helpers import MERGE_PATCH, TIMED, events_list_page, google_event
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
 

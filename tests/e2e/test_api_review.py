@@ -29,8 +29,7 @@ from user_memory_local.poller import FakeLambdaContext
 from user_memory_local.serve import ApiServer
 from user_memory_local.tokens import issue_token
 
-import tests.e2e.test_api_routes as routes
-from tests.e2e.test_api_routes import (
+from tests.e2e.helpers import (
     JSON_PATCH,
     MERGE_PATCH,
     OPERATOR,
@@ -44,9 +43,6 @@ from tests.e2e.test_api_routes import (
     ok,
     version_count,
 )
-
-# The route tests' fixtures: an API over the session's database, a user, the service's log.
-make_api, api, alice, service_log = routes.make_api, routes.api, routes.alice, routes.service_log
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
 
@@ -142,7 +138,7 @@ def test_a_missing_kv_entry_does_not_put_its_key_in_the_logs(alice, service_log)
     body = assert_problem(alice.get(f"/me/kv/notes/{secret_key.replace(' ', '%20')}"), 404, "not-found")
     assert_problem(alice.delete(f"/me/kv/notes/{secret_key.replace(' ', '%20')}"), 404, "not-found")
     assert "notes" in body["detail"]
-    logged = [json.dumps(r.__dict__, default=str) for r in service_log.records]
+    logged = service_log.lines
     assert logged and not any("anxiety" in line for line in logged)
 
 

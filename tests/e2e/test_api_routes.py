@@ -7,26 +7,31 @@ from the fixtures; the events carry the JWT authorizer's claims the way API Gate
 from __future__ import annotations
 
 import json
-import logging
 import uuid
-from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from psycopg_pool import ConnectionPool
-from user_memory.config import ApiSettings
-from user_memory.http.app import MemoryApi, create_api
-from user_memory.http.problems import TYPE_BASE
-from user_memory.runtime import build_api
+from user_memory.http.app import MemoryApi
 
 from tests.api_client import ApiClient, Reply
+from tests.e2e.helpers import (
+    JSON_PATCH,
+    MERGE_PATCH,
+    OPERATOR,
+    activity,
+    assert_problem,
+    etag,
+    head_version,
+    json_patch,
+    merge,
+    new_client,
+    ok,
+    removed,
+    version_count,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
-
-JSON_PATCH = {"Content-Type": "application/json-patch+json"}
-MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
-OPERATOR = "user-memory/operator"
 
 # A valid first edit, a valid second edit and an edit the schema refuses, per schema.
 EDITS: dict[str, dict[str, Any]] = {
@@ -49,103 +54,12 @@ EDITS: dict[str, dict[str, Any]] = {
 }
 
 
-# -- helpers ---------------------------------------------------------------------------------------
-
-
-def assert_problem(reply: Reply, status: int, slug: str | None = None) -> dict[str, Any]:
-    """An RFC 9457 problem of this status (and kind): the media type and the four members."""
-    assert reply.status == status, reply.text
-    assert reply.content_type == "application/problem+json", reply.headers
-    body = reply.json
-    assert {"type", "title", "status", "detail"} <= body.keys(), body
-    assert body["status"] == status
-    assert isinstance(body["title"], str) and body["title"]
-    assert isinstance(body["detail"], str) and body["detail"]
-    if slug is not None:
-        assert body["type"] == TYPE_BASE + slug, body
-    return body
-
-
-def ok(reply: Reply, status: int = 200) -> Any:
-    assert reply.status == status, reply.text
-    assert reply.content_type == "application/json", reply.headers
-    return reply.json
-
-
-def etag(reply: Reply) -> str | None:
-    return reply.headers.get("ETag") or reply.headers.get("etag")
-
-
-def merge(client: ApiClient, body: Any, **headers: str) -> Reply:
-    return client.patch("/me/memory", body=json.dumps(body), headers={**MERGE_PATCH, **headers})
-
-
-def json_patch(client: ApiClient, ops: Any, **headers: str) -> Reply:
-    return client.patch("/me/memory", body=json.dumps(ops), headers={**JSON_PATCH, **headers})
-
-
-def removed(
-    *,
-    heads: int,
-    snapshots: int,
-    activity: int,
-    kv: int,
-    memories: int = 0,
-    messages: int = 0,
-    conversations: int = 0,
-    items: int = 0,
-    ratings: int = 0,
-    digests: int = 0,
-) -> dict[str, int]:
-    tables = ("user_memory_heads", "user_memory_snapshots", "user_activity", "user_memory_kv")
-    tables += ("conversation_memories", "conversation_messages", "conversations")
-    tables += ("memory_items", "memory_embeddings", "feedback_ratings", "daily_digests")
-    counts = (heads, snapshots, activity, kv, memories, messages, conversations, items, 0, ratings, digests)
-    return dict(zip(tables, counts, strict=True))
-
-
-def head_version(client: ApiClient) -> int:
-    return ok(client.get("/me/memory"))["version"]
-
-
-def version_count(client: ApiClient) -> int:
-    return len(ok(client.get("/me/memory/history", query={"limit": 500}))["items"])
-
-
 # -- fixtures --------------------------------------------------------------------------------------
-
-
-ApiFactory = Callable[..., MemoryApi]
-
-
-@pytest.fixture
-def make_api(pool: ConnectionPool) -> ApiFactory:
-    """An API over the session's database, with settings from a clean environment plus overrides."""
-
-    def make(schema: str = "tutor", **env: str) -> MemoryApi:
-        settings = ApiSettings.from_env({"DOCUMENT_SCHEMA": schema, **{k.upper(): v for k, v in env.items()}})
-        return create_api(build_api(settings, pool=pool), settings)
-
-    return make
 
 
 @pytest.fixture(params=["tutor", "user_state"])
 def schema(request: pytest.FixtureRequest) -> str:
     return request.param
-
-
-@pytest.fixture
-def api(make_api: ApiFactory) -> MemoryApi:
-    return make_api("tutor")
-
-
-def new_client(api: MemoryApi, **kw: Any) -> ApiClient:
-    return ApiClient(api, uuid.uuid4(), **kw)
-
-
-@pytest.fixture
-def alice(api: MemoryApi) -> ApiClient:
-    return new_client(api)
 
 
 @pytest.fixture
@@ -160,32 +74,6 @@ def with_history(alice: ApiClient) -> ApiClient:
     ok(merge(alice, {"personal_info": {"preferred_name": "Annie"}}))
     ok(json_patch(alice, [{"op": "add", "path": "/personal_info/learning_goals/-", "value": "algebra"}]))
     return alice
-
-
-class Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def named(self, message: str) -> list[logging.LogRecord]:
-        return [r for r in self.records if r.getMessage() == message]
-
-
-@pytest.fixture
-def service_log() -> Iterator[Records]:
-    """The service logger's records (Powertools' `extra` keys are record attributes)."""
-    log = logging.getLogger("user-memory")
-    handler, level = Records(), log.level
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    try:
-        yield handler
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(level)
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -578,16 +466,6 @@ def test_version_cursors_beyond_postgresql_integers_are_400_not_500(with_history
 # -- account -----------------------------------------------------------------------------------------
 
 
-def activity(external_id: str, occurred_at: str = "2026-11-23T10:00:00Z", **kw: Any) -> dict[str, Any]:
-    return {
-        "occurred_at": occurred_at,
-        "kind": "lesson",
-        "payload": {"topic": "fractions"},
-        "external_id": external_id,
-        **kw,
-    }
-
-
 def test_activity_is_recorded_once_per_source_and_external_id(alice):
     body = ok(alice.post("/me/activity", json_body={"items": [activity("a1"), activity("a2", source="app")]}))
     assert body == {"received": 2, "recorded": 2}
@@ -892,7 +770,7 @@ def test_operators_read_and_erase_another_user_and_are_logged(api, service_log, 
     assert erased["removed"] == removed(heads=1, snapshots=2, activity=1, kv=1, items=2)
     assert ok(bob.get("/me/memory"))["version"] == 0
 
-    actions = service_log.named("operator action")
+    actions = [r for r in service_log.records if r.getMessage() == "operator action"]
     assert [r.action for r in actions] == [  # type: ignore[attr-defined]
         "read memory",
         "read memory",

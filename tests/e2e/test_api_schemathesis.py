@@ -8,64 +8,35 @@ examples is bounded and derandomized so the file runs the same way every time, i
 
 from __future__ import annotations
 
-import json
 import logging
-import uuid
 from collections.abc import Iterator
 
 import boto3
 import pytest
-import schemathesis
-from hypothesis import HealthCheck, settings
 from moto import mock_aws
 from psycopg_pool import ConnectionPool
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_headers_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
 from user_memory.config import ApiSettings
 from user_memory.http.app import create_api
-from user_memory.http.openapi import openapi_text
 from user_memory.runtime import build_api
 from user_memory_local.serve import ApiServer
-from user_memory_local.tokens import issue_token
+
+from tests.e2e.helpers import SERVER_SECRET
+from tests.e2e.openapi_cases import CHECKS, committed_schema, examples, service_log_at
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
 
-SECRET = "schemathesis-secret-of-at-least-32-bytes"
-OPERATOR = "user-memory/operator"
 MAX_EXAMPLES = 30
 
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    content_type_conformance,
-    response_headers_conformance,
-    response_schema_conformance,
-]
+schema = committed_schema()
 
-schema = schemathesis.openapi.from_dict(json.loads(openapi_text()))
-
-EXAMPLES = settings(
-    max_examples=MAX_EXAMPLES,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+EXAMPLES = examples(MAX_EXAMPLES)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def quiet_service_log() -> Iterator[None]:
     """Thousands of refused requests: the service's INFO lines would drown the report."""
-    log = logging.getLogger("user-memory")
-    level = log.level
-    log.setLevel(logging.WARNING)
-    yield
-    log.setLevel(level)
+    with service_log_at(logging.WARNING):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -77,18 +48,8 @@ def server(own_pool: ConnectionPool) -> Iterator[ApiServer]:
         queue_url = sqs.create_queue(QueueName="schemathesis-worker")["QueueUrl"]
         settings_ = ApiSettings.from_env({"DOCUMENT_SCHEMA": "tutor", "QUEUE_URL": queue_url})
         api = create_api(build_api(settings_, pool=pool, sqs_client=sqs), settings_)
-        with ApiServer(api, secret=SECRET) as running:
+        with ApiServer(api, secret=SERVER_SECRET) as running:
             yield running
-
-
-@pytest.fixture(scope="module")
-def user_token() -> str:
-    return issue_token(uuid.uuid4(), secret=SECRET)
-
-
-@pytest.fixture(scope="module")
-def operator_token() -> str:
-    return issue_token(uuid.uuid4(), secret=SECRET, scopes=[OPERATOR])
 
 
 @schema.parametrize()
@@ -104,7 +65,7 @@ def test_every_operation_as_an_operator(case, server, operator_token):
 
 
 @schema.parametrize()
-@settings(max_examples=5, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@examples(5)
 def test_every_operation_without_a_token_is_a_documented_401(case, server):
     response = case.call_and_validate(base_url=server.url, checks=CHECKS)
     assert response.status_code == 401

@@ -14,42 +14,23 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from collections.abc import Iterator
 
 import pytest
-import schemathesis
-from hypothesis import HealthCheck, settings
 from psycopg_pool import ConnectionPool
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_headers_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
 from user_memory.config import ApiSettings
 from user_memory.http.app import create_api
 from user_memory.http.openapi import openapi_text
 from user_memory.runtime import build_api
 from user_memory_local.serve import ApiServer
-from user_memory_local.tokens import issue_token
 
+from tests.e2e.helpers import SERVER_SECRET
+from tests.e2e.openapi_cases import CHECKS, committed_schema, examples, service_log_at
 from tests.fake_embeddings import fake_embeddings_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
 
-SECRET = "schemathesis-companion-secret-of-32-bytes"
-OPERATOR = "user-memory/operator"
 MAX_EXAMPLES = 25
-
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    content_type_conformance,
-    response_headers_conformance,
-    response_schema_conformance,
-]
 
 # The companion layer's operations, search (the user's and the operators'), and the memory and
 # account routes whose documents are companion documents here.
@@ -61,15 +42,9 @@ COMPANION_PATHS = (
     r"|^/me$"
 )
 
-schema = schemathesis.openapi.from_dict(json.loads(openapi_text())).include(path_regex=COMPANION_PATHS)
+schema = committed_schema().include(path_regex=COMPANION_PATHS)
 
-EXAMPLES = settings(
-    max_examples=MAX_EXAMPLES,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+EXAMPLES = examples(MAX_EXAMPLES)
 
 
 def test_the_selection_holds_every_companion_and_search_operation():
@@ -92,11 +67,8 @@ def test_the_selection_holds_every_companion_and_search_operation():
 @pytest.fixture(scope="module", autouse=True)
 def quiet_service_log() -> Iterator[None]:
     """Thousands of refused requests: the service's INFO lines would drown the report."""
-    log = logging.getLogger("user-memory")
-    level = log.level
-    log.setLevel(logging.ERROR)  # failed embeddings are warnings; generated texts may be refused
-    yield
-    log.setLevel(level)
+    with service_log_at(logging.ERROR):  # failed embeddings are warnings; generated texts may be refused
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -111,18 +83,8 @@ def server(own_pool: ConnectionPool) -> Iterator[ApiServer]:
             }
         )
         api = create_api(build_api(settings_, pool=own_pool), settings_)
-        with ApiServer(api, secret=SECRET) as running:
+        with ApiServer(api, secret=SERVER_SECRET) as running:
             yield running
-
-
-@pytest.fixture(scope="module")
-def user_token() -> str:
-    return issue_token(uuid.uuid4(), secret=SECRET)
-
-
-@pytest.fixture(scope="module")
-def operator_token() -> str:
-    return issue_token(uuid.uuid4(), secret=SECRET, scopes=[OPERATOR])
 
 
 @schema.parametrize()
@@ -132,13 +94,13 @@ def test_every_companion_operation_as_an_end_user(case, server, user_token):
 
 
 @schema.parametrize()
-@settings(max_examples=10, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@examples(10)
 def test_every_companion_operation_as_an_operator(case, server, operator_token):
     case.call_and_validate(base_url=server.url, headers={"Authorization": f"Bearer {operator_token}"}, checks=CHECKS)
 
 
 @schema.parametrize()
-@settings(max_examples=3, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@examples(3)
 def test_every_companion_operation_without_a_token_is_a_documented_401(case, server):
     response = case.call_and_validate(base_url=server.url, checks=CHECKS)
     # A framing header the generator invented (Transfer-Encoding: 0) is refused with a 400 as the

@@ -18,21 +18,28 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
-from user_memory.config import ApiSettings, WorkerSettings
+from user_memory.config import ApiSettings
 from user_memory.http.app import create_api
 from user_memory.observability import metrics
-from user_memory.runtime import build_api, build_worker
+from user_memory.runtime import build_api
 from user_memory_functions.api.app import handler as api_handler
 from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.apigw import http_event
 from user_memory_local.poller import FakeLambdaContext
 
-from tests.e2e.test_conversation_memories import Stack as ConversationStack
-from tests.e2e.test_conversation_memories import batch_event, conversation, memory_reply, named
-from tests.e2e.test_daily_job import refresh_body, seed_users, sqs_event
+from tests.e2e.helpers import (
+    batch_event,
+    conversation,
+    emitted_metrics,
+    memory_reply,
+    named,
+    openai_stack,
+    refresh_body,
+    seed_users,
+    sqs_event,
+    worker_services,
+)
 from tests.fake_openai import completion, edits_completion, fake_openai_server
 
 pytestmark = [
@@ -57,9 +64,12 @@ def hung_up(fake: Any, wait: float = 3.0) -> bool:
     return bool(fake.trickled)
 
 
-def emitted_metrics(capsys: Any) -> dict[str, Any]:
-    [emf] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
-    return emf
+def run_record(services: Any, user: uuid.UUID, day: datetime, run_key: str, **context: Any) -> tuple[Any, float]:
+    """The worker's answer to one refresh_user record of `user`'s day, and the seconds it took."""
+    started = time.monotonic()
+    event = sqs_event(refresh_body([user], day, run_key))
+    result = worker_handler(event, FakeLambdaContext(**context), services=services)
+    return result, time.monotonic() - started
 
 
 def test_a_trickling_model_fails_the_users_run_before_the_invocations_deadline(
@@ -71,25 +81,18 @@ def test_a_trickling_model_fails_the_users_run_before_the_invocations_deadline(
     [user] = seed_users(pool, 1, day, f"trickle-llm-{uuid.uuid4()}")
     with fake_openai_server() as (fake, url):
         fake.reply(edits_completion(), trickle=TRICKLE)
-        settings = WorkerSettings.from_env(
-            {},
-            database_url=database_url,
+        services = worker_services(
+            database_url,
+            pool,
             openai_base_url=url,
             openai_api_key="k",
             openai_timeout_seconds=25,
             deadline_margin_ms=MARGIN_MS,
         )
-        services = build_worker(settings, pool=pool)
         metrics.clear_metrics()
         capsys.readouterr()
         # When an invocation with 6.5 s left runs the user's record
-        started = time.monotonic()
-        result = worker_handler(
-            sqs_event(refresh_body([user], day, "daily:2031-02-01")),
-            FakeLambdaContext(timeout_seconds=INVOCATION),
-            services=services,
-        )
-        elapsed = time.monotonic() - started
+        result, elapsed = run_record(services, user, day, "daily:2031-02-01", timeout_seconds=INVOCATION)
         # Then the handler answers before the invocation's end: the call was cut at the deadline
         assert elapsed < INVOCATION, elapsed
         assert hung_up(fake) and fake.trickled[0] < 100
@@ -110,21 +113,11 @@ def test_the_configured_timeout_bounds_a_call_by_wall_clock_when_the_invocation_
     with fake_openai_server() as (fake, url):
         fake.reply(edits_completion(), trickle=TRICKLE)
         fake.reply(edits_completion(), trickle=TRICKLE)
-        settings = WorkerSettings.from_env(
-            {},
-            database_url=database_url,
-            openai_base_url=url,
-            openai_api_key="k",
-            openai_timeout_seconds=1,
-            openai_max_retries=0,
+        services = worker_services(
+            database_url, pool, openai_base_url=url, openai_api_key="k", openai_timeout_seconds=1, openai_max_retries=0
         )
-        services = build_worker(settings, pool=pool)
         # When the worker runs the user's record
-        started = time.monotonic()
-        result = worker_handler(
-            sqs_event(refresh_body([user], day, "daily:2031-02-02")), FakeLambdaContext(), services=services
-        )
-        elapsed = time.monotonic() - started
+        result, elapsed = run_record(services, user, day, "daily:2031-02-02")
     # Then the one call ended after its 1 s (plus slack), not when the endpoint finished
     assert elapsed < 2.5, elapsed
     assert result == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
@@ -134,18 +127,8 @@ def test_the_configured_timeout_bounds_a_call_by_wall_clock_when_the_invocation_
 
 def test_a_trickling_model_fails_a_conversation_before_the_deadline_and_it_is_re_sent(database_url, pool, logs):
     # Given a worker whose model endpoint trickles, and a batch of one quiet conversation
-    with mock_aws(), fake_openai_server() as (fake, url):
-        stack = ConversationStack(
-            database_url,
-            pool,
-            boto3.client("sqs", region_name="us-east-1"),
-            summarizer="openai",
-            openai_base_url=url,
-            openai_api_key="k",
-            openai_timeout_seconds=25,
-            deadline_margin_ms=MARGIN_MS,
-        )
-        key = conversation(stack.store)
+    with openai_stack(database_url, pool, openai_timeout_seconds=25, deadline_margin_ms=MARGIN_MS) as (stack, fake):
+        key = conversation(stack.conversations)
         fake.reply(memory_reply(), trickle=TRICKLE)
         # When an invocation with 6.5 s left runs the record
         started = time.monotonic()
@@ -173,22 +156,17 @@ def test_a_trickling_embeddings_endpoint_after_the_nightly_summary_leaves_the_ru
     with fake_openai_server() as (fake, url):
         fake.reply({"data": []}, trickle=TRICKLE)
         fake.reply({"data": []}, trickle=TRICKLE)
-        settings = WorkerSettings.from_env(
-            {},
-            database_url=database_url,
+        services = worker_services(
+            database_url,
+            pool,
             summarizer="rules",
             embedding_model=EMBEDDING_MODEL,
             embedding_base_url=url,
             embedding_api_key="k",
             embedding_timeout_seconds=1,
         )
-        services = build_worker(settings, pool=pool)
         # When the worker runs the user's record
-        started = time.monotonic()
-        result = worker_handler(
-            sqs_event(refresh_body([user], day, "daily:2031-02-03")), FakeLambdaContext(), services=services
-        )
-        elapsed = time.monotonic() - started
+        result, elapsed = run_record(services, user, day, "daily:2031-02-03")
         assert hung_up(fake)
     # Then both tries ended by wall clock (2 s in all, plus slack), and the summary is written all the same
     assert elapsed < 3.5, elapsed
@@ -246,10 +224,9 @@ def test_an_answer_that_arrives_in_time_is_not_cut(database_url, pool):
     [user] = seed_users(pool, 1, day, f"in-time-{uuid.uuid4()}")
     with fake_openai_server() as (fake, url):
         fake.default = completion(json.dumps({"edits": []}))
-        settings = WorkerSettings.from_env(
-            {}, database_url=database_url, openai_base_url=url, openai_api_key="k", deadline_margin_ms=MARGIN_MS
+        services = worker_services(
+            database_url, pool, openai_base_url=url, openai_api_key="k", deadline_margin_ms=MARGIN_MS
         )
-        services = build_worker(settings, pool=pool)
         # When the worker runs the user's record
         result = worker_handler(
             sqs_event(refresh_body([user], day, "daily:2031-02-04")),

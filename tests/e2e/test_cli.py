@@ -13,7 +13,6 @@ import sys
 import uuid
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
@@ -22,100 +21,41 @@ import psycopg
 import pytest
 from moto import mock_aws
 from psycopg import sql
-from user_memory.adapters.migrations import migrate
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory_local import cli, command, demo, embedded
 from user_memory_local.poller import LambdaSqsPoller, create_queues
 
-pytestmark = pytest.mark.e2e
+from tests.e2e.helpers import assert_one_error_line, new_database, run
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("cli_env")]
 
 UNREACHABLE = "postgresql://user-memory@127.0.0.1:1/nothing_here"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Run:
-    capsys.readouterr()
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return Run(code, captured.out, captured.err)
-
-
-def assert_one_error_line(result: Run, *fragments: str) -> None:
-    assert result.code != 0
-    assert "Traceback" not in result.err
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith("error: "), lines[0]
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def report_value(report: str, label: str) -> str:
     return next(line[len(label) :].strip() for line in report.splitlines() if line.startswith(label))
 
 
-def with_dbname(url: str, name: str) -> str:
-    params = psycopg.conninfo.conninfo_to_dict(url)
-    params["dbname"] = name
-    return psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
-
-
-@pytest.fixture(autouse=True)
-def local_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The variables the demo would set, set here so that they are restored after each test."""
-    for name, value in {
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "WARNING",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    for name in ("DATABASE_URL", "USER_MEMORY_DEBUG", "SUMMARIZER", "USERS_PER_MESSAGE"):
-        monkeypatch.delenv(name, raising=False)
-
-
-def _new_database(database_url: str, name: str, *, migrated: bool) -> Iterator[str]:
-    """A database of its own on the test server (the shared one when CREATE DATABASE is not allowed)."""
-    try:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    except psycopg.errors.InsufficientPrivilege:
-        if not migrated:
-            pytest.skip("needs CREATE DATABASE")
-        yield database_url
-        return
-    url = with_dbname(database_url, name)
-    if migrated:
-        migrate(url)
-    yield url
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
 @pytest.fixture(scope="module")
 def demo_url(database_url: str) -> Iterator[str]:
     """The demos' own migrated database: the fan-out takes every user with unsummarized activity,
     so sharing the session's database would mix other tests' users into the demo (and back)."""
-    yield from _new_database(database_url, f"user_memory_cli_demo_{os.getpid()}", migrated=True)
+    with new_database(database_url, f"user_memory_cli_demo_{os.getpid()}", migrated=True) as url:
+        yield url
 
 
 @pytest.fixture
 def fresh_url(database_url: str) -> Iterator[str]:
     """A migrated, empty database for one test."""
-    yield from _new_database(database_url, f"user_memory_cli_fresh_{os.getpid()}", migrated=True)
+    with new_database(database_url, f"user_memory_cli_fresh_{os.getpid()}", migrated=True) as url:
+        yield url
 
 
 @pytest.fixture
 def unmigrated_url(database_url: str) -> Iterator[str]:
-    yield from _new_database(database_url, f"user_memory_cli_bare_{os.getpid()}", migrated=False)
+    with new_database(database_url, f"user_memory_cli_bare_{os.getpid()}", migrated=False) as url:
+        yield url
 
 
 def count_rows(url: str, table: str) -> int:

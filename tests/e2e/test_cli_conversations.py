@@ -16,30 +16,16 @@ from user_memory.adapters.conversations import PostgresConversations
 from user_memory.adapters.postgres import open_pool
 from user_memory.domain.conversations.model import NewMessage
 
-from tests.e2e.test_cli import _new_database, assert_one_error_line, run
+from tests.e2e.helpers import assert_one_error_line, new_database, run
 
-pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(autouse=True)
-def local_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "WARNING",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    }.items():
-        monkeypatch.setenv(name, value)
-    for name in ("DATABASE_URL", "USER_MEMORY_DEBUG", "SUMMARIZER", "INACTIVITY_THRESHOLD_MINUTES"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("cli_env")]
 
 
 @pytest.fixture
 def own_url(database_url: str) -> Iterator[str]:
     """A database of its own: the trigger takes every quiet conversation it finds."""
-    yield from _new_database(database_url, f"user_memory_cli_conversations_{os.getpid()}", migrated=True)
+    with new_database(database_url, f"user_memory_cli_conversations_{os.getpid()}", migrated=True) as url:
+        yield url
 
 
 def record(url: str, *, quiet_for: timedelta, user: uuid.UUID | None = None) -> str:

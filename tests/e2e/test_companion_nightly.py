@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from user_memory.adapters.companion import PostgresCompanion
-from user_memory.config import ApiSettings, FanoutSettings, WorkerSettings
+from user_memory.config import ApiSettings
 from user_memory.domain.companion.elements import Rating, complete
 from user_memory.domain.companion.items import document_items
 from user_memory.domain.memory.document import validate_document
@@ -27,13 +27,12 @@ from user_memory.domain.model import Activity
 from user_memory.domain.ports import SummaryResult
 from user_memory.http.app import create_api
 from user_memory.jobs import companion as companion_tasks
-from user_memory.runtime import build_api, build_fanout, build_worker
-from user_memory_functions.fanout.app import handler as fanout_handler
-from user_memory_functions.worker.app import handler as worker_handler
-from user_memory_local.poller import FakeLambdaContext, create_queues, sqs_record
+from user_memory.runtime import build_api
 
 from tests.api_client import ApiClient
 from tests.conftest import EVENTS
+from tests.e2e import helpers
+from tests.e2e.helpers import naming
 from tests.fake_embeddings import hash_embedding
 
 pytestmark = [
@@ -69,39 +68,8 @@ def frozen_clock(monkeypatch):
     monkeypatch.setattr(companion_tasks, "datetime", FrozenClock)
 
 
-class Stack:
-    """moto's queues; the fan-out and a companion-schema worker bound to services on the test database."""
-
-    def __init__(self, database_url: str, pool: Any, sqs: Any) -> None:
-        self.sqs = sqs
-        self.pool = pool
-        self.queue_url, self.dlq_url = create_queues(sqs, name=f"n-{uuid.uuid4().hex[:8]}", max_receive_count=5)
-        self.fanout_services = build_fanout(
-            FanoutSettings.from_env({}, database_url=database_url, queue_url=self.queue_url), sqs_client=sqs, pool=pool
-        )
-        self.worker_services = build_worker(
-            WorkerSettings.from_env({}, database_url=database_url, summarizer="rules", document_schema="companion"),
-            pool=pool,
-        )
-        self.store = self.worker_services.store
-        self.companion = PostgresCompanion(pool)
-
-    def fanout(self, event: Any) -> list[dict[str, Any]]:
-        """Run the fan-out handler; every message body it queued (the queue is left empty)."""
-        fanout_handler(event, FakeLambdaContext(function_name="fanout"), services=self.fanout_services)
-        bodies = []
-        while True:
-            got = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60)
-            messages = got.get("Messages", [])
-            if not messages:
-                return bodies
-            for m in messages:
-                bodies.append(json.loads(m["Body"]))
-                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
-
-    def worker(self, *bodies: dict[str, Any]) -> dict[str, Any]:
-        event = {"Records": [sqs_record(message_id=f"m{i}", body=json.dumps(b)) for i, b in enumerate(bodies)]}
-        return worker_handler(event, FakeLambdaContext(), services=self.worker_services)
+class Stack(helpers.Stack):
+    """The jobs' stack with a companion-schema worker."""
 
     def versions(self, user: uuid.UUID) -> list[tuple[int, str]]:
         return [(h.version, h.source) for h in reversed(self.store.history(user))]
@@ -109,11 +77,23 @@ class Stack:
 
 @pytest.fixture
 def stack(database_url, pool, sqs):
-    return Stack(database_url, pool, sqs)
+    return Stack(database_url, pool, sqs, document_schema="companion")
 
 
-def naming(bodies: list[dict[str, Any]], user: uuid.UUID) -> list[dict[str, Any]]:
-    return [b for b in bodies if str(user) in b.get("user_ids", [])]
+def fail_first_marking(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The worker's first marking of ratings dies (the connection lost after the feedback version
+    was committed); the versions each marking was asked for, in order."""
+    real_mark = stack.worker_services.companion.mark_ratings
+    calls: list[int] = []
+
+    def mark_once_failing(user_id: uuid.UUID, ids: list[int], version: int) -> int:
+        calls.append(version)
+        if len(calls) == 1:
+            raise ConnectionError("server closed the connection unexpectedly")
+        return real_mark(user_id, ids, version)
+
+    monkeypatch.setattr(stack.worker_services.companion, "mark_ratings", mark_once_failing)
+    return calls
 
 
 def companion_memory(**basic_info: Any) -> dict[str, Any]:
@@ -237,7 +217,7 @@ def test_a_user_with_open_items_and_ratings_but_no_activity_is_listed_and_one_wi
     busy = seed_companion_user(stack)
     quiet = quiet_user(stack)
     # When the scheduled fan-out runs
-    bodies = stack.fanout(SCHEDULED)
+    bodies = stack.fanned_out(SCHEDULED)
     # Then exactly one message names the busy user, for the scheduled day's run, and none the quiet one
     [body] = naming(bodies, busy)
     assert (body["type"], body["user_ids"], body["run_key"]) == ("refresh_user", [str(busy)], RUN_KEY)
@@ -268,7 +248,7 @@ def test_each_reason_alone_lists_the_user(stack, only):
     if only == "ratings":
         stack.companion.record_rating(user, Rating(interaction_id="c", rating=4, comment="ok", rated_at=RATED_AT))
     # When the scheduled fan-out runs, Then it names the user once
-    assert len(naming(stack.fanout(SCHEDULED), user)) == 1
+    assert len(naming(stack.fanned_out(SCHEDULED), user)) == 1
 
 
 # -- the nightly run -----------------------------------------------------------------------------------------------
@@ -278,8 +258,8 @@ def test_the_nightly_run_folds_the_ratings_into_feedback_and_makes_the_digest(st
     # Given a companion user with open items and three ratings, and no activity
     user = seed_companion_user(stack)
     # When the scheduled fan-out runs and the worker takes the user's message
-    [body] = naming(stack.fanout(SCHEDULED), user)
-    assert stack.worker(body) == {"batchItemFailures": []}
+    [body] = naming(stack.fanned_out(SCHEDULED), user)
+    assert stack.deliver(body) == {"batchItemFailures": []}
     # Then one version folds the ratings into feedback, under source daily:feedback (no summary version: no activity)
     assert stack.versions(user) == [(1, "seed"), (2, "daily:feedback")]
     head = stack.store.head(user)
@@ -298,8 +278,8 @@ def test_the_nightly_run_folds_the_ratings_into_feedback_and_makes_the_digest(st
 def test_the_digest_is_served_by_the_api(stack, pool):
     # Given a user whose nightly run made the digest
     user = seed_companion_user(stack)
-    [body] = naming(stack.fanout(SCHEDULED), user)
-    assert stack.worker(body) == {"batchItemFailures": []}
+    [body] = naming(stack.fanned_out(SCHEDULED), user)
+    assert stack.deliver(body) == {"batchItemFailures": []}
     settings = ApiSettings.from_env({"DOCUMENT_SCHEMA": "companion"})
     client = ApiClient(create_api(build_api(settings, pool=pool), settings), user)
     # When the user asks for it, latest and by day
@@ -316,14 +296,14 @@ def test_the_digest_is_served_by_the_api(stack, pool):
 def test_a_second_night_writes_no_version_and_replaces_the_digest(stack, pool):
     # Given a user whose nightly run is done, and who then completes the overdue to-do (version 3)
     user = seed_companion_user(stack)
-    [body] = naming(stack.fanout(SCHEDULED), user)
-    assert stack.worker(body) == {"batchItemFailures": []}
+    [body] = naming(stack.fanned_out(SCHEDULED), user)
+    assert stack.deliver(body) == {"batchItemFailures": []}
     head = stack.store.head(user)
     stack.store.append(
         user, complete("todos", "insurance", NOW)(head.document), expected_version=2, source="api: complete"
     )
     # When the nightly run comes again (the message redelivered)
-    assert stack.worker(body) == {"batchItemFailures": []}
+    assert stack.deliver(body) == {"batchItemFailures": []}
     # Then no version is written, the ratings keep their version, and the day has one digest, the new one
     assert stack.versions(user) == [(1, "seed"), (2, "daily:feedback"), (3, "api: complete")]
     assert stack.store.head(user).document["feedback"] == EXPECTED_FEEDBACK
@@ -337,19 +317,10 @@ def test_a_crash_between_the_feedback_version_and_marking_the_ratings_is_retried
 ):
     # Given a worker whose first marking of the ratings dies (after the feedback version is committed)
     user = seed_companion_user(stack)
-    [body] = naming(stack.fanout(SCHEDULED), user)
-    real_mark = stack.worker_services.companion.mark_ratings
-    calls: list[int] = []
-
-    def mark_once_failing(user_id: uuid.UUID, ids: list[int], version: int) -> int:
-        calls.append(version)
-        if len(calls) == 1:
-            raise ConnectionError("server closed the connection unexpectedly")
-        return real_mark(user_id, ids, version)
-
-    monkeypatch.setattr(stack.worker_services.companion, "mark_ratings", mark_once_failing)
+    [body] = naming(stack.fanned_out(SCHEDULED), user)
+    calls = fail_first_marking(stack, monkeypatch)
     # When the worker runs the message
-    assert stack.worker(body) == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
+    assert stack.deliver(body) == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
     # Then the version is there, the ratings are not marked, and the failure is logged with the user
     assert stack.versions(user) == [(1, "seed"), (2, "daily:feedback")]
     assert summarized_versions(pool, user) == [None, None, None]
@@ -357,7 +328,7 @@ def test_a_crash_between_the_feedback_version_and_marking_the_ratings_is_retried
     assert (failed["user_id"], failed["run_key"], failed["error"]) == (str(user), RUN_KEY, "ConnectionError")
     assert stack.companion.digest(user) is None
     # When SQS delivers the message again
-    assert stack.worker(body) == {"batchItemFailures": []}
+    assert stack.deliver(body) == {"batchItemFailures": []}
     # Then the ratings are marked with the version already written, and no second version is made
     assert calls == [2, 2]
     assert stack.versions(user) == [(1, "seed"), (2, "daily:feedback")]
@@ -369,23 +340,14 @@ def test_a_crash_between_the_feedback_version_and_marking_the_ratings_is_retried
 def test_a_rating_recorded_between_the_crash_and_the_retry_does_not_count_the_batch_twice(stack, pool, monkeypatch):
     # Given a nightly run whose marking of the three ratings died after the feedback version was written
     user = seed_companion_user(stack)
-    [body] = naming(stack.fanout(SCHEDULED), user)
-    real_mark = stack.worker_services.companion.mark_ratings
-    calls: list[int] = []
-
-    def mark_once_failing(user_id: uuid.UUID, ids: list[int], version: int) -> int:
-        calls.append(version)
-        if len(calls) == 1:
-            raise ConnectionError("server closed the connection unexpectedly")
-        return real_mark(user_id, ids, version)
-
-    monkeypatch.setattr(stack.worker_services.companion, "mark_ratings", mark_once_failing)
-    assert stack.worker(body) == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
+    [body] = naming(stack.fanned_out(SCHEDULED), user)
+    fail_first_marking(stack, monkeypatch)
+    assert stack.deliver(body) == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
     # And the user rates once more before SQS delivers the message again
     late = Rating(interaction_id="chat-late", rating=5, tags=("fast",), rated_at=NOW)
     assert stack.companion.record_rating(user, late) == "created"
     # When the message is retried
-    assert stack.worker(body) == {"batchItemFailures": []}
+    assert stack.deliver(body) == {"batchItemFailures": []}
     # Then the feedback counts four ratings, each once (not the first three twice: 7 ratings, average 3.29)
     feedback = stack.store.head(user).document["feedback"]
     assert (feedback["ratings_count"], feedback["average_rating"]) == (4, 3.5)
@@ -413,19 +375,15 @@ class MoodSummarizer:
         return SummaryResult(document=doc, model="mood")
 
 
-def record_session(stack: Stack, user: uuid.UUID) -> None:
+def record_activity(stack: Stack, user: uuid.UUID, kind: str, payload: dict[str, Any], at: datetime, key: str) -> None:
+    """One activity of the user from the app (`key`: its external id after the user's)."""
     stack.worker_services.activity.record(
-        [
-            Activity(
-                user_id=user,
-                occurred_at=datetime(2031, 5, 13, 8, 0, tzinfo=UTC),
-                kind="session",
-                payload={"note": "checked in"},
-                source="app",
-                external_id=f"{user}:s",
-            )
-        ]
+        [Activity(user_id=user, occurred_at=at, kind=kind, payload=payload, source="app", external_id=f"{user}:{key}")]
     )
+
+
+def record_session(stack: Stack, user: uuid.UUID) -> None:
+    record_activity(stack, user, "session", {"note": "checked in"}, datetime(2031, 5, 13, 8, 0, tzinfo=UTC), "s")
 
 
 def test_the_nightly_run_summarizes_the_days_activity_first_then_the_feedback(stack, pool):
@@ -434,8 +392,8 @@ def test_the_nightly_run_summarizes_the_days_activity_first_then_the_feedback(st
     record_session(stack, user)
     stack.worker_services.summarizer = MoodSummarizer()
     # When the scheduled fan-out runs and the worker takes the user's message
-    [body] = naming(stack.fanout(SCHEDULED), user)
-    assert stack.worker(body) == {"batchItemFailures": []}
+    [body] = naming(stack.fanned_out(SCHEDULED), user)
+    assert stack.deliver(body) == {"batchItemFailures": []}
     # Then the day's summary comes first, then the feedback version on top of it
     versions = stack.versions(user)
     assert [v for v, _ in versions] == [1, 2, 3]
@@ -450,21 +408,10 @@ def test_the_nightly_run_summarizes_the_days_activity_first_then_the_feedback(st
 def test_with_the_rule_based_summarizer_a_done_to_do_leaves_the_digest(stack, pool):
     # Given a companion user with ratings, whose day's activity marks the overdue to-do done
     user = seed_companion_user(stack)
-    stack.worker_services.activity.record(
-        [
-            Activity(
-                user_id=user,
-                occurred_at=datetime(2031, 5, 13, 19, 0, tzinfo=UTC),
-                kind="todo_done",
-                payload={"id": "insurance"},
-                source="app",
-                external_id=f"{user}:done",
-            )
-        ]
-    )
+    record_activity(stack, user, "todo_done", {"id": "insurance"}, datetime(2031, 5, 13, 19, 0, tzinfo=UTC), "done")
     # When the scheduled fan-out runs and the (rule-based, companion) worker takes the user's message
-    [body] = naming(stack.fanout(SCHEDULED), user)
-    assert stack.worker(body) == {"batchItemFailures": []}
+    [body] = naming(stack.fanned_out(SCHEDULED), user)
+    assert stack.deliver(body) == {"batchItemFailures": []}
     # Then the summary completes the to-do, the feedback version follows, and the digest no longer lists it
     versions = stack.versions(user)
     assert [v for v, _ in versions] == [1, 2, 3] and versions[2][1] == "daily:feedback"
@@ -481,9 +428,9 @@ def test_a_user_whose_summary_fails_gets_no_feedback_or_digest_until_the_retry(s
     user = seed_companion_user(stack)
     record_session(stack, user)
     stack.worker_services.summarizer = MoodSummarizer(fail_with="model down")
-    [body] = naming(stack.fanout(SCHEDULED), user)
+    [body] = naming(stack.fanned_out(SCHEDULED), user)
     # When the worker takes the user's message
-    assert stack.worker(body) == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
+    assert stack.deliver(body) == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
     # Then nothing is written: the nightly part waits for the summary
     assert stack.versions(user) == [(1, "seed")]
     assert summarized_versions(pool, user) == [None, None, None]
@@ -492,7 +439,7 @@ def test_a_user_whose_summary_fails_gets_no_feedback_or_digest_until_the_retry(s
     assert (failed["user_id"], failed["error"]) == (str(user), "ValueError")
     # When SQS delivers it again and the summarizer works
     stack.worker_services.summarizer = MoodSummarizer()
-    assert stack.worker(body) == {"batchItemFailures": []}
+    assert stack.deliver(body) == {"batchItemFailures": []}
     # Then the summary, the feedback and the digest are all made
     assert [s for _, s in stack.versions(user)][2:] == ["daily:feedback"]
     assert summarized_versions(pool, user) == [3, 3, 3]
@@ -533,8 +480,8 @@ def test_the_nights_new_texts_are_embedded_once(stack, pool):
     )
     embedder.calls.clear()
     # When the nightly run writes the feedback version
-    [body] = naming(stack.fanout(SCHEDULED), user)
-    assert stack.worker(body) == {"batchItemFailures": []}
+    [body] = naming(stack.fanned_out(SCHEDULED), user)
+    assert stack.deliver(body) == {"batchItemFailures": []}
     # Then exactly the feedback's new texts are embedded, in one call
     assert [sorted(c) for c in embedder.calls] == [
         sorted([f"positives: {POSITIVE}", f"negatives: {NEGATIVE}", f"suggestions: {SUGGESTION}"])
@@ -542,7 +489,7 @@ def test_the_nights_new_texts_are_embedded_once(stack, pool):
     total = len({i.text for i in document_items(stack.store.head(user).document).values()})
     assert embedded_count(pool, user) == total
     # And the message redelivered embeds nothing again
-    assert stack.worker(body) == {"batchItemFailures": []}
+    assert stack.deliver(body) == {"batchItemFailures": []}
     assert len(embedder.calls) == 1
 
 
@@ -552,8 +499,8 @@ def test_an_embedder_that_fails_leaves_the_users_run_successful_and_is_logged(st
     embedder = CountingEmbedder(fail=True)
     stack.worker_services.search.embedder = embedder
     # When the nightly run takes the user
-    [body] = naming(stack.fanout(SCHEDULED), user)
-    result = stack.worker(body)
+    [body] = naming(stack.fanned_out(SCHEDULED), user)
+    result = stack.deliver(body)
     # Then the record succeeds: the feedback version, the marked ratings and the digest are all there
     assert result == {"batchItemFailures": []}
     assert len(embedder.calls) == 1
@@ -594,12 +541,12 @@ def test_the_nightly_run_logs_no_date_of_birth_email_or_phone(stack, pool, logs,
     monkeypatch.setattr(stack.worker_services.companion, "mark_ratings", mark)
     stack.worker_services.search.embedder = CountingEmbedder(fail=True)
     # When the whole nightly run goes: the fan-out, the worker (a failing record, a failing user), the retry
-    bodies = stack.fanout(SCHEDULED)
+    bodies = stack.fanned_out(SCHEDULED)
     mine = naming(bodies, user) + naming(bodies, other)
     assert len(mine) == 2
-    first = stack.worker(*mine)
+    first = stack.deliver(*mine)
     stack.worker_services.summarizer = MoodSummarizer()
-    second = stack.worker(*mine)
+    second = stack.deliver(*mine)
     # Then the run did fail, and then succeeded, so the failure paths were logged
     assert len(first["batchItemFailures"]) == 2 and second == {"batchItemFailures": []}
     assert logs.named("companion nightly failed") and logs.named("user refresh failed")

@@ -15,9 +15,8 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from user_memory.adapters.conversations import PostgresConversations
 from user_memory.adapters.sqs import SqsSender
-from user_memory.config import ApiSettings, FanoutSettings, WorkerSettings
+from user_memory.config import ApiSettings
 from user_memory.domain.conversations.model import (
     MAX_BATCH_MESSAGE_BYTES,
     ConversationKey,
@@ -26,157 +25,37 @@ from user_memory.domain.conversations.model import (
 )
 from user_memory.domain.conversations.summarizer import RuleBasedConversationSummarizer
 from user_memory.http.app import MemoryApi, create_api
-from user_memory.runtime import build_api, build_fanout, build_worker
-from user_memory_functions.fanout.app import handler as fanout_handler
-from user_memory_functions.worker.app import handler as worker_handler
-from user_memory_local.poller import FakeLambdaContext, LambdaSqsPoller, create_queues, sqs_record
+from user_memory.runtime import build_api
+from user_memory_local.poller import FakeLambdaContext, sqs_record
 
 from tests.api_client import ApiClient
 from tests.conftest import EVENTS
-from tests.fake_openai import completion, fake_openai_server
+from tests.e2e.helpers import (
+    MAX_RECEIVES,
+    MEMORY,
+    OPERATOR,
+    Stack,
+    batch_body,
+    batch_event,
+    conversation,
+    memory_reply,
+    named,
+    openai_stack,
+)
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.filterwarnings("ignore:No application metrics to publish"),
     pytest.mark.usefixtures("aws_env"),
 ]
-MAX_RECEIVES = 5
-OPERATOR = "user-memory/operator"
 TRIGGER_EVENT = json.loads((EVENTS / "fanout_conversation_trigger.json").read_text())  # the schedule's Input
-MEMORY = {
-    "discussed": "Training for a half marathon with a sore knee.",
-    "learned_about_user": ["Runs in the mornings"],
-    "decisions": ["Lower the long run"],
-    "open_loops": ["Book a physio"],
-    "tone": "determined",
-}
-
-
-class Stack:
-    """moto's queues; the fan-out and the worker bound to services on the test database."""
-
-    def __init__(self, database_url: str, pool: Any, sqs: Any, **worker_env: Any) -> None:
-        self.sqs = sqs
-        self.pool = pool
-        self.database_url = database_url
-        self.queue_url, self.dlq_url = create_queues(
-            sqs, name=f"w-{uuid.uuid4().hex[:8]}", max_receive_count=MAX_RECEIVES
-        )
-        self.fanout_services = build_fanout(
-            FanoutSettings.from_env({}, database_url=database_url, queue_url=self.queue_url), sqs_client=sqs, pool=pool
-        )
-        self.worker_services = self.build_worker(**worker_env)
-        self.store = PostgresConversations(pool)
-
-    def build_worker(self, **env: Any):
-        settings = WorkerSettings.from_env(
-            {},
-            **{
-                "database_url": self.database_url,
-                "summarizer": "rules",
-                "queue_url": self.queue_url,
-                "conversation_retry_delay_seconds": 0,
-                **env,
-            },
-        )
-        return build_worker(settings, pool=self.pool, sqs_client=self.sqs)
-
-    def fanout(self, event: Any) -> dict[str, Any]:
-        return fanout_handler(event, FakeLambdaContext(function_name="fanout"), services=self.fanout_services)
-
-    def worker(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-        return worker_handler(event, context or FakeLambdaContext(), services=self.worker_services)
-
-    def poller(self) -> LambdaSqsPoller:
-        return LambdaSqsPoller(self.sqs, self.queue_url, self.dlq_url, self.worker, max_receive_count=MAX_RECEIVES)
-
-    def queued(self) -> list[dict[str, Any]]:
-        """Bodies waiting on the worker queue (received and left for the poller again)."""
-        out = []
-        while True:
-            got = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
-            messages = got.get("Messages", [])
-            if not messages or len(out) > 1000:
-                return out
-            out += [json.loads(m["Body"]) for m in messages]
-            if len(messages) < 10:
-                return out
-
-    def memory(self, key: ConversationKey) -> tuple[dict[str, Any], int, datetime] | None:
-        with self.pool.connection() as conn:
-            row = conn.execute(
-                "SELECT memory, last_message_seq, updated_at FROM conversation_memories"
-                " WHERE user_id = %s AND conversation_id = %s",
-                (key.user_id, key.conversation_id),
-            ).fetchone()
-        return (row[0], row[1], row[2]) if row else None
-
-
-@pytest.fixture
-def stack(database_url, pool, sqs):
-    return Stack(database_url, pool, sqs)
-
-
-def conversation(
-    store: PostgresConversations,
-    *,
-    quiet_for: timedelta = timedelta(hours=3),
-    user: uuid.UUID | None = None,
-    cid: str | None = None,
-) -> ConversationKey:
-    """A conversation of four messages whose last one occurred `quiet_for` ago."""
-    user = user or uuid.uuid4()
-    cid = cid or f"conv-{uuid.uuid4()}"
-    last = datetime.now(UTC) - quiet_for
-    lines = [
-        ("user", "I'm training for a half marathon and my knee hurts."),
-        ("assistant", "Let's lower the long run this week."),
-        ("user", "I'll try it. Can you remind me to book a physio tomorrow?"),
-        ("assistant", "I will."),
-    ]
-    store.record(
-        [
-            NewMessage(
-                user_id=user,
-                conversation_id=cid,
-                message_id=f"{cid}:{n}",
-                role=role,
-                text=text,
-                occurred_at=last - timedelta(minutes=len(lines) - 1 - n),
-                source="chat",
-            )
-            for n, (role, text) in enumerate(lines)
-        ]
-    )
-    return ConversationKey(user, cid)
-
-
-def batch_body(keys: list[ConversationKey], attempt: int = 0) -> dict[str, Any]:
-    items = [{"user_id": str(k.user_id), "conversation_id": k.conversation_id} for k in keys]
-    return {"task_type": "GENERATE_MEMORY_BATCH", "conversations": items, **({"attempt": attempt} if attempt else {})}
-
-
-def batch_event(*batches: list[ConversationKey], attempt: int = 0) -> dict[str, Any]:
-    bodies = [json.dumps(batch_body(keys, attempt)) for keys in batches]
-    return {"Records": [sqs_record(message_id=f"m{i}", body=b) for i, b in enumerate(bodies)]}
-
-
-def named(body: dict[str, Any]) -> list[ConversationKey]:
-    """The conversations a GENERATE_MEMORY_BATCH body names."""
-    return [ConversationKey(uuid.UUID(i["user_id"]), i["conversation_id"]) for i in body["conversations"]]
-
-
-def memory_reply(**changes: Any) -> dict[str, Any]:
-    return completion(json.dumps({**MEMORY, **changes}), prompt_tokens=300, completion_tokens=80)
-
-
 # -- the trigger and the worker ------------------------------------------------------------------------------
 
 
 def test_the_schedule_queues_quiet_conversations_and_the_worker_writes_their_memories(stack):
     # Given three conversations quiet for three hours and one whose last message was ten minutes ago
-    quiet = [conversation(stack.store) for _ in range(3)]
-    active = conversation(stack.store, quiet_for=timedelta(minutes=10))
+    quiet = [conversation(stack.conversations) for _ in range(3)]
+    active = conversation(stack.conversations, quiet_for=timedelta(minutes=10))
     # When the fan-out runs on the conversation schedule's event (INACTIVITY_THRESHOLD_MINUTES: 120)
     result = stack.fanout(TRIGGER_EVENT)
     assert result["task_type"] == "TRIGGER_MEMORY_GENERATION" and result["threshold_minutes"] == 120
@@ -217,7 +96,7 @@ def test_a_malformed_trigger_event_is_refused_logged_and_counted(stack, event, l
 
 def test_a_re_run_writes_nothing(stack):
     # Given quiet conversations whose memories were written
-    quiet = [conversation(stack.store) for _ in range(2)]
+    quiet = [conversation(stack.conversations) for _ in range(2)]
     stack.fanout(TRIGGER_EVENT)
     stack.poller().drain()
     before = {c: stack.memory(c) for c in quiet}
@@ -244,17 +123,8 @@ def test_a_re_run_writes_nothing(stack):
 def test_one_failing_conversation_does_not_stop_the_batch_and_is_retried_until_written(database_url, pool, logs):
     # Given a worker on the real openai client against a local endpoint, and a batch of three
     # conversations whose second one's call fails (HTTP 500, no client retry)
-    with mock_aws(), fake_openai_server() as (fake, url):
-        stack = Stack(
-            database_url,
-            pool,
-            boto3.client("sqs", region_name="us-east-1"),
-            summarizer="openai",
-            openai_base_url=url,
-            openai_api_key="k",
-            openai_max_retries=0,
-        )
-        ids = [conversation(stack.store) for _ in range(3)]
+    with openai_stack(database_url, pool, openai_max_retries=0) as (stack, fake):
+        ids = [conversation(stack.conversations) for _ in range(3)]
         fake.reply(memory_reply(tone="first"))
         fake.reply({"error": {"message": "boom"}}, status=500)
         fake.reply(memory_reply(tone="third"))
@@ -294,7 +164,7 @@ def test_one_failing_conversation_does_not_stop_the_batch_and_is_retried_until_w
 
 def test_when_re_sending_fails_the_record_fails_and_sqs_brings_it_back(stack, logs):
     # Given a batch whose second conversation fails, and a worker that cannot reach its queue to re-send it
-    ids = [conversation(stack.store) for _ in range(2)]
+    ids = [conversation(stack.conversations) for _ in range(2)]
 
     class FailsOnce(RuleBasedConversationSummarizer):
         failed = False
@@ -323,7 +193,7 @@ def test_when_re_sending_fails_the_record_fails_and_sqs_brings_it_back(stack, lo
 def test_a_conversation_that_keeps_failing_reaches_the_dlq_and_is_never_dropped(database_url, pool, logs):
     with mock_aws():
         stack = Stack(database_url, pool, boto3.client("sqs", region_name="us-east-1"), conversation_max_attempts=2)
-        good, bad = conversation(stack.store), conversation(stack.store)
+        good, bad = conversation(stack.conversations), conversation(stack.conversations)
 
         class Broken(RuleBasedConversationSummarizer):
             def summarize_conversation(self, previous, messages, **kw):
@@ -351,7 +221,7 @@ def test_a_conversation_that_keeps_failing_reaches_the_dlq_and_is_never_dropped(
 
 def test_conversations_not_started_before_the_deadline_are_re_sent_not_failed(stack, logs):
     # Given a batch of three and an invocation with 20 s left past the margin (one call's budget is 50 s)
-    ids = [conversation(stack.store) for _ in range(3)]
+    ids = [conversation(stack.conversations) for _ in range(3)]
     context = FakeLambdaContext(timeout_seconds=35)
     # When the worker runs it
     assert stack.worker(batch_event(ids), context) == {"batchItemFailures": []}
@@ -370,8 +240,8 @@ def test_the_worker_event_from_file_summarizes_the_conversations_it_names(stack)
     event = json.loads((EVENTS / "worker_generate_memory_batch.json").read_text())
     keys = named(json.loads(event["Records"][0]["body"]))
     for key in keys:
-        if stack.store.state(key) is None:
-            stack.store.record(
+        if stack.conversations.state(key) is None:
+            stack.conversations.record(
                 [
                     NewMessage(
                         user_id=key.user_id,
@@ -390,7 +260,7 @@ def test_the_worker_event_from_file_summarizes_the_conversations_it_names(stack)
 
 
 def test_a_batch_that_names_unknown_or_repeated_conversations_writes_what_exists(stack, logs):
-    real = conversation(stack.store)
+    real = conversation(stack.conversations)
     unknown = ConversationKey(uuid.uuid4(), "never-recorded")
     elsewhere = ConversationKey(uuid.uuid4(), real.conversation_id)  # real's id, another user: not real's
     assert stack.worker(batch_event([real, unknown, real, elsewhere])) == {"batchItemFailures": []}
@@ -405,7 +275,7 @@ def test_a_batch_that_names_unknown_or_repeated_conversations_writes_what_exists
 
 def test_one_malformed_item_fails_alone_and_the_batch_goes_on(stack, logs):
     # Given a batch of three real conversations with malformed items between them
-    ids = [conversation(stack.store) for _ in range(3)]
+    ids = [conversation(stack.conversations) for _ in range(3)]
     items = batch_body(ids)["conversations"]
     body = {
         "task_type": "GENERATE_MEMORY_BATCH",
@@ -489,7 +359,7 @@ def test_messages_arrive_on_the_queue_like_activity_and_are_stored_once(stack, p
     # When the message is delivered twice
     assert stack.worker(event) == stack.worker(batch) == {"batchItemFailures": []}
     # Then the conversation holds its two messages once, and the session is activity as before
-    state = stack.store.state(ConversationKey(user, cid))
+    state = stack.conversations.state(ConversationKey(user, cid))
     assert state is not None and state.user_id == user and state.messages == 2
     with pool.connection() as conn:
         kinds = conn.execute("SELECT kind FROM user_activity WHERE user_id = %s", (user,)).fetchall()
@@ -511,7 +381,7 @@ def api_with_queue(pool, stack):
 
 
 def test_the_trigger_route_is_for_operators_only(api_with_queue, stack, logs):
-    quiet = conversation(stack.store)
+    quiet = conversation(stack.conversations)
     alice = ApiClient(api_with_queue, uuid.uuid4())
     # Given end users with and without other scopes: 403, and nothing is queued
     for claims in (
@@ -655,7 +525,7 @@ def test_the_trigger_sizes_messages_within_the_setting_and_sqs_limit(stack):
     ids = []
     for n in range(25):
         cid = f"{n:03d}-" + "ü" * 150 + str(uuid.uuid4())
-        stack.store.record(
+        stack.conversations.record(
             [
                 NewMessage(
                     user_id=user,

@@ -10,20 +10,14 @@ message naming its own user (one user a message) and checks only its own rows.
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from user_memory.adapters.conversations import PostgresConversations
-from user_memory.config import FanoutSettings, WorkerSettings
-from user_memory.domain.conversations.model import NewMessage
-from user_memory.runtime import build_fanout, build_worker
-from user_memory_functions.fanout.app import handler as fanout_handler
-from user_memory_functions.worker.app import handler as worker_handler
-from user_memory_local.poller import FakeLambdaContext, create_queues, sqs_record
+from user_memory.domain.conversations.model import ConversationKey, NewMessage
 
+from tests.e2e import helpers
 from tests.fake_openai import edit, edits_completion, fake_openai_server
 
 pytestmark = [
@@ -46,53 +40,16 @@ FIRST = [
 LATER = [("user", PREFERS), ("assistant", "Noted.")]
 
 
-class Stack:
-    """moto's queues; the fan-out and a rule-based worker bound to services on the test database."""
-
-    def __init__(self, database_url: str, pool: Any, sqs: Any) -> None:
-        self.sqs = sqs
-        self.pool = pool
-        self.database_url = database_url
-        self.queue_url, self.dlq_url = create_queues(sqs, name=f"c-{uuid.uuid4().hex[:8]}", max_receive_count=5)
-        self.fanout_services = build_fanout(
-            FanoutSettings.from_env({}, database_url=database_url, queue_url=self.queue_url), sqs_client=sqs, pool=pool
-        )
-        self.worker_services = self.build_worker(summarizer="rules")
-        self.conversations = PostgresConversations(pool)
-        self.store = self.worker_services.store
-
-    def build_worker(self, **env: Any):
-        settings = WorkerSettings.from_env({}, database_url=self.database_url, queue_url=self.queue_url, **env)
-        return build_worker(settings, pool=self.pool, sqs_client=self.sqs)
+class Stack(helpers.Stack):
+    """The jobs' stack, with what these tests read of a conversation and its user."""
 
     def fanout_for(self, event: Any, user: uuid.UUID) -> list[dict[str, Any]]:
         """Run the fan-out handler; the bodies it queued that name `user` (the queue is left empty)."""
-        fanout_handler(event, FakeLambdaContext(function_name="fanout"), services=self.fanout_services)
-        bodies = []
-        while True:
-            got = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=60)
-            messages = got.get("Messages", [])
-            if not messages:
-                return [b for b in bodies if str(user) in b.get("user_ids", [])]
-            for m in messages:
-                bodies.append(json.loads(m["Body"]))
-                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
-
-    def worker(self, *bodies: dict[str, Any], services: Any = None) -> dict[str, Any]:
-        event = {"Records": [sqs_record(message_id=f"m{i}", body=json.dumps(b)) for i, b in enumerate(bodies)]}
-        return worker_handler(event, FakeLambdaContext(), services=services or self.worker_services)
+        return helpers.naming(self.fanned_out(event), user)
 
     def generate(self, user: uuid.UUID, cid: str) -> dict[str, Any]:
         item = {"user_id": str(user), "conversation_id": cid}
-        return self.worker({"task_type": "GENERATE_MEMORY_BATCH", "conversations": [item]})
-
-    def memory(self, user: uuid.UUID, cid: str) -> dict[str, Any]:
-        with self.pool.connection() as conn:
-            row = conn.execute(
-                "SELECT memory FROM conversation_memories WHERE user_id = %s AND conversation_id = %s", (user, cid)
-            ).fetchone()
-        assert row is not None
-        return row[0]  # type: ignore[no-any-return]
+        return self.deliver({"task_type": "GENERATE_MEMORY_BATCH", "conversations": [item]})
 
     def noted(self, user: uuid.UUID) -> list[tuple[Any, ...]]:
         """The user's conversation_memory activity: (source, external_id, occurred_at, payload, summarized_version)."""
@@ -147,7 +104,7 @@ def test_a_generated_memory_is_noted_once_as_the_users_activity(stack):
     # When the worker generates its memory
     assert stack.generate(user, cid) == {"batchItemFailures": []}
     # Then one conversation_memory activity carries the memory, keyed by the conversation and its last message
-    memory = stack.memory(user, cid)
+    memory, _, _ = stack.memory(ConversationKey(user, cid))
     assert (memory["learned_about_user"], memory["decisions"]) == ([LIVES], [DECIDED])
     payload = {"conversation_id": cid, "through_message": 4, "memory": memory}
     first = ("conversations", f"{cid}:4", STARTED + timedelta(minutes=3), payload, None)
@@ -160,7 +117,7 @@ def test_a_generated_memory_is_noted_once_as_the_users_activity(stack):
     record(stack, user, cid, LATER, first=5, at=STARTED + timedelta(hours=2))
     assert stack.generate(user, cid) == {"batchItemFailures": []}
     # Then one more activity carries the new memory, for the new last message
-    newer = stack.memory(user, cid)
+    newer, _, _ = stack.memory(ConversationKey(user, cid))
     assert newer["learned_about_user"] == [LIVES, PREFERS]
     payload = {"conversation_id": cid, "through_message": 6, "memory": newer}
     second = ("conversations", f"{cid}:6", STARTED + timedelta(hours=2, minutes=1), payload, None)
@@ -183,7 +140,7 @@ def test_the_openai_summary_is_given_the_conversation_memories_and_marks_them(st
     with fake_openai_server() as (fake, url):
         fake.reply(edits_completion(edit("replace", "/summary", "Night-shift nurse in Porto.", "conversation")))
         services = stack.build_worker(summarizer="openai", openai_base_url=url, openai_api_key="k")
-        assert stack.worker(body, services=services) == {"batchItemFailures": []}
+        assert stack.deliver(body, services=services) == {"batchItemFailures": []}
     # Then the model was asked once, and its prompt carries both memories' facts and the conversation
     assert len(fake.requests) == 1
     prompt = fake.user_prompt(0)
@@ -203,7 +160,7 @@ def test_the_rule_based_summary_takes_the_conversation_memories_and_marks_them(s
     user, cid = conversation_with_two_memories(stack)
     # When the daily fan-out runs and the rule-based worker takes the user's message
     [body] = stack.fanout_for({"date": DAY}, user)
-    assert stack.worker(body) == {"batchItemFailures": []}
+    assert stack.deliver(body) == {"batchItemFailures": []}
     # Then one version is written and both activities are marked as summarized by it
     head = stack.store.head(user)
     assert head.version == 1
@@ -211,5 +168,5 @@ def test_the_rule_based_summary_takes_the_conversation_memories_and_marks_them(s
     assert head.document["summary"].startswith(f"Last active {DAY} (2 conversation_memory).")
     assert [(r[1], r[4]) for r in stack.noted(user)] == [(f"{cid}:4", 1), (f"{cid}:6", 1)]
     # And the message redelivered writes nothing more
-    assert stack.worker(body) == {"batchItemFailures": []}
+    assert stack.deliver(body) == {"batchItemFailures": []}
     assert [h.version for h in stack.store.history(user)] == [1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -17,7 +17,7 @@ import pytest
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
 from user_memory.config import FanoutSettings, WorkerSettings
 from user_memory.domain.memory.repository import MemoryStore
-from user_memory.domain.model import Activity, RunStatus, Window
+from user_memory.domain.model import RunStatus, Window
 from user_memory.domain.summary.pipeline import refresh_user
 from user_memory.domain.summary.rules import RuleBasedSummarizer
 from user_memory.errors import SendFailed, StorageUnavailable
@@ -25,84 +25,18 @@ from user_memory.observability import metrics
 from user_memory.runtime import build_fanout, build_worker
 from user_memory_functions.fanout.app import handler as fanout_handler
 from user_memory_functions.worker.app import handler as worker_handler
-from user_memory_local.poller import FakeLambdaContext, LambdaSqsPoller, create_queues, sqs_record
+from user_memory_local.poller import FakeLambdaContext
 
 from tests.conftest import EVENTS
+from tests.e2e.helpers import MAX_RECEIVES, emitted_metrics, refresh_body, seed_users, sqs_event, worker_services
 from tests.fake_openai import fake_openai_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("aws_env")]
-MAX_RECEIVES = 5
-
-
-class Stack:
-    """moto queues, both handlers bound to services built on the test database."""
-
-    def __init__(self, database_url: str, pool: Any, sqs: Any) -> None:
-        self.sqs = sqs
-        self.queue_url, self.dlq_url = create_queues(sqs, max_receive_count=MAX_RECEIVES)
-        self.fanout_services = build_fanout(
-            FanoutSettings.from_env({}, database_url=database_url, queue_url=self.queue_url), sqs_client=sqs, pool=pool
-        )
-        self.worker_services = build_worker(
-            WorkerSettings.from_env({}, database_url=database_url, summarizer="rules"), pool=pool
-        )
-        self.store = self.worker_services.store
-
-    def fanout(self, event: Any) -> dict[str, Any]:
-        return fanout_handler(event, FakeLambdaContext(function_name="fanout"), services=self.fanout_services)
-
-    def worker(self, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-        return worker_handler(event, context or FakeLambdaContext(), services=self.worker_services)
-
-    def poller(self) -> LambdaSqsPoller:
-        return LambdaSqsPoller(self.sqs, self.queue_url, self.dlq_url, self.worker, max_receive_count=MAX_RECEIVES)
-
-
-@pytest.fixture
-def stack(database_url, pool, sqs):
-    return Stack(database_url, pool, sqs)
 
 
 def versions_for(conn: psycopg.Connection, run_key: str) -> int:
     row = conn.execute("SELECT count(*) FROM user_memory_snapshots WHERE idempotency_key = %s", (run_key,)).fetchone()
     return int(row[0])
-
-
-def seed_users(pool: Any, n: int, day: datetime, tag: str) -> list[uuid.UUID]:
-    users = [uuid.uuid4() for _ in range(n)]
-    steps = [
-        ("part_named", {"part_id": "planner", "name": "Planner"}),
-        ("goal_set", {"part_id": "planner", "goal": "plan"}),
-        ("session", {}),
-    ]
-    PostgresActivity(pool).record(
-        Activity(
-            user_id=u,
-            occurred_at=day + timedelta(hours=2 + i),
-            kind=kind,
-            payload=payload,
-            source=tag,
-            external_id=f"{u}:{i}",
-        )
-        for u in users
-        for i, (kind, payload) in enumerate(steps)
-    )
-    return users
-
-
-def refresh_body(users, day: datetime, run_key: str) -> str:
-    return json.dumps(
-        {
-            "type": "refresh_user",
-            "user_ids": [str(u) for u in users],
-            "run_key": run_key,
-            "window": {"start": day.isoformat(), "end": (day + timedelta(days=1)).isoformat()},
-        }
-    )
-
-
-def sqs_event(*bodies: str) -> dict[str, Any]:
-    return {"Records": [sqs_record(message_id=f"m{i}", body=body) for i, body in enumerate(bodies)]}
 
 
 def test_scheduled_fanout_then_worker_writes_one_version_per_active_user(stack, pool):
@@ -308,15 +242,9 @@ def test_every_llm_failure_is_logged_with_the_message_id_and_counted(
             url = "http://127.0.0.1:9/v1"
         for _ in range(4):
             fake.reply({"error": {"message": "boom"}}, status=500, delay=3.0 if failure == "hang" else 0.0)
-        settings = WorkerSettings.from_env(
-            {},
-            database_url=database_url,
-            openai_base_url=url,
-            openai_api_key="k",
-            openai_timeout_seconds=1,
-            openai_max_retries=1,
+        services = worker_services(
+            database_url, pool, openai_base_url=url, openai_api_key="k", openai_timeout_seconds=1, openai_max_retries=1
         )
-        services = build_worker(settings, pool=pool)
         event = sqs_event(refresh_body([user], day, "daily:2030-09-01"))
         metrics.clear_metrics()  # earlier tests ran with metrics disabled, which never flushes them
         capsys.readouterr()
@@ -329,7 +257,7 @@ def test_every_llm_failure_is_logged_with_the_message_id_and_counted(
     assert {"connection refused": "cannot reach", "http 500": "HTTP 500", "hang": "timed out"}[failure] in line[
         "reason"
     ]
-    [emf] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
+    emf = emitted_metrics(capsys)
     assert emf["RecordsFailed"] in (1.0, [1.0]) and emf["UsersFailed"] in (1.0, [1.0])
 
 
@@ -448,7 +376,7 @@ def test_deferred_records_are_counted_apart_from_failures(stack, pool, capsys, m
     stack.worker(
         sqs_event(*(refresh_body([u], day, "daily:2030-12-01") for u in users)), FakeLambdaContext(timeout_seconds=5)
     )
-    [emf] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
+    emf = emitted_metrics(capsys)
     assert emf["RecordsDeferred"] in ([1.0, 1.0], 2.0) and "RecordsFailed" not in emf
 
 
@@ -484,8 +412,7 @@ def test_edit_mode_through_the_worker_logs_and_counts_applied_and_refused_edits(
                 prompt_tokens=700,
             )
         )
-        settings = WorkerSettings.from_env({}, database_url=database_url, openai_base_url=url, openai_api_key="k")
-        services = build_worker(settings, pool=pool)
+        services = worker_services(database_url, pool, openai_base_url=url, openai_api_key="k")
         metrics.clear_metrics()
         capsys.readouterr()
         # When the worker runs the day's message
@@ -507,6 +434,6 @@ def test_edit_mode_through_the_worker_logs_and_counts_applied_and_refused_edits(
     # And the batch line counts the edits and the prompt tokens, and the metrics too
     [done] = logs.named("batch done")
     assert (done["edits_applied"], done["edits_refused"], done["prompt_tokens"]) == (2, 1, 700)
-    [emf] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
+    emf = emitted_metrics(capsys)
     assert emf["EditsRefused"] in (1.0, [1.0]) and emf["EditsApplied"] in (2.0, [2.0])
     assert emf["LLMPromptTokens"] in (700.0, [700.0])

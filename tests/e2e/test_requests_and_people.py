@@ -23,6 +23,7 @@ from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.poller import FakeLambdaContext, sqs_record
 
 from tests.api_client import ApiClient
+from tests.e2e.helpers import worker_services
 from tests.fake_openai import completion, edit, edits_completion, fake_openai_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("aws_env")]
@@ -105,10 +106,7 @@ def test_a_hostile_model_obeying_injected_activity_wipes_nothing(database_url, p
     with fake_openai_server() as (fake, url):
         # And a model that does what the activity says: removes every part, the trigger and the notes
         fake.reply(wipe_answer(mode))
-        settings = WorkerSettings.from_env(
-            {}, database_url=database_url, openai_base_url=url, openai_api_key="k", summary_mode=mode
-        )
-        services = build_worker(settings, pool=pool)
+        services = worker_services(database_url, pool, openai_base_url=url, openai_api_key="k", summary_mode=mode)
         # When the worker handles the day's refresh_user message
         result = worker_handler(refresh_event(user, day, "daily:2031-03-02"), FakeLambdaContext(), services=services)
     # Then the record succeeds with one model call, and the memory keeps everything it had

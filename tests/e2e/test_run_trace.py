@@ -5,7 +5,6 @@ the real `openai` client against the local fake endpoint.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -20,7 +19,7 @@ from user_memory.runtime import build_worker
 from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.poller import FakeLambdaContext
 
-from tests.e2e.test_daily_job import refresh_body, seed_users, sqs_event
+from tests.e2e.helpers import emitted_metrics, refresh_body, seed_users, sqs_event, worker_services
 from tests.fake_openai import edit, edits_completion, fake_openai_server
 
 pytestmark = [
@@ -49,11 +48,6 @@ def record_session(pool, user: uuid.UUID, day: datetime) -> None:
     )
 
 
-def emitted_metrics(capsys) -> dict:
-    [emf] = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
-    return emf
-
-
 def test_each_users_run_leaves_one_info_line_with_its_outcome_and_counts_never_content(database_url, pool, store, logs):
     # Given three users in one message: one whose day names a part and a goal (the model adds them),
     # one whose model answer only clears the safety notes (refused: nothing changes), one with no activity
@@ -72,8 +66,7 @@ def test_each_users_run_leaves_one_info_line_with_its_outcome_and_counts_never_c
             )
         )
         fake.reply(edits_completion(edit("replace", "/safety_notes", "", "stale")))
-        settings = WorkerSettings.from_env({}, database_url=database_url, openai_base_url=url, openai_api_key="k")
-        services = build_worker(settings, pool=pool)
+        services = worker_services(database_url, pool, openai_base_url=url, openai_api_key="k")
         # When the worker runs the message
         result = worker_handler(
             sqs_event(refresh_body([written, refused, idle], day, "daily:2031-03-01")),

@@ -18,7 +18,6 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,25 +30,13 @@ from user_memory.runtime import build_api
 from user_memory_local.serve import ApiServer
 from user_memory_local.tokens import issue_token
 
+from tests.api_client import Reply
+
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
 
 SECRET = "serve-test-secret-of-at-least-32-bytes"
 OPERATOR = "user-memory/operator"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class Answer:
-    status: int
-    headers: dict[str, str]
-    text: str
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.text)
-
-    def header(self, name: str) -> str | None:
-        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
 
 
 def call(
@@ -61,7 +48,7 @@ def call(
     body: Any = None,
     content_type: str = "application/json",
     headers: dict[str, str] | None = None,
-) -> Answer:
+) -> Reply:
     data = None
     all_headers = dict(headers or {})
     if body is not None:
@@ -72,12 +59,22 @@ def call(
     request = urllib.request.Request(base + path, data=data, method=method, headers=all_headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            return Answer(response.status, dict(response.headers.items()), response.read().decode())
+            return Reply(response.status, dict(response.headers.items()), response.read().decode())
     except urllib.error.HTTPError as err:
-        return Answer(err.code, dict(err.headers.items()), err.read().decode())
+        return Reply(err.code, dict(err.headers.items()), err.read().decode())
 
 
-def assert_problem(answer: Answer, status: int) -> dict[str, Any]:
+def merge_memory(base: str, token: str, body: Any, **kw: Any) -> Reply:
+    """PATCH /me/memory with a merge patch."""
+    return call(base, "PATCH", "/me/memory", token=token, body=body, content_type="application/merge-patch+json", **kw)
+
+
+def patch_memory(base: str, token: str, ops: Any, **kw: Any) -> Reply:
+    """PATCH /me/memory with RFC 6902 operations."""
+    return call(base, "PATCH", "/me/memory", token=token, body=ops, content_type="application/json-patch+json", **kw)
+
+
+def assert_problem(answer: Reply, status: int) -> dict[str, Any]:
     assert answer.status == status, answer.text
     assert answer.header("Content-Type") == "application/problem+json"
     body = answer.json
@@ -113,36 +110,14 @@ def test_a_whole_session_over_http(server):
     first = call(base, "GET", "/me/memory", token=token)
     assert first.status == 200 and first.json["version"] == 0 and first.header("ETag") == '"0"'
 
-    written = call(
-        base,
-        "PATCH",
-        "/me/memory",
-        token=token,
-        body={"personal_info": {"name": "Ann"}},
-        content_type="application/merge-patch+json",
-        headers={"If-Match": first.header("ETag") or ""},
+    written = merge_memory(
+        base, token, {"personal_info": {"name": "Ann"}}, headers={"If-Match": first.header("ETag") or ""}
     )
     assert written.status == 200 and written.json["version"] == 1, written.text
     ops = [{"op": "add", "path": "/personal_info/learning_goals/-", "value": "algebra"}]
-    second = call(
-        base,
-        "PATCH",
-        "/me/memory",
-        token=token,
-        body=ops,
-        content_type="application/json-patch+json",
-        headers={"If-Match": '"1"'},
-    )
+    second = patch_memory(base, token, ops, headers={"If-Match": '"1"'})
     assert second.json["version"] == 2 and second.header("ETag") == '"2"'
-    stale = call(
-        base,
-        "PATCH",
-        "/me/memory",
-        token=token,
-        body=ops,
-        content_type="application/json-patch+json",
-        headers={"If-Match": '"1"'},
-    )
+    stale = patch_memory(base, token, ops, headers={"If-Match": '"1"'})
     assert assert_problem(stale, 412)["current_version"] == 2
 
     history = call(base, "GET", "/me/memory/history?limit=1", token=token).json
@@ -213,7 +188,7 @@ def test_users_are_kept_apart_and_operators_use_admin_routes(server):
     base = server.url
     alice, bob = str(uuid.uuid4()), str(uuid.uuid4())
     body = {"personal_info": {"name": "Bob"}}
-    call(base, "PATCH", "/me/memory", token=token_for(bob), body=body, content_type="application/merge-patch+json")
+    merge_memory(base, token_for(bob), body)
     assert_problem(call(base, "GET", f"/users/{bob}/memory", token=token_for(alice)), 403)
     assert_problem(call(base, "GET", f"/admin/users/{bob}/memory", token=token_for(alice)), 403)
     assert call(base, "GET", f"/users/{alice}/memory", token=token_for(alice)).status == 200
@@ -368,14 +343,7 @@ def test_the_serve_command_starts_answers_and_stops_on_sigint(database_url, tmp_
         base = f"http://127.0.0.1:{port}"
         user = str(uuid.uuid4())
         token = token_for(user)
-        written = call(
-            base,
-            "PATCH",
-            "/me/memory",
-            token=token,
-            body={"personal_info": {"name": "Ann"}},
-            content_type="application/merge-patch+json",
-        )
+        written = merge_memory(base, token, {"personal_info": {"name": "Ann"}})
         assert written.status == 200 and written.json["user_id"] == user
         assert_problem(call(base, "GET", "/me/memory"), 401)
         assert call(base, "GET", "/openapi.json").status == 200

@@ -12,6 +12,7 @@ import pytest
 from pydantic_settings import BaseSettings
 from user_memory import config
 
+from tests.doc_pages import code_blocks, shell_commands
 from tests.infrastructure.cfn import load
 
 pytestmark = pytest.mark.infrastructure
@@ -36,11 +37,6 @@ def prose(path: Path) -> list[str]:
         if not fenced:
             lines.append(line)
     return lines
-
-
-def code_blocks(path: Path, language: str) -> list[str]:
-    """The fenced blocks of `language`, in order."""
-    return re.findall(rf"^```{language}\n(.*?)^```", path.read_text(encoding="utf-8"), re.S | re.M)
 
 
 def slug(heading: str) -> str:
@@ -90,25 +86,6 @@ def test_the_link_checker_can_fail(tmp_path):
 
 
 # -- docs/api.md: a curl for every route ------------------------------------------------------------
-
-
-def shell_commands(script: str) -> list[str]:
-    """The script's commands, one a line (comments kept): a line ending in a backslash, or ending
-    inside a quoted string, goes on on the next one."""
-    commands, current, quote = [], "", ""
-    for line in script.splitlines():
-        for i, char in enumerate(line):
-            if quote:
-                quote = "" if char == quote else quote
-            elif char in "'\"":
-                quote = char
-            elif char == "#" and (i == 0 or line[i - 1].isspace()):
-                break  # a comment: its apostrophes are not quotes
-        current += (" " if current else "") + line.strip().removesuffix("\\").strip()
-        if not quote and not line.rstrip().endswith("\\"):
-            commands.append(current)
-            current = ""
-    return commands + ([current] if current else [])
 
 
 def curl_commands(path: Path) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -30,6 +29,8 @@ from user_memory.domain.model import Activity, WriteStatus
 from user_memory.domain.service import Edit, MemoryService
 from user_memory.errors import AccessDenied, IdempotencyKeyReused, InvalidRequest, VersionConflict
 from user_memory.runtime import ApiServices, build_api
+
+from tests.integration.roles import waits_on_a_lock
 
 pytestmark = pytest.mark.integration
 
@@ -406,17 +407,8 @@ def race_first_write(
 
         thread = threading.Thread(target=run)
         thread.start()
-        deadline = time.monotonic() + 10
         with psycopg.connect(database_url, autocommit=True) as watcher:
-            while time.monotonic() < deadline:
-                waiting = watcher.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
-                    (result.get("pid", 0),),
-                ).fetchone()[0]
-                if waiting:
-                    break
-                time.sleep(0.02)
-            else:
+            if not waits_on_a_lock(watcher, lambda: result.get("pid", 0)):
                 writer.rollback()
                 thread.join(10)
                 pytest.fail(f"the session's write did not wait for the other writer: {result}")

@@ -18,8 +18,9 @@ from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from user_memory.adapters.companion import _EVENTS, _GOALS_ACTIVE, _TODOS_DUE, PostgresCompanion
-from user_memory.domain.companion.elements import Rating, complete, update
-from user_memory.domain.companion.items import document_items
+from user_memory.adapters.search import PostgresSearch
+from user_memory.domain.companion.elements import Rating, complete, events_between, update
+from user_memory.domain.companion.items import document_items, reindex
 from user_memory.domain.memory.document import validate_document
 from user_memory.domain.model import MemoryVersion
 from user_memory.errors import VersionConflict
@@ -105,13 +106,19 @@ def indexed_version(conn: psycopg.Connection, user: uuid.UUID) -> tuple[int, int
     return row[0], row[1]
 
 
-def behind(companion: PostgresCompanion) -> set[uuid.UUID]:
-    return {u for page in companion.users_behind(page_size=100) for u in page}
+def behind(index: PostgresSearch) -> set[uuid.UUID]:
+    return {u for page in index.users_behind(page_size=100) for u in page}
 
 
 @pytest.fixture
 def companion(pool) -> PostgresCompanion:
     return PostgresCompanion(pool)
+
+
+@pytest.fixture
+def index(pool) -> PostgresSearch:
+    """The search index's upkeep (every schema's)."""
+    return PostgresSearch(pool)
 
 
 @pytest.fixture
@@ -236,7 +243,7 @@ def test_events_in_a_range_include_a_recurring_ones_occurrence(companion, user):
     # Given a one-off dentist visit on 10 March, a weekly standup since February, a course that
     # ended in February, a concert in April and a cancelled trip on 12 March
     # When the week of 9 March is asked for
-    found = companion.events_between(user, datetime(2026, 3, 9, tzinfo=UTC), datetime(2026, 3, 16, tzinfo=UTC))
+    found = events_between(companion, user, datetime(2026, 3, 9, tzinfo=UTC), datetime(2026, 3, 16, tzinfo=UTC))
     # Then the standup's occurrence of that week and the dentist come back, by start
     assert [(o["path"], o["occurrence_start"], o["occurrence_end"], o["version"]) for o in found] == [
         ("/events/standup", "2026-03-09T09:00:00-05:00", "2026-03-09T09:15:00-05:00", 1),
@@ -244,7 +251,7 @@ def test_events_in_a_range_include_a_recurring_ones_occurrence(companion, user):
     ]
     assert found[0]["event"] == memory()["events"]["standup"]
     # And February's second week has the standup and the course's last occurrence
-    february = companion.events_between(user, datetime(2026, 2, 9, tzinfo=UTC), datetime(2026, 2, 16, tzinfo=UTC))
+    february = events_between(companion, user, datetime(2026, 2, 9, tzinfo=UTC), datetime(2026, 2, 16, tzinfo=UTC))
     assert [(o["id"], o["occurrence_start"]) for o in february] == [
         ("standup", "2026-02-09T09:00:00-05:00"),
         ("course", "2026-02-10T18:00:00+00:00"),
@@ -263,14 +270,14 @@ def test_a_recurring_all_day_event_as_google_writes_it_is_found_in_range(store, 
     }
     store.append(u, validate_document({"events": {"market": market}}, "companion"), expected_version=0, source=SOURCE)
     # When March and April are asked for
-    found = companion.events_between(u, datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC))
+    found = events_between(companion, u, datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC))
     # Then every Saturday through the 28th but the 14th comes back, and April has none
     assert [o["occurrence_start"] for o in found] == [
         "2026-03-07T00:00:00+00:00",
         "2026-03-21T00:00:00+00:00",
         "2026-03-28T00:00:00+00:00",
     ]
-    assert companion.events_between(u, datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC)) == []
+    assert events_between(companion, u, datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC)) == []
 
 
 def test_active_goals_are_ordered_by_target_date(companion, user):
@@ -525,11 +532,11 @@ def test_reindex_of_a_stale_version_is_a_conflict(conn, user):
     assert conn.execute("SELECT user_memory_reindex(%s, 1, '[]')", (uuid.uuid4(),)).fetchone() == ("conflict",)
 
 
-def test_an_append_while_the_index_is_behind_leaves_it_behind_until_reindexed(conn, store, companion, user):
+def test_an_append_while_the_index_is_behind_leaves_it_behind_until_reindexed(conn, store, companion, index, user):
     # Given a user whose index is behind (a deployment before the index, a writer without items)
     conn.execute("UPDATE user_memory_heads SET indexed_version = 0 WHERE user_id = %s", (user,))
     conn.execute("DELETE FROM memory_items WHERE user_id = %s AND path = '/goals/swim'", (user,))
-    assert user in behind(companion)
+    assert user in behind(index)
     # When a version is appended
     head = store.head(user)
     store.append(
@@ -542,7 +549,7 @@ def test_an_append_while_the_index_is_behind_leaves_it_behind_until_reindexed(co
     assert "/goals/swim" not in got
     assert indexed_version(conn, user) == (2, 0)
     # When the user is reindexed
-    assert companion.reindex(user) is True
+    assert reindex(index, user) is True
     # Then the items are the head's: the changed and the missing items at version 2, the others
     # keep their version; and the user is no longer behind
     got = items(conn, user)
@@ -552,7 +559,7 @@ def test_an_append_while_the_index_is_behind_leaves_it_behind_until_reindexed(co
     assert got["/goals/swim"] == (2, "goal: Learn to swim")
     assert {path for path, (version, _) in got.items() if version == 2} == {"/todos/shoes", "/goals/swim"}
     assert indexed_version(conn, user) == (2, 2)
-    assert user not in behind(companion)
+    assert user not in behind(index)
     # And the typed columns were rebuilt too
     assert [r.path for r in companion.todos_due(user, datetime(2026, 3, 5, tzinfo=UTC))] == [
         "/todos/shoes",
@@ -565,8 +572,8 @@ def test_an_append_while_the_index_is_behind_leaves_it_behind_until_reindexed(co
     assert indexed_version(conn, user) == (3, 3)
 
 
-def test_reindex_of_an_unknown_user_is_false(companion):
-    assert companion.reindex(uuid.uuid4()) is False
+def test_reindex_of_an_unknown_user_is_false(index):
+    assert reindex(index, uuid.uuid4()) is False
 
 
 # -- erase and digests -------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -22,21 +21,13 @@ from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.ports import NewVersion
 from user_memory.errors import PatchMismatch
 
+from tests.json_patch_suite import conformance_cases
+
 pytestmark = pytest.mark.integration
 
-CONFORMANCE = Path(__file__).resolve().parents[1] / "conformance" / "json-patch-tests"
 APPLY = "SELECT user_memory_apply_patch(%s, %s)"
 APPEND = "SELECT status, version FROM user_memory_append(%s, %s, %s, %s, %s, %s, NULL)"
 REFUSED = {"UMP01", "UMP02"}
-
-
-def _cases() -> list[Any]:
-    cases = []
-    for name in ("tests.json", "spec_tests.json"):
-        for n, case in enumerate(json.loads((CONFORMANCE / name).read_text())):
-            if not case.get("disabled"):
-                cases.append(pytest.param(case, id=f"{name}:{n}:{case.get('comment', '')[:40]}"))
-    return cases
 
 
 class Refused(str):
@@ -54,7 +45,7 @@ def sql_apply(conn: psycopg.Connection, doc: Any, patch: Any) -> Any:
     return row[0]
 
 
-@pytest.mark.parametrize("case", _cases())
+@pytest.mark.parametrize("case", conformance_cases())
 def test_rfc6902_conformance_in_the_database(conn, case):
     # Given a record of the public suite, When the database applies its patch
     got = sql_apply(conn, case["doc"], case["patch"])

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import uuid
 
-import psycopg
 import pytest
 from psycopg import errors as pgerrors
 
+from tests.integration.roles import as_role
 from tests.owners import SERVICE_POLICY
 
 pytestmark = pytest.mark.integration
@@ -27,21 +27,11 @@ def two_users(conn):
     return a, b
 
 
-def as_role(conn: psycopg.Connection, role: str, sub: str | None = None, legacy: bool = False) -> None:
-    """Become `role` for this transaction only, with JWT claims set transaction-locally."""
-    conn.execute(f"SET LOCAL ROLE {role}")  # role names are constants of this test, never input
-    if sub is not None:
-        if legacy:
-            conn.execute("SELECT set_config('request.jwt.claim.sub', %s, true)", (sub,))
-        else:
-            conn.execute("SELECT set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": sub}),))
-
-
 @pytest.mark.parametrize("legacy", [False, True])
 def test_authenticated_user_reads_only_own_rows(conn, two_users, legacy):
     a, b = two_users
     with conn.transaction():
-        as_role(conn, "authenticated", a, legacy)
+        as_role(conn, "authenticated", a, legacy=legacy)
         rows = conn.execute("SELECT user_id::text FROM user_memory_snapshots WHERE user_id IN (%s, %s)", (a, b))
         assert {r[0] for r in rows} == {a}
         heads = conn.execute("SELECT user_id::text FROM user_memory_heads WHERE user_id IN (%s, %s)", (a, b))

@@ -11,7 +11,6 @@ import json
 import os
 import secrets
 import threading
-import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -22,7 +21,7 @@ from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from tests.integration.roles import as_role, new_user
+from tests.integration.roles import UNUSABLE_CLAIMS, as_role, new_user, waits_on_a_lock
 from tests.owners import SERVICE_POLICY
 
 pytestmark = pytest.mark.integration
@@ -259,16 +258,7 @@ def test_a_new_end_user_can_make_its_first_write(conn):
     assert conn.execute("SELECT count(*) FROM users WHERE id = %s", (u,)).fetchone()[0] == 1
 
 
-@pytest.mark.parametrize(
-    "claims",
-    [
-        pytest.param(None, id="no-claims"),
-        pytest.param("", id="empty-claims"),
-        pytest.param('{"role": "authenticated"}', id="claims-without-sub"),
-        pytest.param('{"sub": "not-a-uuid"}', id="sub-not-a-uuid"),
-        pytest.param("not json", id="claims-not-json"),
-    ],
-)
+@pytest.mark.parametrize("claims", UNUSABLE_CLAIMS)
 def test_authenticated_without_a_usable_sub_cannot_append(conn, two_users, claims):
     a, _ = two_users
     with pytest.raises(pgerrors.InsufficientPrivilege, match="may only write own memory"), conn.transaction():
@@ -806,16 +796,7 @@ def test_an_erase_waits_for_an_append_in_flight_and_removes_its_version_too(conn
         thread = threading.Thread(target=erase)
         # When the service erases the user meanwhile
         thread.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            waiting = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
-                (result.get("pid", 0),),
-            ).fetchone()[0]
-            if waiting:
-                break
-            time.sleep(0.02)
-        else:
+        if not waits_on_a_lock(conn, lambda: result.get("pid", 0)):
             pytest.fail("the erase did not wait for the append's lock")
         # And the append commits
         writer.commit()

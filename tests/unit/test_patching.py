@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,17 +11,7 @@ from hypothesis import strategies as st
 from user_memory.domain.memory import patching
 from user_memory.domain.memory.patching import PatchError, apply_patch, json_equal, make_patch
 
-# The public suite, carried with the tests (origin and licence in its README).
-CONFORMANCE = Path(__file__).resolve().parents[1] / "conformance" / "json-patch-tests"
-
-
-def _cases() -> list:
-    cases = []
-    for name in ("tests.json", "spec_tests.json"):
-        for n, case in enumerate(json.loads((CONFORMANCE / name).read_text())):
-            if not case.get("disabled"):
-                cases.append(pytest.param(case, id=f"{name}:{n}:{case.get('comment', '')[:40]}"))
-    return cases
+from tests.json_patch_suite import CONFORMANCE, conformance_cases
 
 
 def test_conformance_suite_is_present():
@@ -32,7 +21,7 @@ def test_conformance_suite_is_present():
     assert total == 112
 
 
-@pytest.mark.parametrize("case", _cases())
+@pytest.mark.parametrize("case", conformance_cases())
 def test_rfc6902_conformance(case):
     doc_before = copy.deepcopy(case["doc"])
     if "error" in case:

@@ -20,28 +20,40 @@ from user_memory.adapters.companion import PostgresCompanion
 from user_memory.adapters.conversations import PostgresConversations
 from user_memory.adapters.kv import PostgresKv
 from user_memory.adapters.migrations import Login
-from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool, transaction
-from user_memory.adapters.search import Embedder, PostgresSearch
+from user_memory.adapters.postgres import ConnectionSource, PostgresActivity, PostgresRecorder, open_pool, transaction
+from user_memory.adapters.search import PostgresSearch
 from user_memory.adapters.sqs import SqsSender
 from user_memory.config import (
     ApiSettings,
     DatabaseSettings,
     EmbeddingSettings,
     FanoutSettings,
+    MemorySettings,
     MigrateSettings,
     RetentionSettings,
     WorkerSettings,
 )
 from user_memory.domain.conversations.ports import ConversationStore, ConversationSummarizer, Sender
 from user_memory.domain.conversations.trigger import TriggerReport
+from user_memory.domain.kv import KvStore
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import parse_user_id
-from user_memory.domain.ports import ActivityStore, ItemEmbeddings, Summarizer
+from user_memory.domain.ports import (
+    ActivityReader,
+    ActivityStore,
+    Embedder,
+    IndexUpkeep,
+    ItemEmbeddings,
+    QueueSender,
+    ServiceSearch,
+    Summarizer,
+)
 from user_memory.errors import ConfigError, WrongSchema
 from user_memory.jobs.embedding import embed_after_write
 
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
-    from user_memory.domain.service import MemoryService, NightlyCompanionData
+    from user_memory.domain.companion.ports import NightlyCompanionData
+    from user_memory.domain.service import MemoryService
     from user_memory.domain.summary.pipeline import PipelineConfig
 
 
@@ -99,6 +111,16 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder | None:
     return OpenAIEmbedder.from_settings(settings, api_key=key)
 
 
+def memory_store(source: ConnectionSource, settings: MemorySettings) -> MemoryStore:
+    """The memory store on PostgreSQL (a pool, or one transaction) with the deployment's checkpoint
+    interval and document size limit."""
+    return MemoryStore(
+        PostgresRecorder(source),
+        checkpoint_interval=settings.checkpoint_interval,
+        max_document_bytes=settings.max_document_bytes,
+    )
+
+
 def _sqs_client(client: Any) -> Any:
     if client is None:
         import boto3
@@ -147,11 +169,7 @@ def build_worker(
     pool = pool or open_pool(database_url(settings), role=settings.database_role)
     return WorkerServices(
         settings=settings,
-        store=MemoryStore(
-            PostgresRecorder(pool),
-            checkpoint_interval=settings.checkpoint_interval,
-            max_document_bytes=settings.max_document_bytes,
-        ),
+        store=memory_store(pool, settings),
         activity=PostgresActivity(pool),
         companion=PostgresCompanion(pool),
         search=PostgresSearch(pool, build_embedder(settings)),
@@ -169,9 +187,9 @@ class FanoutServices:
     """What the fan-out needs."""
 
     settings: FanoutSettings
-    activity: PostgresActivity
-    sender: SqsSender
-    conversations: PostgresConversations
+    activity: ActivityReader
+    sender: QueueSender
+    conversations: ConversationStore
     pool: ConnectionPool | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -204,7 +222,7 @@ class ApiServices:
     owned: bool = False
     sqs_client: Any = field(default=None, repr=False)
     embedder: Embedder | None = field(default=None, repr=False)
-    _pool_search: PostgresSearch | None = field(default=None, repr=False)
+    _pool_search: ServiceSearch | None = field(default=None, repr=False)
 
     @contextmanager
     def session(self, user_id: object, *, operator: str | None = None) -> Iterator[MemoryService]:
@@ -218,11 +236,7 @@ class ApiServices:
         with transaction(self.pool, end_user=end_user) as tx:
             service = MemoryService(
                 user_id=uid,
-                store=MemoryStore(
-                    PostgresRecorder(tx),
-                    checkpoint_interval=settings.checkpoint_interval,
-                    max_document_bytes=settings.max_document_bytes,
-                ),
+                store=memory_store(tx, settings),
                 kv=PostgresKv(tx),
                 activity=PostgresActivity(tx),
                 account=PostgresAccount(tx, end_user=operator is None),
@@ -241,7 +255,7 @@ class ApiServices:
             embed_after_write(self.pool_search, uid)
 
     @property
-    def pool_search(self) -> PostgresSearch:
+    def pool_search(self) -> ServiceSearch:
         """Search with the service's rights on the pool, built once: it stores vectors (the
         service's to store, migration 012), serves the operators' search across users, and knows
         once per process whether the database has the vector table."""
@@ -285,11 +299,11 @@ def build_api(settings: ApiSettings, *, pool: ConnectionPool | None = None, sqs_
 
 @dataclass(kw_only=True)
 class RetentionServices:
-    """What the daily key-value retention job needs."""
+    """What the daily retention job needs: the key-value purge and the search index's upkeep."""
 
     settings: RetentionSettings
-    kv: PostgresKv
-    companion: PostgresCompanion
+    kv: KvStore
+    search: IndexUpkeep
     pool: ConnectionPool | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -302,7 +316,7 @@ def build_retention(settings: RetentionSettings, *, pool: ConnectionPool | None 
     owned = pool is None
     pool = pool or open_pool(database_url(settings), role=settings.database_role)
     return RetentionServices(
-        settings=settings, kv=PostgresKv(pool), companion=PostgresCompanion(pool), pool=pool if owned else None
+        settings=settings, kv=PostgresKv(pool), search=PostgresSearch(pool), pool=pool if owned else None
     )
 
 

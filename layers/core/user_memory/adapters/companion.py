@@ -1,34 +1,25 @@
-"""The companion layer on PostgreSQL: element queries from memory_items, ratings, digests, reindex.
+"""The companion layer on PostgreSQL: element queries from memory_items, ratings, digests.
 
 Every query reads the memory_items rows the versions wrote (never the documents): to-dos due
 through idx_memory_items_todos_open, events through idx_memory_items_events, active goals
 through idx_memory_items_goals_active. Run as the end user (the API), row-level security
-narrows every read to auth.uid() on top of the WHERE clause.
+narrows every read to auth.uid() on top of the WHERE clause. Recurring events come back as
+stored: expanding them is the domain's (`elements.events_between`); keeping the index in step
+is the search adapter's (adapters/search.py).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from user_memory.adapters.postgres import _Database
-from user_memory.domain.companion.elements import Rating, expand_events
-from user_memory.domain.companion.items import MAX_ELEMENTS, document_items, redacted
-
-
-@dataclass(frozen=True, kw_only=True)
-class ElementRow:
-    """An element as the index holds it: its pointer, the version that last changed it, its value."""
-
-    path: str
-    version: int
-    value: dict[str, Any]
-
+from user_memory.domain.companion.elements import Rating
+from user_memory.domain.companion.items import MAX_ELEMENTS, ElementRow, redacted
 
 _TODOS_DUE = """
 SELECT path, version, value FROM memory_items
@@ -66,24 +57,12 @@ class PostgresCompanion(_Database):
             rows = conn.execute(_TODOS_DUE, (user_id, before, limit), prepare=True).fetchall()
         return [ElementRow(path=r[0], version=r[1], value=redacted(r[2])) for r in rows]
 
-    def events_between(
-        self, user_id: uuid.UUID, start: datetime, end: datetime, *, unexpanded: list[str] | None = None
-    ) -> list[dict[str, Any]]:
-        """The occurrences of the user's events overlapping [start, end), by start; the ids of
-        recurring events that could not be expanded within the budget go to `unexpanded`
-        (logged and counted here)."""
+    def event_rows(self, user_id: uuid.UUID, start: datetime, end: datetime) -> list[ElementRow]:
+        """The events that may have an occurrence in [start, end), by start: those starting before
+        its end that end after its start or recur past it (not cancelled), as stored."""
         with self.connection() as conn:
             rows = conn.execute(_EVENTS, {"u": user_id, "start": start, "end": end}, prepare=True).fetchall()
-        left_out: list[str] = []
-        found = expand_events([(r[0], r[1], redacted(r[2])) for r in rows], start, end, left_out)
-        if left_out:
-            from user_memory.observability import logger, metrics
-
-            logger.warning("events not expanded", user_id=str(user_id), events=len(left_out))
-            metrics.add_metric(name="EventsNotExpanded", unit="Count", value=len(left_out))
-        if unexpanded is not None:
-            unexpanded.extend(left_out)
-        return found
+        return [ElementRow(path=r[0], version=r[1], value=redacted(r[2])) for r in rows]
 
     def active_goals(
         self, user_id: uuid.UUID, *, target_before: datetime | None = None, limit: int = MAX_ELEMENTS
@@ -194,56 +173,3 @@ class PostgresCompanion(_Database):
                 "SELECT digest FROM daily_digests WHERE user_id = %s ORDER BY day", (user_id,)
             ).fetchall()
         return [r[0] for r in rows]
-
-    # -- the index's upkeep --------------------------------------------------------------------------
-
-    def users_behind(self, *, page_size: int = 500) -> Iterator[list[uuid.UUID]]:
-        """Pages of users whose index does not reflect their head (user_memory_reindex them)."""
-        after = uuid.UUID(int=0)
-        while True:
-            with self.connection() as conn:
-                rows = conn.execute(
-                    """SELECT user_id FROM user_memory_heads WHERE indexed_version <> version AND user_id > %s
-                        ORDER BY user_id LIMIT %s""",
-                    (after, page_size),
-                ).fetchall()
-            if not rows:
-                return
-            yield [r[0] for r in rows]
-            after = rows[-1][0]
-
-    def reindex(self, user_id: uuid.UUID) -> bool:
-        """Rebuild the user's items from its head (every item gets the head's version, except
-        those whose row is unchanged, which keep theirs). False when the head moved meanwhile."""
-        with self.connection() as conn:
-            row = conn.execute(
-                "SELECT version, document FROM user_memory_heads WHERE user_id = %s", (user_id,)
-            ).fetchone()
-            if row is None:
-                return False
-            version, document = row
-            kept = {
-                r[0]: (r[1], r[2])
-                for r in conn.execute("SELECT path, version, text FROM memory_items WHERE user_id = %s", (user_id,))
-            }
-            items = []
-            for item in document_items(document).values():
-                entry = item.row()
-                old = kept.get(item.path)
-                entry["version"] = old[0] if old and old[1] == item.text else version
-                items.append(entry)
-            status = conn.execute("SELECT user_memory_reindex(%s, %s, %s)", (user_id, version, Jsonb(items))).fetchone()
-        return bool(status and status[0] == "reindexed")
-
-    def purge_orphan_embeddings(self) -> int:
-        """Vectors no item of their user has the text of any more (the retention run)."""
-        with self.connection() as conn:
-            table = conn.execute("SELECT to_regclass('public.memory_embeddings')").fetchone()
-            if table is None or table[0] is None:
-                return 0
-            cur = conn.execute(
-                """DELETE FROM memory_embeddings e
-                    WHERE NOT EXISTS (SELECT 1 FROM memory_items i
-                                       WHERE i.user_id = e.user_id AND i.text_md5 = e.text_md5)"""
-            )
-        return cur.rowcount

@@ -69,30 +69,12 @@ class InMemoryRecorder:
         with self._lock:
             rows = [r for r in self._users.get(user_id, _User()).rows if r.version <= version]
         start = max((i for i, r in enumerate(rows) if r.checkpoint is not None), default=0)
-        return [
-            StoredRow(
-                version=r.version,
-                patch=json.loads(r.patch),
-                checkpoint=json.loads(r.checkpoint) if r.checkpoint is not None else None,
-                created_at=r.created_at,
-                source=r.source,
-            )
-            for r in rows[start:]
-        ]
+        return [_stored(r) for r in rows[start:]]
 
     def read_span(self, user_id: uuid.UUID, first: int, last: int) -> list[StoredRow]:
         with self._lock:
             rows = [r for r in self._users.get(user_id, _User()).rows if first <= r.version <= last]
-        return [
-            StoredRow(
-                version=r.version,
-                patch=json.loads(r.patch),
-                checkpoint=json.loads(r.checkpoint) if r.checkpoint is not None else None,
-                created_at=r.created_at,
-                source=r.source,
-            )
-            for r in rows
-        ]
+        return [_stored(r) for r in rows]
 
     def version_at(self, user_id: uuid.UUID, timestamp: datetime) -> int:
         with self._lock:
@@ -174,6 +156,17 @@ class InMemoryRecorder:
             "user_memory_snapshots": len(user.rows),
             "user_activity": activity,
         }
+
+
+def _stored(r: _Row) -> StoredRow:
+    """A row as the recorder port returns it (new objects: the stored JSON is never shared)."""
+    return StoredRow(
+        version=r.version,
+        patch=json.loads(r.patch),
+        checkpoint=json.loads(r.checkpoint) if r.checkpoint is not None else None,
+        created_at=r.created_at,
+        source=r.source,
+    )
 
 
 def _summary_mode(provenance: str | None) -> bool:

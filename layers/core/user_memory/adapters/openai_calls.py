@@ -20,9 +20,10 @@ threads); closing the socket from a watchdog thread needs this same backend to f
 and races with the pool. What the deadline cannot cut short: name resolution (getaddrinfo cannot
 be interrupted) and a write slice the kernel accepts in one go.
 
-The summarizers' shared pieces are here too: `chat_client` (from the settings),
-`complete_within` (one chat completion through `call_within`), `strict_schema`, `usage_tokens`
-and `answer_json`.
+The summarizers' shared pieces are here too: `ChatCaller` (the client, the model and the call's
+limits, from the settings; `complete` runs one chat completion through `call_within`),
+`chat_client`, `strict_schema`, `usage_tokens`, `answer_json` and `paid_answer` (an answer that
+cannot be read fails with the tokens it cost).
 
 `call_within` is the one retry loop of these calls: at most `max_retries` retries of rate
 limits, 5xx, timeouts and connection errors, every try inside the deadline and every wait inside
@@ -34,15 +35,17 @@ from __future__ import annotations
 import json
 import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import httpcore2
 import httpx2
 import openai
+from pydantic import ValidationError
 
 from user_memory.adapters.http_deadline import time_left, within
-from user_memory.errors import InvalidDocument, SummarizerUnavailable
+from user_memory.errors import InvalidDocument, SummarizerUnavailable, describe_validation_error
 
 if TYPE_CHECKING:
     from user_memory.config import WorkerSettings
@@ -226,7 +229,7 @@ def strict_schema(node: Any) -> Any:
 
 def chat_client(settings: WorkerSettings, *, api_key: str | None = None) -> openai.OpenAI:
     """The client for the configured endpoint: every call ends by its wall-clock deadline
-    (above); retries are ours (`complete_within`)."""
+    (above); retries are ours (`ChatCaller.complete`)."""
     return openai_client(
         api_key=api_key or settings.openai_api_key,
         base_url=settings.openai_base_url,
@@ -234,33 +237,60 @@ def chat_client(settings: WorkerSettings, *, api_key: str | None = None) -> open
     )
 
 
-def complete_within(
-    caller: Any, messages: list[dict[str, str]], answer_format: dict[str, Any], timeout: float | None
-) -> Any:
-    """One chat completion with at most `caller.max_retries` retries (429, 5xx, timeouts,
-    connection errors), every try and every wait inside `timeout` seconds of wall clock in all,
-    each try inside `caller.timeout`.
+class ChatCaller:
+    """What one chat completion needs, shared by the OpenAI summarizers: the client, the model and
+    its temperature, the seconds a try may take (`timeout`), the retries and the sleep between them."""
 
-    `caller` holds the call's settings: client, model, temperature, timeout (per try),
-    max_retries and sleep (both summarizers here).
-    """
+    name = "openai"
 
-    def create(per_try: float) -> Any:
-        return caller.client.with_options(timeout=per_try, max_retries=0).chat.completions.create(
-            model=caller.model,
-            temperature=caller.temperature,
-            messages=messages,
-            response_format=answer_format,
+    def __init__(
+        self,
+        client: Any,
+        *,
+        model: str = "gpt-4o-mini",
+        temperature: float = 0.2,
+        timeout: float = 25.0,
+        max_retries: int = 1,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.temperature = temperature
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.sleep = sleep
+
+    @staticmethod
+    def settings_of(settings: WorkerSettings) -> dict[str, Any]:
+        """The model and the call's limits as the worker's settings give them (keyword arguments)."""
+        return {
+            "model": settings.openai_model,
+            "temperature": settings.openai_temperature,
+            "timeout": settings.openai_timeout_seconds,
+            "max_retries": settings.openai_max_retries,
+        }
+
+    def complete(self, messages: list[dict[str, str]], answer_format: dict[str, Any], timeout: float | None) -> Any:
+        """One chat completion with at most `max_retries` retries (429, 5xx, timeouts, connection
+        errors), every try and every wait inside `timeout` seconds of wall clock in all, each try
+        inside `self.timeout`."""
+
+        def create(per_try: float) -> Any:
+            return self.client.with_options(timeout=per_try, max_retries=0).chat.completions.create(
+                model=self.model,
+                temperature=self.temperature,
+                messages=messages,
+                response_format=answer_format,
+            )
+
+        return call_within(
+            create,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            budget=timeout,
+            failure=llm_unavailable,
+            sleep=self.sleep,
         )
-
-    return call_within(
-        create,
-        timeout=caller.timeout,
-        max_retries=caller.max_retries,
-        budget=timeout,
-        failure=llm_unavailable,
-        sleep=caller.sleep,
-    )
 
 
 def usage_tokens(response: Any) -> tuple[int, int, int]:
@@ -281,3 +311,20 @@ def answer_json(response: Any) -> Any:
         return json.loads(message.content or "")
     except json.JSONDecodeError as err:
         raise InvalidDocument(f"the model's output is not JSON ({err.msg} at {err.pos})") from err
+
+
+@contextmanager
+def paid_answer(prompt_tokens: int, completion_tokens: int) -> Iterator[None]:
+    """Reading an answer that was paid for: one that is not JSON, or not of the schema (a
+    ValidationError inside), raises InvalidDocument carrying what it cost, so the run still
+    counts it when it asks again."""
+    try:
+        try:
+            yield
+        except ValidationError as err:
+            raise InvalidDocument(
+                f"the model's output does not match the schema: {describe_validation_error(err)}"
+            ) from err
+    except InvalidDocument as err:
+        err.prompt_tokens, err.completion_tokens = prompt_tokens, completion_tokens
+        raise

@@ -15,18 +15,21 @@ feedback of a retry.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from user_memory.adapters.openai_calls import answer_json, chat_client, complete_within, strict_schema, usage_tokens
+from user_memory.adapters.openai_calls import (
+    ChatCaller,
+    answer_json,
+    chat_client,
+    paid_answer,
+    strict_schema,
+    usage_tokens,
+)
 from user_memory.domain.conversations.model import MAX_MEMORY_ITEMS, ConversationMemory, ConversationMessage
 from user_memory.domain.conversations.ports import ConversationSummary
 from user_memory.domain.conversations.summarizer import message_line
-from user_memory.errors import InvalidDocument, describe_validation_error
 
 if TYPE_CHECKING:
     from user_memory.config import WorkerSettings
@@ -56,37 +59,12 @@ def response_format() -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": RESPONSE_NAME, "strict": True, "schema": memory_schema()}}
 
 
-class OpenAIConversationSummarizer:
+class OpenAIConversationSummarizer(ChatCaller):
     """ConversationSummarizer over an OpenAI-compatible chat completions endpoint."""
-
-    name = "openai"
-
-    def __init__(
-        self,
-        client: Any,
-        *,
-        model: str = "gpt-4o-mini",
-        temperature: float = 0.2,
-        timeout: float = 25.0,
-        max_retries: int = 1,
-        sleep: Any = time.sleep,
-    ) -> None:
-        self.client = client
-        self.model = model
-        self.temperature = temperature
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.sleep = sleep
 
     @classmethod
     def from_settings(cls, settings: WorkerSettings, *, api_key: str | None = None) -> OpenAIConversationSummarizer:
-        return cls(
-            chat_client(settings, api_key=api_key),
-            model=settings.openai_model,
-            temperature=settings.openai_temperature,
-            timeout=settings.openai_timeout_seconds,
-            max_retries=settings.openai_max_retries,
-        )
+        return cls(chat_client(settings, api_key=api_key), **cls.settings_of(settings))
 
     def messages(
         self,
@@ -114,22 +92,10 @@ class OpenAIConversationSummarizer:
         feedback: str | None = None,
         timeout: float | None = None,
     ) -> ConversationSummary:
-        response = self._complete(self.messages(previous, messages, feedback), timeout)
+        response = self.complete(self.messages(previous, messages, feedback), response_format(), timeout)
         prompt_tokens, completion_tokens, _cached = usage_tokens(response)
-        try:
-            data = answer_json(response)
-            try:
-                memory = ConversationMemory.model_validate(data).normalized()
-            except ValidationError as err:
-                raise InvalidDocument(
-                    f"the model's output does not match the schema: {describe_validation_error(err)}"
-                ) from err
-        except InvalidDocument as err:  # asked again by the caller; this answer was paid for all the same
-            err.prompt_tokens, err.completion_tokens = prompt_tokens, completion_tokens
-            raise
+        with paid_answer(prompt_tokens, completion_tokens):  # asked again by the caller
+            memory = ConversationMemory.model_validate(answer_json(response)).normalized()
         return ConversationSummary(
             memory=memory, model=self.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
         )
-
-    def _complete(self, messages: list[dict[str, str]], timeout: float | None) -> Any:
-        return complete_within(self, messages, response_format(), timeout)

@@ -24,13 +24,12 @@ prompt says how many). A retry's feedback comes last, so the rest is a prefix of
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from user_memory.adapters import openai_calls as calls
 from user_memory.domain.model import DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS, Activity
@@ -43,7 +42,7 @@ from user_memory.domain.summary.pipeline import (
     prompt_activity,
     tokens_for_chars,
 )
-from user_memory.errors import InvalidDocument, describe_validation_error, join_problems
+from user_memory.errors import InvalidDocument, join_problems
 
 if TYPE_CHECKING:
     from user_memory.config import WorkerSettings
@@ -175,23 +174,20 @@ def _activity_line(a: Activity) -> str:
     return line
 
 
-class OpenAISummarizer:
-    """Summaries from an OpenAI-compatible chat completions endpoint with structured outputs."""
+class OpenAISummarizer(calls.ChatCaller):
+    """Summaries from an OpenAI-compatible chat completions endpoint with structured outputs.
 
-    name = "openai"
+    Keyword arguments beyond the mode, the prompt's activity budget and the schema are the call's
+    (`ChatCaller`: model, temperature, timeout, max_retries, sleep)."""
 
     def __init__(
         self,
         client: Any,
         *,
-        model: str = "gpt-4o-mini",
-        temperature: float = 0.2,
-        timeout: float = 25.0,
-        max_retries: int = 1,
-        sleep: Any = time.sleep,
         mode: SummaryMode = "edit",
         max_prompt_activity_tokens: int = DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS,
         schema: str = "user_state",
+        **call: Any,
     ) -> None:
         if mode not in RESPONSE_NAMES:
             raise ValueError(f"mode must be one of {', '.join(RESPONSE_NAMES)}, got {mode!r}")
@@ -200,27 +196,19 @@ class OpenAISummarizer:
                 f"the OpenAI summarizer knows the schemas {', '.join(_EDIT_PROMPTS)} in edit mode and user_state in "
                 f"document mode, not {schema!r} in {mode} mode"
             )
+        super().__init__(client, **call)
         self.schema = schema
-        self.client = client
         self.mode: SummaryMode = mode
         self.max_prompt_activity_tokens = max_prompt_activity_tokens
-        self.model = model
-        self.temperature = temperature
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.sleep = sleep
 
     @classmethod
     def from_settings(cls, settings: WorkerSettings, *, api_key: str | None = None) -> OpenAISummarizer:
         return cls(
             calls.chat_client(settings, api_key=api_key),
-            model=settings.openai_model,
-            temperature=settings.openai_temperature,
-            timeout=settings.openai_timeout_seconds,
-            max_retries=settings.openai_max_retries,
             mode=settings.summary_mode,
             max_prompt_activity_tokens=settings.max_prompt_activity_tokens,
             schema=settings.document_schema,
+            **cls.settings_of(settings),
         )
 
     def messages(
@@ -282,46 +270,25 @@ class OpenAISummarizer:
         timeout: float | None = None,
     ) -> SummaryResult:
         messages, lines = self.prompt(document, activities, feedback)
-        response = self._complete(messages, timeout)
+        response = self.complete(messages, response_format(self.mode), timeout)
         prompt_tokens, completion_tokens, cached = calls.usage_tokens(response)
         if not prompt_tokens:  # an endpoint that reports no usage: the estimate
             prompt_tokens = tokens_for_chars(sum(len(m["content"]) for m in messages))
-        try:
+
+        def result(**what: Any) -> SummaryResult:
+            return SummaryResult(
+                model=self.model,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cached_prompt_tokens=cached,
+                activity_cut=lines.cut,
+                activity_duplicates=lines.duplicates,
+                **what,
+            )
+
+        with calls.paid_answer(prompt_tokens, completion_tokens):  # the pipeline asks again
             data = calls.answer_json(response)
             if self.mode == "edit":
-                try:
-                    parsed = LLMEdits.model_validate(data)
-                except ValidationError as err:
-                    raise InvalidDocument(
-                        f"the model's output does not match the schema: {describe_validation_error(err)}"
-                    ) from err
-                return SummaryResult(
-                    edits=parse_edits(e.model_dump() for e in parsed.edits),
-                    model=self.model,
-                    prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens,
-                    cached_prompt_tokens=cached,
-                    activity_cut=lines.cut,
-                    activity_duplicates=lines.duplicates,
-                )
-            try:
-                next_document = from_llm_shape(data, document, self.model)
-            except ValidationError as err:
-                raise InvalidDocument(
-                    f"the model's output does not match the schema: {describe_validation_error(err)}"
-                ) from err
-        except InvalidDocument as err:  # the pipeline asks again; this answer was paid for all the same
-            err.prompt_tokens, err.completion_tokens = prompt_tokens, completion_tokens
-            raise
-        return SummaryResult(
-            document=next_document,
-            model=self.model,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cached_prompt_tokens=cached,
-            activity_cut=lines.cut,
-            activity_duplicates=lines.duplicates,
-        )
-
-    def _complete(self, messages: list[dict[str, str]], timeout: float | None) -> Any:
-        return calls.complete_within(self, messages, response_format(self.mode), timeout)
+                parsed = LLMEdits.model_validate(data)
+                return result(edits=parse_edits(e.model_dump() for e in parsed.edits))
+            return result(document=from_llm_shape(data, document, self.model))

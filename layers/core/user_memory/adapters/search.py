@@ -11,16 +11,24 @@ would let it serve filtered per-user searches as well.
 
 Embeddings are computed only for item texts the user has no vector for (`embed_pending`), so
 a version re-embeds exactly the items whose text it changed.
+
+The index's upkeep, for every schema, is here too: the users whose index is behind their head,
+what a reindex reads and writes (the rows themselves are the domain's: `items.reindex`), and the
+vectors no item uses any more.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
+
+from psycopg.types.json import Jsonb
 
 from user_memory.adapters.postgres import ConnectionSource, _Database
 from user_memory.domain.companion.items import redacted
+from user_memory.domain.ports import Embedder, IndexSource
 from user_memory.errors import EmbeddingsUnavailable, InvalidArgument, InvalidRequest
 
 Mode = Literal["auto", "fts", "vector", "fused"]
@@ -29,14 +37,6 @@ MAX_K = 100
 MAX_QUERY_CHARS = 500
 EMBED_BATCH = 128
 DIMENSIONS = 256
-
-
-class Embedder(Protocol):
-    """Texts to vectors (an OpenAI-compatible embeddings endpoint)."""
-
-    model: str
-
-    def embed(self, texts: list[str]) -> list[list[float]]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,14 +247,63 @@ class PostgresSearch(_Database):
             report.inputs += len(batch)
             report.paths.extend(r[2] for r in batch)
             rows = [{"text_md5": r[0], "embedding": v} for r, v in zip(batch, vectors, strict=True)]
-            from psycopg.types.json import Jsonb
-
             with self.connection() as conn:
                 stored = conn.execute(
                     "SELECT user_memory_store_embeddings(%s, %s, %s)", (user_id, self.embedder.model, Jsonb(rows))
                 ).fetchone()
             report.stored += int(stored[0]) if stored else 0
         return report
+
+    # -- the index's upkeep --------------------------------------------------------------------------
+
+    def users_behind(self, *, page_size: int = 500) -> Iterator[list[uuid.UUID]]:
+        """Pages of users whose index does not reflect their head (`items.reindex` them)."""
+        after = uuid.UUID(int=0)
+        while True:
+            with self.connection() as conn:
+                rows = conn.execute(
+                    """SELECT user_id FROM user_memory_heads WHERE indexed_version <> version AND user_id > %s
+                        ORDER BY user_id LIMIT %s""",
+                    (after, page_size),
+                ).fetchall()
+            if not rows:
+                return
+            yield [r[0] for r in rows]
+            after = rows[-1][0]
+
+    def index_source(self, user_id: uuid.UUID) -> IndexSource | None:
+        """The user's head and the items its index holds (path -> (version, text)); None without a head."""
+        with self.connection() as conn:
+            row = conn.execute(
+                "SELECT version, document FROM user_memory_heads WHERE user_id = %s", (user_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            indexed = {
+                r[0]: (r[1], r[2])
+                for r in conn.execute("SELECT path, version, text FROM memory_items WHERE user_id = %s", (user_id,))
+            }
+        return IndexSource(version=row[0], document=row[1], indexed=indexed)
+
+    def write_index(self, user_id: uuid.UUID, version: int, rows: list[dict[str, Any]]) -> bool:
+        """Replace the user's items with `rows` as of `version` (user_memory_reindex); False when
+        the head is no longer at `version`."""
+        with self.connection() as conn:
+            status = conn.execute("SELECT user_memory_reindex(%s, %s, %s)", (user_id, version, Jsonb(rows))).fetchone()
+        return bool(status and status[0] == "reindexed")
+
+    def purge_orphan_embeddings(self) -> int:
+        """Vectors no item of their user has the text of any more (the retention run)."""
+        with self.connection() as conn:
+            table = conn.execute("SELECT to_regclass('public.memory_embeddings')").fetchone()
+            if table is None or table[0] is None:
+                return 0
+            cur = conn.execute(
+                """DELETE FROM memory_embeddings e
+                    WHERE NOT EXISTS (SELECT 1 FROM memory_items i
+                                       WHERE i.user_id = e.user_id AND i.text_md5 = e.text_md5)"""
+            )
+        return cur.rowcount
 
 
 def _hit(r: Any, how: str) -> SearchHit:

@@ -60,6 +60,14 @@ MAX_USERS_PER_MESSAGE = 100
 RUN_KEY_MAX = 200
 
 
+def check_payload_size(payload: dict[str, Any]) -> dict[str, Any]:
+    """`payload`, when its compact JSON is at most MAX_ACTIVITY_PAYLOAD_BYTES (a ValueError names its size)."""
+    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_ACTIVITY_PAYLOAD_BYTES:
+        raise ValueError(f"payload is {size:,} bytes, over the limit of {MAX_ACTIVITY_PAYLOAD_BYTES:,}")
+    return payload
+
+
 class RefreshUser(BaseModel):
     """Summarize these users' unsummarized activity up to the window's end, one version each."""
 
@@ -84,10 +92,7 @@ class ActivityIn(BaseModel):
     @field_validator("payload")
     @classmethod
     def _payload_size(cls, payload: dict[str, Any]) -> dict[str, Any]:
-        size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
-        if size > MAX_ACTIVITY_PAYLOAD_BYTES:
-            raise ValueError(f"payload is {size:,} bytes, over the limit of {MAX_ACTIVITY_PAYLOAD_BYTES:,}")
-        return payload
+        return check_payload_size(payload)
 
     @model_validator(mode="after")
     def _conversation_message(self) -> ActivityIn:

@@ -120,6 +120,14 @@ class ActivityStore(ActivityReader, ActivityWriter, Protocol):
     """Activity read by a run and recorded by the worker (adapters/postgres.py)."""
 
 
+class Embedder(Protocol):
+    """Texts to vectors (an OpenAI-compatible embeddings endpoint: adapters/openai_embeddings.py)."""
+
+    model: str
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
 class ItemEmbeddings(Protocol):
     """The search index's pending embeddings (adapters/search.py)."""
 
@@ -133,10 +141,67 @@ class ItemEmbeddings(Protocol):
         ...
 
 
+class ServiceSearch(ItemEmbeddings, Protocol):
+    """Search with the service's rights (adapters/search.py): it stores vectors and serves the
+    operators' search across users."""
+
+    def vectors_available(self) -> bool:
+        """An embedder is configured and the database has the vector table."""
+        ...
+
+    def search_all(self, query: str, k: int = 10) -> list[dict[str, Any]]:
+        """The k nearest item texts across every user, with their paths."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexSource:
+    """What a user's index is rebuilt from: the head, and the items the index holds now."""
+
+    version: int
+    document: Document
+    indexed: dict[str, tuple[int, str]]  # path -> (version, text)
+
+
+class IndexUpkeep(Protocol):
+    """Keeping the search index (memory_items, memory_embeddings) in step with the heads, for
+    every schema (adapters/search.py)."""
+
+    def users_behind(self, *, page_size: int = 500) -> Iterator[list[uuid.UUID]]:
+        """Pages of users whose index does not reflect their head."""
+        ...
+
+    def index_source(self, user_id: uuid.UUID) -> IndexSource | None:
+        """The user's head and indexed items; None for a user with no memory."""
+        ...
+
+    def write_index(self, user_id: uuid.UUID, version: int, rows: list[dict[str, Any]]) -> bool:
+        """Replace the user's items with `rows` as of `version`; False when the head moved meanwhile."""
+        ...
+
+    def purge_orphan_embeddings(self) -> int:
+        """Delete the vectors no item of their user has the text of any more; how many."""
+        ...
+
+
 class MessageSender(Protocol):
     """Sends message bodies to the worker queue."""
 
     def send(self, bodies: list[str]) -> int:
+        """Send every body or raise SendFailed; returns how many were sent."""
+        ...
+
+
+class QueueSender(Protocol):
+    """The worker queue as the fan-out uses it (adapters/sqs.py): bodies sent, optionally delayed,
+    and the calls it took."""
+
+    @property
+    def calls(self) -> int:
+        """Requests made to the queue so far (a batch of 10, a retry: one each)."""
+        ...
+
+    def send(self, bodies: list[str], *, delay_seconds: int = 0) -> int:
         """Send every body or raise SendFailed; returns how many were sent."""
         ...
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Protocol
 
 from user_memory.domain.companion import elements
+from user_memory.domain.companion.ports import CompanionData
 from user_memory.domain.conversations.model import (
     ExportedConversation,
     NewMessage,
@@ -83,44 +84,6 @@ class AccountData(Protocol):
     def erase(self, user_id: uuid.UUID) -> dict[str, int]:
         """Delete every row of the user (history included) in one transaction; rows per relation."""
         ...
-
-
-class CompanionData(Protocol):
-    """The companion layer's rows beside the document: element queries from the item index,
-    ratings and digests (adapters/companion.py)."""
-
-    def todos_due(self, user_id: uuid.UUID, before: datetime, *, limit: int = 2000) -> list[Any]: ...
-
-    def events_between(
-        self, user_id: uuid.UUID, start: datetime, end: datetime, *, unexpanded: list[str] | None = None
-    ) -> list[dict[str, Any]]: ...
-
-    def active_goals(
-        self, user_id: uuid.UUID, *, target_before: datetime | None = None, limit: int = 2000
-    ) -> list[Any]: ...
-
-    def record_rating(self, user_id: uuid.UUID, rating: elements.Rating) -> str: ...
-
-    def ratings(self, user_id: uuid.UUID) -> list[dict[str, Any]]: ...
-
-    def digest(self, user_id: uuid.UUID, day: date | None = None) -> dict[str, Any] | None: ...
-
-    def digests(self, user_id: uuid.UUID) -> list[dict[str, Any]]: ...
-
-
-class NightlyCompanionData(CompanionData, Protocol):
-    """What the companion's nightly part reads and writes beside the document: ratings to fold
-    into the feedback element, and the day's digest (jobs/companion.py)."""
-
-    def unsummarized_ratings(self, user_id: uuid.UUID, *, limit: int = 1000) -> list[elements.Rating]: ...
-
-    def mark_ratings(self, user_id: uuid.UUID, ids: Sequence[int], version: int) -> int: ...
-
-    def feedback_versions_of(self, user_id: uuid.UUID, rating_ids: Sequence[int]) -> dict[int, int]: ...
-
-    def rating_totals(self, user_id: uuid.UUID) -> tuple[int, float | None]: ...
-
-    def save_digest(self, user_id: uuid.UUID, day: date, digest: dict[str, Any], version: int) -> None: ...
 
 
 class SearchIndex(Protocol):
@@ -448,7 +411,7 @@ class MemoryService:
             raise InvalidRequest("from and to must be between the years 2 and 9998")
         if end - start > timedelta(days=366):
             raise InvalidRequest("a range is at most 366 days")
-        return companion.events_between(self.user_id, start, end, unexpanded=unexpanded)
+        return elements.events_between(companion, self.user_id, start, end, unexpanded)
 
     def active_goals(self, within_days: int | None = None) -> list[Any]:
         """Active goals (those whose target date is within `within_days` when given), from the index."""

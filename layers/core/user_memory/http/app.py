@@ -104,7 +104,7 @@ class MemoryApi:
     def _resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         try:
             event, parsed = self._admit(event)
-        except Exception as err:  # noqa: BLE001 - answered as a problem like any route's error
+        except Exception as err:  # answered as a problem like any route's error
             return self._refuse_event(err, event)
         self.app.append_context(**{KEY: self.dependencies})  # cleared by Powertools after each event
         if parsed is not UNPARSED:  # a route that reads the body itself (PATCH) takes it from here

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -11,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, f
 from user_memory.domain.companion.times import RANGE_TEXT, StorableTime
 from user_memory.domain.conversations.model import MessagePayload, is_conversation_message
 from user_memory.domain.kv import MAX_KEY_CHARS, MAX_PAGE_SIZE, MAX_TTL_SECONDS
-from user_memory.domain.messages import MAX_ACTIVITIES_PER_MESSAGE, MAX_ACTIVITY_PAYLOAD_BYTES
+from user_memory.domain.messages import MAX_ACTIVITIES_PER_MESSAGE, MAX_ACTIVITY_PAYLOAD_BYTES, check_payload_size
 
 PROBLEM_JSON = "application/problem+json"
 JSON_PATCH = "application/json-patch+json"
@@ -133,10 +132,7 @@ class ActivityItem(_In):
     @field_validator("payload")
     @classmethod
     def _payload_size(cls, payload: dict[str, JsonValue]) -> dict[str, JsonValue]:
-        size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
-        if size > MAX_ACTIVITY_PAYLOAD_BYTES:
-            raise ValueError(f"payload is {size:,} bytes, over the limit of {MAX_ACTIVITY_PAYLOAD_BYTES:,}")
-        return payload
+        return check_payload_size(payload)
 
     @model_validator(mode="after")
     def _conversation_message(self) -> ActivityItem:

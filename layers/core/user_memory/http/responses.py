@@ -97,14 +97,7 @@ def changes(service: MemoryService, since: int) -> Response[models.Changes]:
 
 
 def kv(e: KvEntry) -> models.KvEntry:
-    return models.KvEntry(
-        namespace=e.namespace,
-        key=e.key,
-        value=e.value,
-        created_at=e.created_at,
-        updated_at=e.updated_at,
-        expires_at=e.expires_at,
-    )
+    return models.KvEntry.model_validate(e, from_attributes=True)
 
 
 def within_response_budget(entries: Sequence[KvEntry], next_after: str | None) -> tuple[Sequence[KvEntry], str | None]:
@@ -187,21 +180,6 @@ def _conversation(c: ExportedConversation) -> models.ConversationRecord:
         first_message_at=c.first_message_at,
         last_message_at=c.last_message_at,
         created_at=c.created_at,
-        messages=[
-            models.ConversationMessageRecord(
-                seq=m.seq, message_id=m.message_id, role=m.role, text=m.text, occurred_at=m.occurred_at, source=m.source
-            )
-            for m in c.messages
-        ],
-        memory=None
-        if found is None
-        else models.ConversationMemoryRecord(
-            memory=found.memory,
-            last_message_seq=found.last_message_seq,
-            last_message_id=found.last_message_id,
-            last_message_at=found.last_message_at,
-            model=found.model,
-            created_at=found.created_at,
-            updated_at=found.updated_at,
-        ),
+        messages=[models.ConversationMessageRecord.model_validate(m, from_attributes=True) for m in c.messages],
+        memory=None if found is None else models.ConversationMemoryRecord.model_validate(found, from_attributes=True),
     )

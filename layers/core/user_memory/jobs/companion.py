@@ -27,14 +27,16 @@ from user_memory.domain.companion.elements import (
     DIGEST_EVENT_DAYS,
     DIGEST_GOAL_DAYS,
     day_bounds,
+    events_between,
     split_due,
     summarize_ratings,
     user_today,
 )
+from user_memory.domain.companion.ports import NightlyCompanionData
 from user_memory.domain.memory.document import validate_document
 from user_memory.domain.memory.repository import MemoryStore
-from user_memory.domain.service import NightlyCompanionData
 from user_memory.errors import VersionConflict
+from user_memory.observability import logger, metrics
 
 MAX_TRIES = 3
 MAX_DIGEST_EVENTS = 200  # occurrences listed (a digest is one row and one answer); the rest are counted
@@ -120,9 +122,10 @@ def make_digest(
     overdue, due = split_due(companion.todos_due(user_id, day_end), today, zone)
     since = max(now, day_start)
     unexpanded: list[str] = []
-    events = companion.events_between(
-        user_id, since, day_start + timedelta(days=DIGEST_EVENT_DAYS), unexpanded=unexpanded
-    )
+    events = events_between(companion, user_id, since, day_start + timedelta(days=DIGEST_EVENT_DAYS), unexpanded)
+    if unexpanded:
+        logger.warning("events not expanded", user_id=str(user_id), events=len(unexpanded))
+        metrics.add_metric(name="EventsNotExpanded", unit="Count", value=len(unexpanded))
     goals = companion.active_goals(user_id, target_before=day_end + timedelta(days=DIGEST_GOAL_DAYS))
     digest = {
         "day": today.isoformat(),

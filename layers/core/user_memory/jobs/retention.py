@@ -10,6 +10,8 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from user_memory.domain.companion.items import reindex
+from user_memory.domain.ports import IndexUpkeep
 from user_memory.errors import describe_failure
 from user_memory.observability import logger, metrics
 from user_memory.runtime import RetentionServices
@@ -42,18 +44,18 @@ def purge_kv(services: RetentionServices | Callable[[], RetentionServices]) -> d
 MAX_REINDEX_PER_RUN = 5000
 
 
-def index_upkeep(services: RetentionServices, *, max_users: int = MAX_REINDEX_PER_RUN) -> dict[str, Any]:
+def index_upkeep(index: IndexUpkeep, *, max_users: int = MAX_REINDEX_PER_RUN) -> dict[str, Any]:
     """Reindex up to `max_users` users whose memory_items are behind their head (a deployment's
     first run after migration 012, a writer that sent no item changes) and purge orphaned vectors.
     One user's failure is logged and counted and does not stop the others."""
     reindexed = failed = 0
     started = time.perf_counter()
-    for page in services.companion.users_behind():
+    for page in index.users_behind():
         for user_id in page:
             if reindexed + failed >= max_users:
                 break
             try:
-                if services.companion.reindex(user_id):
+                if reindex(index, user_id):
                     reindexed += 1
             except Exception as err:  # one user's failure must not stop the others
                 error, reason = describe_failure(err)
@@ -61,7 +63,7 @@ def index_upkeep(services: RetentionServices, *, max_users: int = MAX_REINDEX_PE
                 failed += 1
         if reindexed + failed >= max_users:
             break
-    orphans = services.companion.purge_orphan_embeddings()
+    orphans = index.purge_orphan_embeddings()
     logger.info(
         "index upkeep", reindexed=reindexed, failed=failed, orphan_vectors=orphans,
         seconds=round(time.perf_counter() - started, 3),
@@ -77,7 +79,7 @@ def run_retention(services: RetentionServices | Callable[[], RetentionServices])
     report = purge_kv(services)
     built = services() if callable(services) else services
     try:
-        report.update(index_upkeep(built))
+        report.update(index_upkeep(built.search))
     except Exception as err:
         error, reason = describe_failure(err)
         logger.error("index upkeep failed", error_type=error, reason=reason)

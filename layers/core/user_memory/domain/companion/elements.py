@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from user_memory.domain.companion.items import ELEMENT_KINDS, MAX_ELEMENTS
 from user_memory.domain.companion.recurrence import (
@@ -31,6 +31,9 @@ from user_memory.domain.companion.recurrence import (
 from user_memory.domain.memory.patching import copy_json
 from user_memory.domain.model import Document
 from user_memory.errors import BudgetExceeded, ElementExists, InvalidPatch, InvalidRequest, NotFound, UserMemoryError
+
+if TYPE_CHECKING:
+    from user_memory.domain.companion.ports import CompanionData
 
 Collection = Literal["goals", "todos", "events"]
 # What "complete" sets, per collection.
@@ -427,6 +430,17 @@ def expand_events(
                 except (ValueError, OverflowError, TypeError, KeyError):
                     unexpanded.append(str(event.get("id")))
     return sorted(found, key=lambda o: (o["occurrence_start"], o["path"]))
+
+
+def events_between(
+    companion: CompanionData, user_id: uuid.UUID, start: datetime, end: datetime, unexpanded: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """The occurrences of the user's events overlapping [start, end), by start: the index's
+    candidate rows expanded (`expand_events`); the ids of recurring events that could not be
+    expanded within the budget go to `unexpanded`."""
+    rows = companion.event_rows(user_id, start, end)
+    left_out = unexpanded if unexpanded is not None else []
+    return expand_events([(r.path, r.version, r.value) for r in rows], start, end, left_out)
 
 
 # -- the daily digest -----------------------------------------------------------------------------

@@ -17,14 +17,18 @@ is removed with the version that removed it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from user_memory.domain.companion.recurrence import INDEX_STEPS, budget_scope, event_start, parse_when, recurrence_end
 from user_memory.domain.memory.patching import escape_token
 from user_memory.domain.model import Document, Patch
+
+if TYPE_CHECKING:
+    from user_memory.domain.ports import IndexUpkeep
 
 # The companion schema's element collections (maps keyed by id; domain/companion/schema.py), and at most
 # how many elements each holds (a user's memory stays one document under its size limit).
@@ -115,6 +119,15 @@ class Item:
             "recurring": self.recurring,
             "recur_until": _iso(self.recur_until),
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ElementRow:
+    """An element as the index holds it: its pointer, the version that last changed it, its value."""
+
+    path: str
+    version: int
+    value: dict[str, Any]
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -271,3 +284,25 @@ def item_changes(old: Document, new: Document, patch: Patch) -> list[dict[str, A
     changes: list[dict[str, Any]] = [{"path": path, "remove": True} for path in before if path not in after]
     changes.extend(item.row() for path, item in after.items() if before.get(path) != item)
     return changes
+
+
+def reindex_rows(document: Document, version: int, indexed: Mapping[str, tuple[int, str]]) -> list[dict[str, Any]]:
+    """The index's rows for a head at `version`: every item of the document gets that version,
+    except those whose text the index already holds (`indexed`: path -> (version, text)), which
+    keep theirs."""
+    rows = []
+    for item in document_items(document).values():
+        row = item.row()
+        old = indexed.get(item.path)
+        row["version"] = old[0] if old and old[1] == item.text else version
+        rows.append(row)
+    return rows
+
+
+def reindex(index: IndexUpkeep, user_id: uuid.UUID) -> bool:
+    """Rebuild the user's items from its head. False for a user with no memory, or when the head
+    moved meanwhile (the next run finds the user behind again)."""
+    source = index.index_source(user_id)
+    if source is None:
+        return False
+    return index.write_index(user_id, source.version, reindex_rows(source.document, source.version, source.indexed))

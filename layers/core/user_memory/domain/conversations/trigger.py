@@ -117,10 +117,6 @@ def _body(items: Sequence[str], attempt: int) -> str:
     return f'{{"task_type":"{TASK_GENERATE_MEMORY_BATCH}","conversations":[{",".join(items)}]{more}}}'
 
 
-def batch_body(keys: Sequence[ConversationKey], attempt: int = 0) -> str:
-    return _body([_item_json(k) for k in keys], attempt)
-
-
 def batch_bodies(
     keys: Iterable[ConversationKey],
     *,

@@ -484,19 +484,8 @@ class _Draft:
         }
 
 
-def _summarize_all(
-    user_id: uuid.UUID,
-    base: Document,
-    window: Window,
-    activity: ActivityReader,
-    summarizer: Summarizer,
-    cfg: PipelineConfig,
-    deadline: Deadline,
-    human: Sequence[HumanEdit] = (),
-) -> _Draft:
-    """Fold every unsummarized activity into the document, chunk by chunk, while time allows;
-    then set recency_score once for the run (facts.set_recency)."""
-    draft = _fold_chunks(user_id, base, window, activity, summarizer, cfg, deadline, human)
+def _set_recency(base: Document, draft: _Draft, cfg: PipelineConfig) -> _Draft:
+    """recency_score set once for the run (facts.set_recency), once every chunk is folded in."""
     if draft.included and cfg.schema in FLOOR_SCHEMAS:
         recency = set_recency(base, draft.document, draft.included)
         draft.document, draft.recency_set = recency.document, recency.changed
@@ -513,6 +502,7 @@ def _fold_chunks(
     deadline: Deadline,
     human: Sequence[HumanEdit] = (),
 ) -> _Draft:
+    """Fold every unsummarized activity into the document, chunk by chunk, while time allows."""
     draft = _Draft(document=copy_json(base), included=[])
     after_id = 0
     while True:
@@ -614,7 +604,8 @@ def refresh_user(
         if not stored_document_valid(head, cfg):
             return outcome(RunStatus.INVALID_STORED_DOCUMENT, head.version)
         human = people_edits(store, user_id, head, cfg)
-        draft = _summarize_all(user_id, head.document, window, activity, summarizer, cfg, deadline, human)
+        draft = _fold_chunks(user_id, head.document, window, activity, summarizer, cfg, deadline, human)
+        draft = _set_recency(head.document, draft, cfg)
         if not draft.included:
             return outcome(RunStatus.NO_ACTIVITY, head.version)
         proposed = draft.document

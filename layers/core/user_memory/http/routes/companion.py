@@ -5,6 +5,7 @@ registered once per collection; a route knows its collection from the path it wa
 under. Static routes come first: /me/todos/due and /me/events/import are not element ids.
 """
 
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any
 
@@ -13,6 +14,8 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from user_memory.domain.companion.elements import Rating
+from user_memory.domain.model import AppendResult
+from user_memory.domain.service import Edit, MemoryService
 from user_memory.errors import InvalidRequest
 from user_memory.http import models, responses
 from user_memory.http.bodies import json_body, media_type
@@ -20,6 +23,7 @@ from user_memory.http.context import dependencies, edit, me
 from user_memory.http.openapi import responses as answers
 from user_memory.http.params import IdemKey, IfMatch
 from user_memory.http.problems import UNSUPPORTED_MEDIA, HttpProblem
+from user_memory.observability import logger, metrics
 
 router = Router()
 
@@ -74,6 +78,9 @@ def events_in_range(request: Request, range_from: RangeFrom = None, range_to: Ra
     unexpanded: list[str] = []
     with me(request) as service:
         found = service.events_between(start, end, unexpanded=unexpanded)
+    if unexpanded:
+        logger.warning("events not expanded", user_id=str(service.user_id), events=len(unexpanded))
+        metrics.add_metric(name="EventsNotExpanded", unit="Count", value=len(unexpanded))
     found, next_from = responses.occurrences_within_budget(found)
     return models.EventsInRange(
         user_id=str(service.user_id),
@@ -145,20 +152,27 @@ def update_element(
 def complete_element(
     request: Request, element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
 ) -> Response[models.ElementWritten]:
-    collection = _collection(request)
-    change = edit(request, if_match, idempotency_key_)
-    with me(request) as service:
-        result = service.complete_element(collection, element_id, change)
-        return responses.element_written(service.user_id, collection, element_id, result)
+    return _element_change(request, element_id, if_match, idempotency_key_, MemoryService.complete_element)
 
 
 def delete_element(
     request: Request, element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
 ) -> Response[models.ElementWritten]:
+    return _element_change(request, element_id, if_match, idempotency_key_, MemoryService.delete_element)
+
+
+def _element_change(
+    request: Request,
+    element_id: str,
+    if_match: str | None,
+    idempotency_key_: str | None,
+    change: Callable[[MemoryService, str, str, Edit], AppendResult],
+) -> Response[models.ElementWritten]:
+    """A change of one element that takes no body (`change`: the service's method), as a new version."""
     collection = _collection(request)
-    change = edit(request, if_match, idempotency_key_)
+    how = edit(request, if_match, idempotency_key_)
     with me(request) as service:
-        result = service.delete_element(collection, element_id, change)
+        result = change(service, collection, element_id, how)
         return responses.element_written(service.user_id, collection, element_id, result)
 
 

@@ -26,18 +26,7 @@ def search_memory(request: Request, q: SearchQuery, k: SearchK = 10, mode: Searc
     the version that last changed it) that best match `q`."""
     with me(request) as service:
         result = service.search(q, k, mode)
-    hits = [
-        models.SearchHit(
-            path=h.path,
-            version=h.version,
-            kind=h.kind,
-            text=h.text,
-            value=h.value,
-            score=h.score,
-            matched_by=list(h.matched_by),
-        )
-        for h in result.hits
-    ]
+    hits = [models.SearchHit.model_validate(h, from_attributes=True) for h in result.hits]
     return models.SearchResults(user_id=str(service.user_id), query=q, mode=result.mode, items=hits)
 
 

@@ -34,10 +34,4 @@ def trigger_memory_generation(
     if tasks is None:
         raise not_enabled("trigger tasks")
     report = tasks.trigger_memory_generation(threshold_minutes)
-    return models.MemoryGenerationTriggered(
-        threshold_minutes=report.threshold_minutes,
-        quiet_before=report.quiet_before,
-        conversations=report.conversations,
-        messages=report.messages,
-        pages=report.pages,
-    )
+    return models.MemoryGenerationTriggered.model_validate(report, from_attributes=True)
