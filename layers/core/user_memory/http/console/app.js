@@ -103,21 +103,28 @@ function canWrite() {
   return !state.user; // operators read other users' memories; writes are the user's own
 }
 
+let routed = 0;
+
 async function route() {
   const { view, args, query } = parseHash();
+  const generation = ++routed;
   state.user = query.get("u");
   const [title, render] = VIEWS[view] || VIEWS.timeline;
   renderNav(view);
-  const container = clear(main());
+  // Each view renders into a container of its own: one still loading when the address changes
+  // again finishes into a container no longer on the page.
+  const container = h("div", { class: "view" });
   const whose = state.user ? `user ${state.user}` : "your memory";
   append(container, h("h2", { id: "view-title" }, `${title}: ${whose}`));
+  main().removeAttribute("data-ready");
+  clear(main()).append(container);
   document.title = `${title} · user-memory console`;
   try {
     await render(container, args, query);
   } catch (err) {
     showError(container, err);
   }
-  container.setAttribute("data-ready", view);
+  if (generation === routed) main().setAttribute("data-ready", view);
 }
 
 function renderNav(current) {
@@ -389,8 +396,8 @@ async function editView(container) {
       const document = await check();
       if (!document) return;
       const written = await api().call("PUT", "me/memory", { body: document, ifMatch: version });
-      append(result, h("p", { role: "status" }, `Saved as version ${written.data.version}.`));
-      setTimeout(() => route(), 0);
+      await route(); // the editor now holds the saved version
+      say(`Saved as version ${written.data.version}.`);
     } catch (err) {
       conflictOrError(result, err, () => route());
     }
@@ -418,8 +425,8 @@ async function editView(container) {
         try {
           const url = `me/memory?section=${encodeURIComponent(section)}`;
           const written = await api().call("DELETE", url, { ifMatch: version });
-          append(result, h("p", { role: "status" }, `Pruned ${section}: version ${written.data.version}.`));
-          setTimeout(() => route(), 0);
+          await route();
+          say(`Pruned ${section}: version ${written.data.version}.`);
         } catch (err) {
           conflictOrError(result, err, () => route());
         }

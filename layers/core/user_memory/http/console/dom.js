@@ -12,7 +12,7 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-export function append(el, children) {
+export function append(el, ...children) {
   for (const child of [children].flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
