@@ -146,7 +146,8 @@ def _handler(issuer: OidcIssuer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, page.encode(), "text/html; charset=utf-8")
             elif url.path == "/approve":
                 code = issuer.authorize(query)
-                back = f"{query.get('redirect_uri', '')}?{urllib.parse.urlencode({'code': code, 'state': query.get('state', '')})}"
+                answer = urllib.parse.urlencode({"code": code, "state": query.get("state", "")})
+                back = f"{query.get('redirect_uri', '')}?{answer}"
                 self._send(302, b"", "text/plain", {"Location": back})
             else:
                 self._json(404, {"error": "not_found"})
