@@ -71,6 +71,10 @@ FUNCTION_ENV = {
         "EMBEDDING_MODEL",
         "EMBEDDING_BASE_URL",
         "EMBEDDING_API_KEY_SECRET_NAME",
+        "CONSOLE_OIDC_ISSUER",  # the console's sign-in (/console)
+        "CONSOLE_CLIENT_ID",
+        "CONSOLE_SCOPES",
+        "CONSOLE_CONNECT_ORIGINS",
     },
     "RetentionFunction": {"KV_MAX_AGE_DAYS"},
     "MigrateFunction": {
@@ -99,7 +103,7 @@ DSN_SECRETS = set(OWN_DSN_SECRET.values())
 # Lambda's limit on a function name (<stack name>-<suffix>).
 LAMBDA_FUNCTION_NAME_LIMIT = 64
 # The API's routes: the only public one, and the ones behind the JWT authorizer.
-PUBLIC_ROUTES = {("GET", "/openapi.json")}
+PUBLIC_ROUTES = {("GET", "/openapi.json"), ("GET", "/console"), ("GET", "/console/{file}")}
 AUTHORIZED_ROUTES = {
     ("ANY", "/me"),
     ("ANY", "/me/{proxy+}"),
@@ -494,7 +498,8 @@ def test_only_the_openapi_document_is_reachable_without_a_token(template):
     assert set(routes) == PUBLIC_ROUTES | AUTHORIZED_ROUTES
     assert {function for function, _ in routes.values()} == {"ApiFunction"}
     assert all(p["ApiId"] == {"Ref": "HttpApi"} for _, p in routes.values())
-    # And only GET /openapi.json opts out of the default authorizer; no other route names one of its own
+    # And only GET /openapi.json and the console's files opt out of the default authorizer; no other
+    # route names one of its own
     public = {route for route, (_, p) in routes.items() if p.get("Auth", {}).get("Authorizer") == "NONE"}
     assert public == PUBLIC_ROUTES
     for route in AUTHORIZED_ROUTES:
