@@ -90,19 +90,22 @@ class OidcIssuer:
         digest = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
         if grant["method"] != "S256" or not verifier or digest != grant["challenge"]:
             return self._refuse("invalid_grant", "PKCE verification failed")
+        self.tokens_issued += 1
+        return 200, {"access_token": self.mint(grant["subject"]), "token_type": "Bearer", "expires_in": 600}
+
+    def mint(self, subject: str, *, audience: str | None = None, key: Any = None, ttl: int = 600) -> str:
+        """An access token as the token endpoint issues it (another audience or key: for refusals)."""
         now = int(time.time())
         claims = {
             "iss": self.url,
-            "sub": grant["subject"],
-            "aud": self.client_id,
-            "client_id": self.client_id,
+            "sub": subject,
+            "aud": audience or self.client_id,
+            "client_id": audience or self.client_id,
             "scope": self.scope,
             "iat": now,
-            "exp": now + 600,
+            "exp": now + ttl,
         }
-        access = jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": KEY_ID})
-        self.tokens_issued += 1
-        return 200, {"access_token": access, "token_type": "Bearer", "expires_in": 600}
+        return jwt.encode(claims, key or self._key, algorithm="RS256", headers={"kid": KEY_ID})
 
     def _refuse(self, error: str, why: str) -> tuple[int, dict[str, Any]]:
         self.refusals.append(why)
