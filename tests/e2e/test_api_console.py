@@ -181,3 +181,31 @@ def test_the_console_is_public_under_a_strict_policy(api):
     assert anonymous.get("/console/nothing.js").status == 404
     assert anonymous.get("/console/openapi.json").status == 404  # only the console's own files
     assert anonymous.get("/me/memory/stats").status == 401
+
+
+def test_reverts_and_prunes_say_so_in_the_history(me: ApiClient):
+    # Given two edits, then a revert to the first and a prune of one section
+    assert (
+        me.request(
+            "PATCH",
+            "/me/memory",
+            json_body={"basic_info": {"name": "Ann"}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        ).status
+        == 200
+    )
+    assert (
+        me.request(
+            "PATCH",
+            "/me/memory",
+            json_body={"basic_info": {"name": "Bo"}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        ).status
+        == 200
+    )
+    assert me.post("/me/memory/revert", json_body={"version": 1}).status == 200
+    assert me.request("DELETE", "/me/memory", query={"section": "basic_info"}).status == 200
+    # Then the history names what each write did, and the document's stamp stays the API's
+    sources = [item["source"] for item in me.get("/me/memory/history").json["items"]]
+    assert sources == ["api: prune basic_info", "api: revert to 1", "api", "api"]
+    assert me.get("/me/memory").json["document"]["last_updated_by"] == "api"

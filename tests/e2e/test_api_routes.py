@@ -910,7 +910,7 @@ def test_admin_routes_refuse_a_user_id_that_is_not_a_uuid(operator):
 
 
 def test_unknown_routes_and_methods_are_404_problems(alice):
-    for method, path in [("GET", "/nothing"), ("GET", "/me"), ("POST", "/me/memory"), ("GET", "/me/kv"), ("GET", "/")]:
+    for method, path in [("GET", "/nothing"), ("GET", "/me"), ("POST", "/me/memory"), ("PUT", "/me/kv"), ("GET", "/")]:
         body = assert_problem(alice.request(method, path), 404, "not-found")
         assert body["detail"] == "no such route"
 

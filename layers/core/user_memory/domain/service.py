@@ -168,6 +168,13 @@ class Edit:
     source: str = SOURCE_API
     idempotency_key: str | None = None
     if_match: int | None = None
+    # What the write does, recorded after the source in the version's source ("api: prune
+    # summary"); the document's last_updated_by stays the source.
+    action: str | None = None
+
+    @property
+    def recorded_source(self) -> str:
+        return f"{self.source}: {self.action}" if self.action else self.source
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -352,7 +359,7 @@ class MemoryService:
                         self.user_id,
                         head.document,
                         expected_version=head.version,
-                        source=edit.source,
+                        source=edit.recorded_source,
                         idempotency_key=key,
                     )
             else:
@@ -366,7 +373,7 @@ class MemoryService:
                     document,
                     expected_version=head.version,
                     base=head,
-                    source=edit.source,
+                    source=edit.recorded_source,
                     idempotency_key=key,
                 )
             except VersionConflict:

@@ -124,7 +124,10 @@ async function route() {
   } catch (err) {
     showError(container, err);
   }
-  if (generation === routed) main().setAttribute("data-ready", view);
+  if (generation === routed) {
+    main().setAttribute("data-ready", view);
+    performance.mark(`console-ready:${view}`); // time to interactive (bench/bench_console.py)
+  }
 }
 
 function renderNav(current) {

@@ -99,7 +99,7 @@ def revert_memory(
     idempotency_key_: IdemKey = None,
 ) -> Response[models.Written]:
     """A new version whose document is an older version's; history keeps everything."""
-    change = edit(request, if_match, idempotency_key_, source=f"api: revert to {revert.version}")
+    change = edit(request, if_match, idempotency_key_, action=f"revert to {revert.version}")
     with me(request) as service:
         return responses.written(service.user_id, service.revert(revert.version, change))
 
@@ -109,6 +109,6 @@ def prune_memory(
     request: Request, section: Section = None, if_match: IfMatch = None, idempotency_key_: IdemKey = None
 ) -> Response[models.Written]:
     """Prune one section (or every section) as a new version; history keeps what was there."""
-    change = edit(request, if_match, idempotency_key_, source="api: prune" + (f" {section}" if section else ""))
+    change = edit(request, if_match, idempotency_key_, action="prune" + (f" {section}" if section else ""))
     with me(request) as service:
         return responses.written(service.user_id, service.prune(section, change))
