@@ -117,6 +117,7 @@ async function route() {
   const whose = state.user ? `user ${state.user}` : "your memory";
   append(container, h("h2", { id: "view-title" }, `${title}: ${whose}`));
   main().removeAttribute("data-ready");
+  say("");
   clear(main()).append(container);
   document.title = `${title} · user-memory console`;
   try {
