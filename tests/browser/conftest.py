@@ -149,8 +149,10 @@ def console(database_url: str, pool: ConnectionPool, oidc_issuer: OidcIssuer, tm
             process.kill()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one module: Playwright's sync API runs an event loop on this thread until it
+    stops, and a later test's asyncio.run() (the MCP tests) would find it running."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
