@@ -70,6 +70,8 @@ def test_the_page_is_public_with_a_strict_csp_and_no_inline_script(console: Cons
     assert "frame-ancestors 'none'" in policy and console.issuer.url in policy
     # And the page has no inline script or style, nor an event handler attribute
     assert not re.search(r"<script(?![^>]*\bsrc=)", page) and "<style" not in page and " on" not in page.lower()
+    # And `serve` said where the console is and where it signs in
+    assert f"console:  {console.url}/console   (signs in at {console.issuer.url})" in console.log.read_text()
     with urllib.request.urlopen(console.url + "/console/app.js", timeout=10) as response:
         assert response.headers["Content-Type"].startswith("text/javascript")
     # And nothing else of the package is reachable through it
@@ -423,3 +425,24 @@ def test_everything_works_from_the_keyboard(page, console: Console, rich: str):
     page.get_by_role("article", name="Version 2").get_by_text("Why:").focus()
     page.keyboard.press("Enter")
     assert page.get_by_role("article", name="Version 2").get_by_text("started the Rust book").is_visible()
+
+
+def test_a_refused_token_asks_to_sign_in_again(page, console: Console, user: str):
+    # Given a page signed in with a token the API no longer accepts (expired)
+    from user_memory_local.tokens import issue_token
+
+    from tests.browser.conftest import SECRET
+
+    stale = issue_token(user, secret=SECRET, ttl_seconds=1, now=datetime.now(UTC).timestamp() - 30)
+    page.goto(f"{console.url}/console#token={stale}")
+    # Then the console does not take it, and offers to sign in
+    page.get_by_role("button", name="Sign in").wait_for()
+    assert page.evaluate("sessionStorage.getItem('user-memory.token')") is None
+    # And a token the API refuses (another secret) is dropped, the refusal shown, with a way back in
+    forged = issue_token(user, secret="another-secret-of-at-least-32-bytes!!")
+    page.goto(f"{console.url}/console#token={forged}")  # the same page: only the fragment changes
+    ready(page, "timeline")
+    assert "Not signed in (401)" in page.get_by_role("alert").inner_text()
+    assert page.evaluate("sessionStorage.getItem('user-memory.token')") is None
+    page.get_by_role("button", name="Sign in again").click()
+    page.get_by_role("button", name="Sign in").wait_for()

@@ -209,3 +209,23 @@ def test_reverts_and_prunes_say_so_in_the_history(me: ApiClient):
     sources = [item["source"] for item in me.get("/me/memory/history").json["items"]]
     assert sources == ["api: prune basic_info", "api: revert to 1", "api", "api"]
     assert me.get("/me/memory").json["document"]["last_updated_by"] == "api"
+
+
+def test_the_console_command_prints_a_url_signed_in_as_the_user(capsys, monkeypatch):
+    from user_memory_local import cli
+    from user_memory_local.tokens import verify_token
+
+    # Given this machine's token secret
+    monkeypatch.setenv("USER_MEMORY_TOKEN_SECRET", "console-cli-secret-of-at-least-32-bytes")
+    user = str(uuid.uuid4())
+    # When `user-memory console USER --operator --url ...` runs
+    assert cli.main(["console", user, "--operator", "--url", "http://127.0.0.1:9999"]) == 0
+    url = capsys.readouterr().out.strip()
+    # Then it prints the console's URL with a development token in the fragment, as an operator
+    base, _, fragment = url.partition("#token=")
+    assert base == "http://127.0.0.1:9999/console"
+    claims = verify_token(fragment, secret="console-cli-secret-of-at-least-32-bytes")
+    assert claims["sub"] == user and OPERATOR in claims["scope"].split()
+    # And a bad user id is one line, no URL
+    assert cli.main(["console", "not-a-user"]) != 0
+    assert capsys.readouterr().out == ""

@@ -154,7 +154,13 @@ function showError(container, err) {
   if (err instanceof ApiError && err.status === 403) {
     append(container, h("p", { class: "error", role: "alert" }, `Not allowed (403): ${err.message}`));
   } else if (err instanceof ApiError && err.status === 401) {
-    append(container, h("p", { class: "error", role: "alert" }, `Not signed in (401): ${err.message}`));
+    // An expired or refused token: this tab's token is dropped, and signing in starts again.
+    signOut();
+    append(
+      container,
+      h("p", { class: "error", role: "alert" }, `Not signed in (401): ${err.message}`),
+      h("button", { type: "button", onclick: () => location.reload() }, "Sign in again"),
+    );
   } else {
     append(container, h("p", { class: "error", role: "alert" }, `Failed: ${err.message}`));
   }
@@ -613,5 +619,11 @@ async function plotsView(container) {
     }),
   );
 }
+
+// A signed-in URL pasted into a tab that already shows the console changes only the fragment:
+// start again with it.
+window.addEventListener("hashchange", () => {
+  if (new URLSearchParams(location.hash.slice(1)).get("token")) location.reload();
+});
 
 start();
