@@ -43,6 +43,7 @@ bench: $(STAMP)  ## every benchmark (about 30 minutes); figures go into docs/ben
 	$(BIN)/python bench/bench_search.py
 	$(BIN)/python bench/bench_cold_import.py --runs 9
 	$(BIN)/python bench/bench_first_invocation.py --runs 5
+	$(BIN)/python bench/bench_console.py --runs 7
 
 migrate: $(STAMP)
 	$(BIN)/user-memory migrate

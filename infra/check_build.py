@@ -132,6 +132,33 @@ def check_layer(layer_python: Path) -> set[str]:
     return {t for t in tops if not t.endswith(".libs")}
 
 
+def package_data(layer_python: Path) -> list[str]:
+    """The library's data files (pyproject's package-data of user_memory.*: the OpenAPI document,
+    the console's page and scripts) missing from the built layer."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    source = ROOT / config["package-dir"]["user_memory"]
+    missing = []
+    for package, patterns in config["package-data"].items():
+        if package.split(".")[0] != "user_memory":
+            continue
+        folder = Path(*package.split(".")[1:])
+        for pattern in patterns:
+            for found in sorted((source / folder).glob(pattern)):
+                relative = Path("user_memory") / folder / found.relative_to(source / folder)
+                if not (layer_python / relative).is_file():
+                    missing.append(str(relative))
+    return missing
+
+
+def check_package_data(layer_python: Path) -> None:
+    missing = package_data(layer_python)
+    if missing:
+        raise SystemExit(f"FAIL {layer_python}: the library's data files are missing: {missing}")
+    print(f"ok   the library's data files (OpenAPI document, console) are in {shown(layer_python)}")
+
+
 def host_build(target: Path) -> None:
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
            "--only-binary=:all:", "--target", str(target), "-r", str(LOCK)]  # fmt: skip
@@ -187,6 +214,7 @@ def main() -> None:
     if len(layers) != 1 or not functions:
         raise SystemExit(f"FAIL {build}: expected one built layer and built functions, found {layers} {functions}")
     compiled = check_layer(layers[0])
+    check_package_data(layers[0])
     migrate_functions = [f for f in functions if f.name == "MigrateFunction"]
     if not migrate_functions:
         raise SystemExit(f"FAIL {build}: no MigrateFunction was built")

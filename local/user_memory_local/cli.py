@@ -319,6 +319,21 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_console(args: argparse.Namespace) -> int:
+    from user_memory_local.embedded import user_memory_home
+    from user_memory_local.serve import console_url
+    from user_memory_local.tokens import issue_token, token_secret
+
+    scopes: list[str] = []
+    if args.operator:
+        from user_memory.config import ApiSettings
+
+        scopes.append(ApiSettings.from_env().operator_scope)
+    token = issue_token(args.user, secret=token_secret(user_memory_home()), scopes=scopes, ttl_seconds=args.ttl)
+    print(console_url(args.url, token))
+    return 0
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     from user_memory.errors import Unauthenticated
 
@@ -430,7 +445,17 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from user_memory_local import serve
 
-    return serve.run(host=args.host, port=args.port, database_url=lambda: database_url(args), verbose=args.verbose)
+    return serve.run(
+        host=args.host,
+        port=args.port,
+        database_url=lambda: database_url(args),
+        verbose=args.verbose,
+        oidc_issuer=args.oidc_issuer,
+        oidc_audiences=args.oidc_audience,
+        console_client_id=args.console_client_id,
+        console_user=args.console_user,
+        console_operator=args.operator,
+    )
 
 
 # -- parsing and the top level -------------------------------------------------------------------
@@ -509,6 +534,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     token.set_defaults(func=cmd_token)
 
+    console = sub.add_parser("console", help="the console's URL for `serve`, signed in as USER (development token)")
+    console.add_argument("user", type=_user, metavar="USER_ID")
+    console.add_argument("--operator", action="store_true", help="as an operator: look up any user")
+    console.add_argument("--url", default="http://127.0.0.1:8080", metavar="URL", help="where `serve` listens")
+    console.add_argument(
+        "--ttl", type=_int_at_least(1, "the TTL"), default=12 * 3600, metavar="SECONDS", help="default 43200 (12 h)"
+    )
+    console.set_defaults(func=cmd_console)
+
     mcp = sub.add_parser("mcp", parents=[common], help="serve a user's memory over MCP (stdio)")
     mcp.add_argument("--token", metavar="T", help="the user's token (default: $USER_MEMORY_TOKEN)")
     mcp.set_defaults(func=cmd_mcp)
@@ -576,6 +610,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", metavar="H", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8080, metavar="P", help="port (default 8080; 0: any free port)")
     serve.add_argument("--verbose", action="store_true", help="one line per request, and the service's JSON logs")
+    serve.add_argument("--console-user", type=_user, metavar="USER_ID", help="print a console URL signed in as USER")
+    serve.add_argument("--operator", action="store_true", help="with --console-user: signed in as an operator")
+    serve.add_argument("--oidc-issuer", metavar="URL", help="also accept this OpenID Connect issuer's tokens")
+    serve.add_argument("--oidc-audience", action="append", metavar="AUD", help="accepted audience (repeatable)")
+    serve.add_argument("--console-client-id", metavar="ID", help="the console's client id at --oidc-issuer")
     serve.set_defaults(func=cmd_serve)
     return parser
 

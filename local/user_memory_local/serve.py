@@ -35,7 +35,8 @@ from user_memory.http.problems import BAD_REQUEST, INTERNAL, TOO_LARGE, UNAUTHEN
 
 from user_memory_local.apigw import http_event
 from user_memory_local.command import cli_command
-from user_memory_local.tokens import verify_token
+from user_memory_local.oidc import OidcVerifier
+from user_memory_local.tokens import issue_token, verify_token
 
 if TYPE_CHECKING:
     from user_memory.http.app import MemoryApi
@@ -48,6 +49,7 @@ DEFAULT_POOL_SIZE = 4
 MAX_BODY_BYTES = 4 * 1024 * 1024  # API Gateway's own limit is 10 MB; the API refuses far less
 # The API's description and its Swagger UI are public, as in the template; everything else needs a token.
 PUBLIC_ROUTES = {(method, path) for method in ("GET", "HEAD") for path in ("/openapi.json", "/swagger")}
+CONSOLE = "/console"  # the console's page and files: public, as in the template
 PROBLEM_JSON = "application/problem+json"
 WWW_AUTHENTICATE = 'Bearer realm="user-memory"'
 REQUEST_TIMEOUT_SECONDS = 30
@@ -137,7 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
         status = 500
         try:
             body = self._read_body()
-            claims = None if (method, raw_path) in PUBLIC_ROUTES else self._claims()
+            claims = None if is_public(method, raw_path) else self._claims()
             headers = self._request_headers()
             try:
                 event = http_event(
@@ -194,7 +196,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "the Authorization header must be: Bearer <token>",
                 headers=_challenge("invalid_request"),
             )
+        oidc = self.server.owner.oidc
         try:
+            if oidc is not None and oidc.issued(token.strip()):
+                return oidc.verify(token.strip())
             return verify_token(token.strip(), secret=self.server.owner.secret)
         except Unauthenticated as err:
             raise _Refused(UNAUTHENTICATED, str(err), headers=_challenge("invalid_token")) from None
@@ -308,6 +313,13 @@ class _Handler(BaseHTTPRequestHandler):
         return line[:200] or "request"
 
 
+def is_public(method: str, path: str) -> bool:
+    """A route anyone may call without a token: the OpenAPI document and the console's files."""
+    if (method, path) in PUBLIC_ROUTES:
+        return True
+    return method in ("GET", "HEAD") and (path == CONSOLE or path.startswith(CONSOLE + "/"))
+
+
 def _challenge(error: str | None) -> dict[str, str]:
     if error is None:
         return {"WWW-Authenticate": WWW_AUTHENTICATE}
@@ -329,11 +341,13 @@ class ApiServer:
         max_body_bytes: int = MAX_BODY_BYTES,
         log: TextIO | None = None,
         handler: Callable[..., dict[str, Any]] | None = None,
+        oidc: OidcVerifier | None = None,
     ) -> None:
         if not secret:
             raise ConfigError("the token secret is empty")
         self.api = api
         self.secret = secret
+        self.oidc = oidc  # an OpenID Connect issuer whose tokens are accepted too (the console's sign-in)
         self.verbose = verbose
         self.max_body_bytes = max_body_bytes
         self._log_stream = log
@@ -417,6 +431,11 @@ class ApiServer:
         self._log(f"{status} {method} {path}{detail}"[:500])
 
 
+def console_url(base: str, token: str) -> str:
+    """The console's URL signed in with a development token (in the fragment: never sent to a server)."""
+    return f"{base.rstrip('/')}/console#token={token}"
+
+
 @contextmanager
 def _quiet_metrics() -> Iterator[None]:
     """The service's metrics dropped around each invocation (locally nothing collects them)."""
@@ -451,9 +470,18 @@ def run(
     database_url: Callable[[], str],
     verbose: bool = False,
     out: TextIO | None = None,
+    oidc_issuer: str | None = None,
+    oidc_audiences: list[str] | None = None,
+    console_client_id: str | None = None,
+    console_user: object | None = None,
+    console_operator: bool = False,
 ) -> int:
     """`user-memory serve`: settings from the environment (DOCUMENT_SCHEMA, REQUIRE_IF_MATCH,
-    OPERATOR_SCOPE, DATABASE_POOL_SIZE...), the database, then the server until Ctrl-C."""
+    OPERATOR_SCOPE, DATABASE_POOL_SIZE...), the database, then the server until Ctrl-C.
+
+    With `oidc_issuer`, that issuer's tokens are accepted too (for `oidc_audiences`, default the
+    console's client id) and the console signs in there; with `console_user`, the console URL
+    printed is signed in as that user (an operator with `console_operator`)."""
     import logging
     import signal
 
@@ -473,14 +501,20 @@ def run(
     level = logging.getLevelName(os.environ["POWERTOOLS_LOG_LEVEL"].strip().upper())
     if isinstance(level, int):
         logging.getLogger(logger.name).setLevel(level)
-    sized = {} if os.environ.get("DATABASE_POOL_SIZE") else {"database_pool_size": DEFAULT_POOL_SIZE}
-    settings = ApiSettings.from_env(**sized)  # type: ignore[arg-type]
+    given: dict[str, Any] = {} if os.environ.get("DATABASE_POOL_SIZE") else {"database_pool_size": DEFAULT_POOL_SIZE}
+    if oidc_issuer:
+        given.update(console_oidc_issuer=oidc_issuer, console_client_id=console_client_id or "")
+    settings = ApiSettings.from_env(**given)
     secret = token_secret(user_memory_home())
+    oidc = None
+    if oidc_issuer:
+        audiences = oidc_audiences or ([console_client_id] if console_client_id else [])
+        oidc = OidcVerifier(oidc_issuer, audiences)
     pool = open_pool(database_url(), size=settings.database_pool_size)
     try:
         api = create_api(build_api(settings, pool=pool), settings)
         try:
-            server = ApiServer(api, secret=secret, host=host, port=port, verbose=verbose)
+            server = ApiServer(api, secret=secret, host=host, port=port, verbose=verbose, oidc=oidc)
         except OSError as err:
             reason = err.strerror or str(err)
             raise ConfigError(f"cannot listen on {host}:{port}: {reason} (choose another --port)") from None
@@ -495,6 +529,16 @@ def run(
         print(f"  a token:  {cli_command()} token <user id>   (--operator for /admin routes)", file=out)
         print(f'  then:     curl -H "Authorization: Bearer $TOKEN" {server.url}/me/memory', file=out)
         print(f"  OpenAPI:  {server.url}/openapi.json   Swagger UI: {server.url}/swagger", file=out)
+        if console_user is not None:
+            scopes = [settings.operator_scope] if console_operator else []
+            print(
+                f"  console:  {console_url(server.url, issue_token(console_user, secret=secret, scopes=scopes))}",
+                file=out,
+            )
+        elif oidc_issuer:
+            print(f"  console:  {server.url}/console   (signs in at {oidc_issuer})", file=out)
+        else:
+            print(f"  console:  {cli_command()} console <user id> [--operator]   (prints its URL, signed in)", file=out)
         print("Ctrl-C stops.", file=out, flush=True)
         try:
             server.serve_forever()

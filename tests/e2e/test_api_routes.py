@@ -791,7 +791,7 @@ def test_admin_routes_refuse_a_user_id_that_is_not_a_uuid(operator):
 
 
 def test_unknown_paths_are_404_problems(alice):
-    for method, path in [("GET", "/nothing"), ("POST", "/me/memory/nothing"), ("GET", "/me/kv"), ("GET", "/")]:
+    for method, path in [("GET", "/nothing"), ("POST", "/me/memory/nothing"), ("GET", "/me/nothing"), ("GET", "/")]:
         body = assert_problem(alice.request(method, path), 404, "not-found")
         assert body["detail"] == "no such route"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import struct
 import subprocess
 import tomllib
@@ -185,3 +186,16 @@ def test_the_build_check_refuses_a_migrate_function_built_without_migrations(tmp
         check.check_migrations(tmp_path / "MigrateFunction" / "migrations")
     # Then the check fails saying so
     assert "built without its migrations folder" in str(failed.value)
+
+
+def test_the_build_check_finds_the_librarys_data_files_in_the_layer(tmp_path):
+    # Given a layer built as sam build copies layers/core (the library with its data files)
+    check = _check_build()
+    shutil.copytree(ROOT / "layers/core/user_memory", tmp_path / "user_memory")
+    # Then the OpenAPI document and the console's files are all found
+    assert check.package_data(tmp_path) == []
+    # And a layer without the console's script is refused, naming it
+    (tmp_path / "user_memory/http/console/app.js").unlink()
+    assert check.package_data(tmp_path) == ["user_memory/http/console/app.js"]
+    with pytest.raises(SystemExit, match="console/app.js"):
+        check.check_package_data(tmp_path)

@@ -72,6 +72,10 @@ FUNCTION_ENV = {
         "EMBEDDING_MODEL",
         "EMBEDDING_BASE_URL",
         "EMBEDDING_API_KEY_SECRET_NAME",
+        "CONSOLE_OIDC_ISSUER",  # the console's sign-in (/console)
+        "CONSOLE_CLIENT_ID",
+        "CONSOLE_SCOPES",
+        "CONSOLE_CONNECT_ORIGINS",
     },
     "RetentionFunction": {"KV_MAX_AGE_DAYS"},
     "MigrateFunction": {
@@ -99,8 +103,9 @@ OWN_DSN_SECRET = {
 DSN_SECRETS = set(OWN_DSN_SECRET.values())
 # Lambda's limit on a function name (<stack name>-<suffix>).
 LAMBDA_FUNCTION_NAME_LIMIT = 64
-# The API's routes: the public ones (its description, and Swagger UI over it), and the ones behind the JWT authorizer.
-PUBLIC_ROUTES = {("GET", "/openapi.json"), ("GET", "/swagger")}
+# The API's routes: the public ones (its description, Swagger UI over it, the console's page and
+# files), and the ones behind the JWT authorizer.
+PUBLIC_ROUTES = {("GET", "/openapi.json"), ("GET", "/swagger"), ("GET", "/console"), ("GET", "/console/{file}")}
 AUTHORIZED_ROUTES = {
     ("ANY", "/me"),
     ("ANY", "/me/{proxy+}"),
@@ -495,8 +500,8 @@ def test_only_the_openapi_document_and_swagger_ui_are_reachable_without_a_token(
     assert set(routes) == PUBLIC_ROUTES | AUTHORIZED_ROUTES
     assert {function for function, _ in routes.values()} == {"ApiFunction"}
     assert all(p["ApiId"] == {"Ref": "HttpApi"} for _, p in routes.values())
-    # And only GET /openapi.json and GET /swagger opt out of the default authorizer; no other route names one
-    # of its own
+    # And only GET /openapi.json, GET /swagger and the console's files opt out of the default
+    # authorizer; no other route names one of its own
     public = {route for route, (_, p) in routes.items() if p.get("Auth", {}).get("Authorizer") == "NONE"}
     assert public == PUBLIC_ROUTES
     for route in AUTHORIZED_ROUTES:

@@ -278,6 +278,14 @@ class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings
     # The worker queue (the trigger route sends GENERATE_MEMORY_BATCH messages to it); without
     # it the route answers 503.
     queue_url: str | None = None
+    # The console (/console) signs in with OpenID Connect (authorization code + PKCE) at this
+    # issuer (the JWT authorizer's) as this public client; without them it takes a development
+    # token from its URL (`user-memory console`). Other origins the page may call (the issuer's
+    # token endpoint when it is elsewhere, e.g. Cognito's hosted UI domain), space-separated.
+    console_oidc_issuer: str = Field(default="", max_length=500)
+    console_client_id: str = Field(default="", max_length=200)
+    console_scopes: str = Field(default="openid", max_length=500)
+    console_connect_origins: str = Field(default="", max_length=2000)
 
 
 class RetentionSettings(DatabaseSettings):

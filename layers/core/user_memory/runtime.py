@@ -20,6 +20,7 @@ from user_memory.adapters.companion import PostgresCompanion
 from user_memory.adapters.conversations import PostgresConversations
 from user_memory.adapters.kv import PostgresKv
 from user_memory.adapters.migrations import Login
+from user_memory.adapters.overview import PostgresOverview
 from user_memory.adapters.postgres import ConnectionSource, PostgresActivity, PostgresRecorder, open_pool, transaction
 from user_memory.adapters.search import PostgresSearch
 from user_memory.adapters.sqs import SqsSender
@@ -245,6 +246,7 @@ class ApiServices:
                 search=PostgresSearch(
                     tx, self.embedder, vectors=self.pool_search.vectors_available() if self.embedder else False
                 ),
+                overview=PostgresOverview(tx),
                 schema=settings.document_schema,
                 max_document_bytes=settings.max_document_bytes,
                 require_if_match=settings.require_if_match,

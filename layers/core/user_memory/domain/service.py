@@ -64,6 +64,9 @@ from user_memory.errors import (
 MAX_REBASES = 5
 MAX_IDEMPOTENCY_KEY_CHARS = 200
 SOURCE_API = "api"
+# The size plot: at most this many of the newest versions, measured within this many bytes of JSON.
+MAX_SIZE_POINTS = 200
+MAX_SIZE_BYTES_MEASURED = 16 * 1024 * 1024
 
 
 class AccountData(Protocol):
@@ -94,6 +97,18 @@ class SearchIndex(Protocol):
     def embed_pending(self, user_id: uuid.UUID, *, limit: int = 4096) -> Any: ...
 
 
+class OverviewData(Protocol):
+    """What the console reads beside the memory: per-day figures, namespaces, conversations."""
+
+    def daily(self, user_id: uuid.UUID, since: datetime) -> list[dict[str, Any]]: ...
+
+    def kv_namespaces(self, user_id: uuid.UUID, now: datetime) -> list[dict[str, Any]]: ...
+
+    def conversations(
+        self, user_id: uuid.UUID, *, limit: int, after: tuple[datetime, str] | None
+    ) -> list[dict[str, Any]]: ...
+
+
 class MessageWriter(Protocol):
     def record(self, messages: list[NewMessage]) -> int:
         """Store conversation messages; a repeat of (user_id, conversation_id, message_id) is ignored.
@@ -117,6 +132,13 @@ class Edit:
     source: str = SOURCE_API
     idempotency_key: str | None = None
     if_match: int | None = None
+    # What the write does, recorded after the source in the version's source ("api: prune
+    # summary"); the document's last_updated_by stays the source.
+    action: str | None = None
+
+    @property
+    def recorded_source(self) -> str:
+        return f"{self.source}: {self.action}" if self.action else self.source
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +174,7 @@ class MemoryService:
         conversations: MessageWriter | None = None,
         companion: CompanionData | None = None,
         search: SearchIndex | None = None,
+        overview: OverviewData | None = None,
         schema: str = "user_state",
         max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
         require_if_match: bool = False,
@@ -165,6 +188,7 @@ class MemoryService:
         self._conversations = conversations
         self._companion = companion
         self._search = search
+        self._overview = overview
         self.schema = schema
         self.max_document_bytes = max_document_bytes
         self.require_if_match = require_if_match
@@ -208,6 +232,30 @@ class MemoryService:
             return Changes(since=since, version=head.version, patch=[])
         old = self.store.at(self.user_id, since)
         return Changes(since=since, version=head.version, patch=make_patch(old.document, head.document))
+
+    def stats(self, days: int, *, now: datetime | None = None) -> dict[str, Any]:
+        """The console's plots: the size of the newest versions, and per UTC day of the last `days`
+        the versions, the summaries' applied and refused edits, and their tokens."""
+        overview = self._overview_data()
+        since = (now or datetime.now(UTC)) - timedelta(days=days)
+        sizes = self.store.sizes(self.user_id, points=MAX_SIZE_POINTS, byte_budget=MAX_SIZE_BYTES_MEASURED)
+        return {
+            "sizes": [{"version": v, "created_at": at, "bytes": size} for v, at, size in sizes],
+            "days": overview.daily(self.user_id, since),
+        }
+
+    def kv_namespaces(self, *, now: datetime | None = None) -> list[dict[str, Any]]:
+        """The namespaces holding live key-value entries, with their counts (at most 1,000)."""
+        return self._overview_data().kv_namespaces(self.user_id, now or datetime.now(UTC))
+
+    def conversation_list(self, *, limit: int, after: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
+        """A page of conversations, newest message first, each with its memory (or none yet)."""
+        return self._overview_data().conversations(self.user_id, limit=limit, after=after)
+
+    def _overview_data(self) -> OverviewData:
+        if self._overview is None:
+            raise WrongSchema("this deployment keeps no overview (the in-memory kit)")
+        return self._overview
 
     def render(self, budget_tokens: int) -> str:
         """The head as a system-prompt block (see `render_memory`)."""
@@ -275,7 +323,7 @@ class MemoryService:
                         self.user_id,
                         head.document,
                         expected_version=head.version,
-                        source=edit.source,
+                        source=edit.recorded_source,
                         idempotency_key=key,
                     )
             else:
@@ -289,7 +337,7 @@ class MemoryService:
                     document,
                     expected_version=head.version,
                     base=head,
-                    source=edit.source,
+                    source=edit.recorded_source,
                     idempotency_key=key,
                 )
             except VersionConflict:

@@ -44,7 +44,7 @@ from user_memory.http.problems import (
     kind_of,
     problem_document,
 )
-from user_memory.http.routes import account, admin, companion, kv, memory, search, tasks
+from user_memory.http.routes import account, admin, companion, console, kv, memory, overview, search, tasks
 from user_memory.observability import logger, metrics
 
 # In the order their routes were always registered (Powertools matches static routes first, then
@@ -58,6 +58,8 @@ ROUTERS = (
     admin.router,
     tasks.router,
     openapi.router,
+    overview.router,
+    console.router,
 )
 _USER_PATH = re.compile(r"^/users/(?P<user>[^/]+)(?P<rest>/.*)?$")
 

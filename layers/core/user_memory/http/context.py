@@ -106,11 +106,13 @@ def event_request_id(event: dict[str, Any]) -> str | None:
     return context.get("requestId") if isinstance(context, dict) else None
 
 
-def edit(request: Request, if_match: str | None, key: str | None, *, source: str = "api") -> Edit:
+def edit(
+    request: Request, if_match: str | None, key: str | None, *, source: str = "api", action: str | None = None
+) -> Edit:
     """A write's preconditions from its headers; a stale If-Match then answers 412 (not 409)."""
     version = parse_if_match(if_match)
     request.context["if_match"] = version is not None
-    return Edit(source=source, idempotency_key=idempotency_key(key), if_match=version)
+    return Edit(source=source, idempotency_key=idempotency_key(key), if_match=version, action=action)
 
 
 _IF_MATCH = re.compile(r'^(?:W/)?"?([0-9]{1,9})"?$')

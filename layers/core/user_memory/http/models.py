@@ -425,3 +425,74 @@ class OperatorSearchHit(_Out):
 class OperatorSearchResults(_Out):
     query: str
     items: list[OperatorSearchHit]
+
+
+# -- what the console reads beside the memory (routes/overview.py) -----------------------------------
+
+
+class SizePoint(_Out):
+    version: int
+    created_at: datetime | None = None
+    bytes: int = Field(description="The document's size as compact JSON.")
+
+
+class DayFigures(_Out):
+    day: str = Field(description="A UTC day (YYYY-MM-DD).")
+    versions: int
+    edits_applied: int = Field(description="Edits the daily summaries applied.")
+    edits_refused: int = Field(description="Edits the daily summaries refused.")
+    tokens: int = Field(description="LLM tokens of the daily summaries (prompt and completion).")
+
+
+class Stats(_Out):
+    """The console's plots: sizes of the newest versions (at most 200), and figures per UTC day."""
+
+    user_id: str
+    days: int
+    sizes: list[SizePoint]
+    per_day: list[DayFigures]
+
+
+class KvNamespace(_Out):
+    namespace: str
+    entries: int = Field(description="Live entries.")
+    updated_at: datetime | None = None
+    next_expiry: datetime | None = Field(default=None, description="The soonest expiry among its entries.")
+
+
+class KvNamespaces(_Out):
+    """Namespaces holding live key-value entries (at most 1,000)."""
+
+    user_id: str
+    items: list[KvNamespace]
+
+
+class ConversationSummary(_Out):
+    conversation_id: str
+    first_message_at: datetime | None = None
+    last_message_at: datetime | None = None
+    messages: int
+    memory_through: int = Field(description="The last message the memory covers (0: none yet).")
+    memory: dict[str, JsonValue] | None = None
+    model: str | None = None
+    memory_updated_at: datetime | None = None
+
+
+class Conversations(_Out):
+    """Conversations, newest message first; pass `next_after` as `after` for the next page."""
+
+    user_id: str
+    items: list[ConversationSummary]
+    next_after: str | None = None
+
+
+class DocumentProblem(_Out):
+    path: str = Field(description="JSON Pointer of the field (empty: the whole document).")
+    message: str
+
+
+class DocumentCheck(_Out):
+    """Whether a document would be accepted by PUT /me/memory, and why not (at most 50 problems)."""
+
+    valid: bool
+    problems: list[DocumentProblem]

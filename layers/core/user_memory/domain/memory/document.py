@@ -127,6 +127,30 @@ def validate_document(
     return parsed.model_dump(mode="json")
 
 
+MAX_CHECK_PROBLEMS = 50
+
+
+def document_problems(
+    document: Any, schema: str = "user_state", *, max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
+) -> list[tuple[str, str]]:
+    """What `validate_document` would refuse, field by field, as (JSON Pointer, why): at most
+    MAX_CHECK_PROBLEMS, never the values; an empty list when the document would be accepted."""
+    if not isinstance(document, dict):
+        return [("", f"a memory document must be a JSON object, got {type(document).__name__}")]
+    try:
+        check_size(document, max_bytes)
+        get_schema(schema).model_validate(document)
+    except ValidationError as err:
+        found = []
+        for e in err.errors(include_input=False, include_url=False)[:MAX_CHECK_PROBLEMS]:
+            pointer = "".join("/" + str(x).replace("~", "~0").replace("/", "~1") for x in e["loc"])
+            found.append((pointer, str(e["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")))
+        return found
+    except DocumentTooLarge as err:
+        return [("", str(err))]
+    return []
+
+
 def invalid_document(err: ValidationError) -> InvalidDocument:
     """The error a failed validation is: BudgetExceeded when a check ran out of its budget (a
     recurrence rule), else InvalidDocument; both name each failing field."""

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from user_memory.domain.companion.items import item_changes
-from user_memory.domain.memory.document import encode
+from user_memory.domain.memory.document import document_size, encode
 from user_memory.domain.memory.patching import apply_patch, copy_json, make_patch, storable_patch
 from user_memory.domain.model import (
     DEFAULT_CHECKPOINT_INTERVAL,
@@ -142,6 +142,30 @@ class MemoryStore:
                     version=row.version, document=copy_json(document), created_at=row.created_at, source=row.source
                 )
             first = rows[-1].version + 1
+
+    def sizes(self, user_id: object, *, points: int, byte_budget: int) -> list[tuple[int, datetime | None, int]]:
+        """The compact JSON size of each of the newest versions, oldest first: (version, time, bytes).
+
+        At most `points` versions, fewer when measuring them would serialize more than
+        `byte_budget` bytes in all (the head's size times the versions): one rebuild, then one
+        patch a version."""
+        uid = parse_user_id(user_id)
+        head = self.head(uid)
+        if head.version == 0:
+            return []
+        head_bytes = document_size(head.document)
+        count = max(1, min(points, head.version, byte_budget // max(head_bytes, 1)))
+        first = head.version - count + 1
+        start = self.at(uid, first)
+        document = start.document
+        found = [(first, start.created_at, document_size(document))]
+        if first < head.version:
+            for row in self.recorder.read_span(uid, first + 1, head.version):
+                document = (
+                    row.checkpoint if row.checkpoint is not None else apply_patch(document, row.patch, in_place=True)
+                )
+                found.append((row.version, row.created_at, document_size(document)))
+        return found
 
     def diff(self, user_id: object, from_version: int, to_version: int) -> Patch:
         """One patch turning version `from_version` into version `to_version`."""

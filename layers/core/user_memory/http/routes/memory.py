@@ -98,7 +98,7 @@ def revert_memory(
     idempotency_key_: IdemKey = None,
 ) -> Response[models.Written]:
     """A new version whose document is an older version's; history keeps everything."""
-    change = edit(request, if_match, idempotency_key_)
+    change = edit(request, if_match, idempotency_key_, action=f"revert to {revert.version}")
     with me(request) as service:
         return responses.written(service.user_id, service.revert(revert.version, change))
 
@@ -108,6 +108,6 @@ def prune_memory(
     request: Request, section: Section = None, if_match: IfMatch = None, idempotency_key_: IdemKey = None
 ) -> Response[models.Written]:
     """Prune one section (or every section) as a new version; history keeps what was there."""
-    change = edit(request, if_match, idempotency_key_)
+    change = edit(request, if_match, idempotency_key_, action="prune" + (f" {section}" if section else ""))
     with me(request) as service:
         return responses.written(service.user_id, service.prune(section, change))

@@ -1,0 +1,629 @@
+// The console: see and steer one user's memory. Views are addressed by the fragment
+// (#/timeline, #/version/12, #/compare/11/12, #/edit, ...; ?u=<user id> for an operator's look-up).
+
+import { Api, ApiError } from "./api.js";
+import { claimsOf, currentToken, isOperator, signOut, startSignIn } from "./auth.js";
+import { describePatch } from "./diff.js";
+import { append, bytes, clear, h, json, pointerWords, short, when } from "./dom.js";
+import { barChart, lineChart } from "./plot.js";
+
+const PAGE = 50;
+const state = { config: null, token: null, claims: null, operator: false, user: null };
+const main = () => document.getElementById("main");
+
+// -- start ------------------------------------------------------------------------------------------
+
+async function start() {
+  try {
+    const answer = await fetch("console/config.json", { credentials: "omit" });
+    state.config = await answer.json();
+    state.token = await currentToken(state.config);
+  } catch (err) {
+    return showSignIn(err.message);
+  }
+  if (!state.token) return showSignIn();
+  state.claims = claimsOf(state.token);
+  state.operator = isOperator(state.claims, state.config.operator_scope);
+  document.getElementById("who").textContent = state.operator
+    ? `Operator ${state.claims.sub}`
+    : `Signed in as ${state.claims.sub}`;
+  const signOutButton = document.getElementById("sign-out");
+  signOutButton.hidden = false;
+  signOutButton.addEventListener("click", () => {
+    signOut();
+    location.hash = "";
+    location.reload();
+  });
+  if (state.operator) {
+    const lookup = document.getElementById("lookup");
+    lookup.hidden = false;
+    lookup.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const user = new FormData(lookup).get("user").trim();
+      if (user) go("timeline", [], user);
+    });
+  }
+  window.addEventListener("hashchange", route);
+  route();
+}
+
+function showSignIn(problem) {
+  const view = clear(main());
+  append(view, h("h2", {}, "Sign in"));
+  if (problem) append(view, h("p", { class: "error", role: "alert" }, problem));
+  if (state.config && state.config.issuer) {
+    append(view, h("button", { type: "button", onclick: () => startSignIn(state.config).catch((e) => say(e.message)) }, "Sign in"));
+  } else {
+    append(
+      view,
+      h("p", {}, "This console signs in with a development token. On the machine running ", h("code", {}, "user-memory serve"), ", run:"),
+      h("pre", {}, "user-memory console <user id> [--operator]"),
+      h("p", {}, "and open the URL it prints."),
+    );
+  }
+}
+
+// -- routing ------------------------------------------------------------------------------------------
+
+const VIEWS = {
+  timeline: ["Timeline", timelineView],
+  version: ["Version", versionView],
+  compare: ["Compare", compareView],
+  edit: ["Edit", editView],
+  kv: ["Key-value", kvView],
+  companion: ["Companion", companionView],
+  conversations: ["Conversations", conversationsView],
+  search: ["Search", searchView],
+  plots: ["Plots", plotsView],
+};
+const NAV = ["timeline", "compare", "edit", "kv", "companion", "conversations", "search", "plots"];
+
+function link(view, args = [], user = state.user, extra = {}) {
+  const query = new URLSearchParams(extra);
+  if (user) query.set("u", user);
+  const text = query.toString();
+  return `#/${[view, ...args].map(encodeURIComponent).join("/")}${text ? "?" + text : ""}`;
+}
+
+function go(view, args = [], user = state.user, extra = {}) {
+  location.hash = link(view, args, user, extra);
+}
+
+function parseHash() {
+  const [path, query] = location.hash.slice(1).split("?");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  return { view: parts[0] || "timeline", args: parts.slice(1), query: new URLSearchParams(query || "") };
+}
+
+function api() {
+  return new Api(state.token, state.user);
+}
+
+function canWrite() {
+  return !state.user; // operators read other users' memories; writes are the user's own
+}
+
+let routed = 0;
+
+async function route() {
+  const { view, args, query } = parseHash();
+  const generation = ++routed;
+  state.user = query.get("u");
+  const [title, render] = VIEWS[view] || VIEWS.timeline;
+  renderNav(view);
+  // Each view renders into a container of its own: one still loading when the address changes
+  // again finishes into a container no longer on the page.
+  const container = h("div", { class: "view" });
+  const whose = state.user ? `user ${state.user}` : "your memory";
+  append(container, h("h2", { id: "view-title" }, `${title}: ${whose}`));
+  main().removeAttribute("data-ready");
+  say("");
+  clear(main()).append(container);
+  document.title = `${title} · user-memory console`;
+  try {
+    await render(container, args, query);
+  } catch (err) {
+    showError(container, err);
+  }
+  if (generation === routed) {
+    main().setAttribute("data-ready", view);
+    performance.mark(`console-ready:${view}`); // time to interactive (bench/bench_console.py)
+  }
+}
+
+function renderNav(current) {
+  const nav = clear(document.getElementById("nav"));
+  nav.hidden = false;
+  if (state.operator && !state.user) {
+    append(nav, h("p", {}, "Look up a user by id to see their memory (every look is logged)."));
+  }
+  const items = NAV.filter((v) => v !== "companion" || state.config.schema === "companion");
+  append(
+    nav,
+    h(
+      "ul",
+      {},
+      items.map((v) =>
+        h("li", {}, h("a", { href: link(v), "aria-current": v === current ? "page" : false }, VIEWS[v][0])),
+      ),
+    ),
+  );
+}
+
+function showError(container, err) {
+  if (err instanceof ApiError && err.status === 403) {
+    append(container, h("p", { class: "error", role: "alert" }, `Not allowed (403): ${err.message}`));
+  } else if (err instanceof ApiError && err.status === 401) {
+    // An expired or refused token: this tab's token is dropped, and signing in starts again.
+    signOut();
+    append(
+      container,
+      h("p", { class: "error", role: "alert" }, `Not signed in (401): ${err.message}`),
+      h("button", { type: "button", onclick: () => location.reload() }, "Sign in again"),
+    );
+  } else {
+    append(container, h("p", { class: "error", role: "alert" }, `Failed: ${err.message}`));
+  }
+}
+
+function say(text) {
+  document.getElementById("status").textContent = text;
+}
+
+// -- timeline -----------------------------------------------------------------------------------------
+
+function sourceKind(item) {
+  const source = item.source || "";
+  if (item.provenance && (item.provenance.mode === "edit" || item.provenance.mode === "document")) return "nightly run";
+  if (source.startsWith("agent:")) return "agent tool";
+  if (source.startsWith("api: revert")) return "revert";
+  if (source.startsWith("api: prune")) return "prune";
+  if (source.startsWith("api")) return "API";
+  if (source.startsWith("daily summary") || source.startsWith("summary")) return "nightly run";
+  return source ? "service" : "unknown";
+}
+
+function provenanceOf(p) {
+  if (!p) return null;
+  const tokens = (p.prompt_tokens || 0) + (p.completion_tokens || 0);
+  const parts = [];
+  const facts = [];
+  if (p.model) facts.push(`model ${p.model}`);
+  if (p.mode) facts.push(`mode ${p.mode}`);
+  if (p.activities !== undefined) facts.push(`${p.activities} activities`);
+  facts.push(`${tokens.toLocaleString("en")} tokens`);
+  parts.push(h("p", { class: "facts" }, facts.join(" · ")));
+  const list = (title, items, line) =>
+    items && items.length ? [h("h4", {}, title), h("ul", { class: "reasons" }, items.map((x) => h("li", {}, line(x))))] : [];
+  parts.push(
+    ...list("Edits", p.edits, (e) => [h("code", {}, `${e.op} ${pointerWords(e.path)}`), " — ", e.reason || "(no reason given)"]),
+    ...list("Refused", p.refused, (e) => [h("code", {}, `${e.op} ${pointerWords(e.path)}`), " — refused: ", e.why]),
+    ...list("Restored", p.restored, (e) => [h("code", {}, pointerWords(e.path)), " — ", e.why]),
+    ...list("Filled", p.filled, (e) => [h("code", {}, pointerWords(e.path || "")), " — ", e.why || ""]),
+    ...list("Kept people's edits", p.kept_human_edits, (e) => [h("code", {}, pointerWords(e.path)), " — ", e.why || ""]),
+    ...list("Ignored requests", p.ignored_requests, (e) => [e.kind, " — ", e.why]),
+  );
+  return parts;
+}
+
+function timelineItem(item) {
+  const kind = sourceKind(item);
+  const summary = [
+    h("a", { href: link("version", [item.version]), class: "version" }, `v${item.version}`),
+    " ",
+    h("time", { datetime: item.created_at }, when(item.created_at)),
+    " · ",
+    h("span", { class: `kind kind-${kind.replace(" ", "-")}` }, kind),
+    ` · ${item.operations} operation${item.operations === 1 ? "" : "s"}, ${bytes(item.change_bytes)}`,
+  ];
+  const p = item.provenance;
+  const edits = p && p.edits ? p.edits.length : 0;
+  const refused = p && p.refused ? p.refused.length : 0;
+  const body = [h("p", { class: "line" }, summary), h("p", { class: "source" }, item.source || "")];
+  if (p) {
+    body.push(
+      h(
+        "details",
+        { class: "why" },
+        h("summary", {}, `Why: ${edits} edit${edits === 1 ? "" : "s"} applied, ${refused} refused`),
+        provenanceOf(p),
+      ),
+    );
+  }
+  if (item.version > 1) {
+    body.push(h("a", { href: link("compare", [item.version - 1, item.version]), class: "action" }, `Compare with v${item.version - 1}`));
+  }
+  return h("li", { class: "entry" }, h("article", { "aria-label": `Version ${item.version}` }, body));
+}
+
+async function timelineView(container) {
+  const asOf = h("form", { class: "inline", onsubmit: (event) => {
+    event.preventDefault();
+    const value = new FormData(event.target).get("at");
+    if (value) go("version", ["as-of"], state.user, { at: new Date(value + "Z").toISOString() });
+  } },
+  h("label", { for: "as-of" }, "As of (UTC)"),
+  h("input", { id: "as-of", name: "at", type: "datetime-local", required: true }),
+  h("button", { type: "submit" }, "Show the memory then"));
+  const list = h("ol", { class: "timeline", "aria-label": "Versions, newest first" });
+  const more = h("button", { type: "button", class: "more", hidden: true }, "Load older versions");
+  append(container, asOf, list, more);
+  let before = null;
+  const load = async () => {
+    more.disabled = true;
+    const { data } = await api().get("memory/history", { limit: PAGE, before });
+    if (!data.items.length && before === null) append(list, h("li", {}, "No versions yet."));
+    append(list, data.items.map(timelineItem));
+    before = data.next_before;
+    more.hidden = before === null;
+    more.disabled = false;
+    say(`${list.children.length} versions shown`);
+  };
+  more.addEventListener("click", () => load().catch((err) => showError(container, err)));
+  await load();
+}
+
+// -- one version, "as of" -----------------------------------------------------------------------------
+
+async function versionView(container, args, query) {
+  const asOf = args[0] === "as-of" ? query.get("at") : null;
+  const found = await api().get("memory", asOf ? { as_of: asOf } : { version: args[0] });
+  const head = await api().get("memory");
+  const v = found.data.version;
+  append(
+    container,
+    h("p", {}, asOf ? `As of ${when(asOf)}: version ${v}` : `Version ${v}`, ` · written ${when(found.data.created_at)} · `, found.data.source || ""),
+    h("p", {}, `The head is version ${head.version}.`),
+  );
+  const actions = h("div", { class: "actions" });
+  if (v !== head.version) append(actions, h("a", { href: link("compare", [v, head.version]), class: "action" }, `Compare with the head (v${head.version})`));
+  if (canWrite() && v !== head.version) {
+    const result = h("div", { class: "result" });
+    append(
+      actions,
+      h("button", { type: "button", onclick: async () => {
+        try {
+          const written = await api().call("POST", "me/memory/revert", { body: { version: v }, ifMatch: head.version });
+          clear(result).append(h("p", { role: "status" }, `Reverted: version ${written.data.version} has version ${v}'s document.`));
+        } catch (err) {
+          conflictOrError(result, err, () => route());
+        }
+      } }, `Revert to version ${v}`),
+      result,
+    );
+  }
+  append(container, actions, h("pre", { class: "document", tabindex: 0, "aria-label": `Document at version ${v}` }, json(found.data.document)));
+}
+
+// -- compare ------------------------------------------------------------------------------------------
+
+async function compareView(container, args) {
+  const head = await api().get("memory");
+  const a = args[0] !== undefined ? Number(args[0]) : Math.max(0, head.version - 1);
+  const b = args[1] !== undefined ? Number(args[1]) : head.version;
+  append(
+    container,
+    h("form", { class: "inline", onsubmit: (event) => {
+      event.preventDefault();
+      const form = new FormData(event.target);
+      go("compare", [form.get("a"), form.get("b")]);
+    } },
+    h("label", { for: "cmp-a" }, "From version"),
+    h("input", { id: "cmp-a", name: "a", type: "number", min: 0, max: head.version, value: a, required: true }),
+    h("label", { for: "cmp-b" }, "to version"),
+    h("input", { id: "cmp-b", name: "b", type: "number", min: 0, max: head.version, value: b, required: true }),
+    h("button", { type: "submit" }, "Compare")),
+  );
+  const [older, newer, diff] = await Promise.all([
+    api().get("memory", { version: a }),
+    api().get("memory", { version: b }),
+    api().get("memory/diff", { from: a, to: b }),
+  ]);
+  const changes = describePatch(diff.data.patch, older.data.document);
+  const words = { added: "Added", removed: "Removed", changed: "Changed", moved: "Moved" };
+  append(
+    container,
+    h("h3", {}, `${changes.length} change${changes.length === 1 ? "" : "s"} from v${a} to v${b}`),
+    h(
+      "ul",
+      { class: "changes" },
+      changes.map((c) =>
+        h(
+          "li",
+          { class: `change change-${c.kind}` },
+          h("strong", {}, words[c.kind]),
+          " ",
+          h("code", {}, pointerWords(c.path)),
+          c.from ? [" from ", h("code", {}, pointerWords(c.from))] : "",
+          c.kind === "changed" ? [": ", h("del", {}, short(c.before)), " → ", h("ins", {}, short(c.after))] : "",
+          c.kind === "added" ? [": ", h("ins", {}, short(c.after))] : "",
+          c.kind === "removed" ? [": was ", h("del", {}, short(c.before))] : "",
+        ),
+      ),
+    ),
+    h("details", { class: "patch" }, h("summary", {}, "The patch (RFC 6902)"), h("pre", {}, json(diff.data.patch))),
+    h(
+      "div",
+      { class: "side-by-side" },
+      h("section", { "aria-label": `Version ${a}` }, h("h3", {}, `Version ${a}`), h("pre", { class: "document", tabindex: 0, "aria-label": `Document at version ${a}` }, json(older.data.document))),
+      h("section", { "aria-label": `Version ${b}` }, h("h3", {}, `Version ${b}`), h("pre", { class: "document", tabindex: 0, "aria-label": `Document at version ${b}` }, json(newer.data.document))),
+    ),
+  );
+}
+
+// -- steer: edit, prune ---------------------------------------------------------------------------------
+
+function conflictOrError(target, err, reload) {
+  clear(target);
+  if (err instanceof ApiError && err.conflict) {
+    const now = err.problem.current_version;
+    append(
+      target,
+      h(
+        "div",
+        { class: "conflict", role: "alert" },
+        h("h3", {}, "Conflict: the memory changed meanwhile"),
+        h("p", {}, `Someone else wrote version ${now ?? "newer"} after you loaded it. Nothing was saved.`),
+        h("button", { type: "button", onclick: reload }, "Load the latest version"),
+      ),
+    );
+  } else {
+    append(target, h("p", { class: "error", role: "alert" }, `Not saved: ${err.message}`));
+  }
+}
+
+async function editView(container) {
+  if (!canWrite()) {
+    append(container, h("p", {}, "Operators read other users' memories here; edits are the user's own."));
+    return;
+  }
+  const head = await api().get("memory");
+  const version = head.version;
+  const problems = h("ul", { id: "editor-problems", class: "problems", "aria-live": "polite" });
+  const result = h("div", { class: "result" });
+  const editor = h("textarea", { id: "editor", name: "document", rows: 24, spellcheck: "false", "aria-describedby": "editor-problems" });
+  editor.value = json(head.data.document);
+
+  const check = async () => {
+    clear(problems);
+    let document;
+    try {
+      document = JSON.parse(editor.value);
+    } catch (err) {
+      append(problems, h("li", {}, `Not JSON: ${err.message}`));
+      editor.setAttribute("aria-invalid", "true");
+      return null;
+    }
+    const { data } = await api().call("POST", "me/memory/validate", { body: document });
+    append(problems, data.problems.map((p) => h("li", {}, h("code", {}, pointerWords(p.path)), ": ", p.message)));
+    editor.setAttribute("aria-invalid", data.valid ? "false" : "true");
+    return data.valid ? document : null;
+  };
+  const save = async (event) => {
+    event.preventDefault();
+    clear(result);
+    try {
+      const document = await check();
+      if (!document) return;
+      const written = await api().call("PUT", "me/memory", { body: document, ifMatch: version });
+      await route(); // the editor now holds the saved version
+      say(`Saved as version ${written.data.version}.`);
+    } catch (err) {
+      conflictOrError(result, err, () => route());
+    }
+  };
+  const sections = Object.keys(head.data.document);
+  append(
+    container,
+    h("p", {}, `Editing version ${version}. Saving checks the document against the schema first, and only saves over version ${version}.`),
+    h(
+      "form",
+      { onsubmit: save, class: "editor" },
+      h("label", { for: "editor" }, "Memory document (JSON)"),
+      editor,
+      problems,
+      h("div", { class: "actions" },
+        h("button", { type: "button", onclick: () => check().catch((err) => conflictOrError(result, err, () => route())) }, "Check"),
+        h("button", { type: "submit" }, "Save")),
+    ),
+    h(
+      "form",
+      { class: "inline prune", onsubmit: async (event) => {
+        event.preventDefault();
+        clear(result);
+        const section = new FormData(event.target).get("section");
+        try {
+          const url = `me/memory?section=${encodeURIComponent(section)}`;
+          const written = await api().call("DELETE", url, { ifMatch: version });
+          await route();
+          say(`Pruned ${section}: version ${written.data.version}.`);
+        } catch (err) {
+          conflictOrError(result, err, () => route());
+        }
+      } },
+      h("label", { for: "prune-section" }, "Prune section"),
+      h("select", { id: "prune-section", name: "section" }, sections.map((s) => h("option", { value: s }, s))),
+      h("button", { type: "submit" }, "Prune"),
+    ),
+    result,
+  );
+}
+
+// -- key-value ----------------------------------------------------------------------------------------
+
+async function kvView(container, args) {
+  const { data } = await api().get("kv");
+  if (!data.items.length) {
+    append(container, h("p", {}, "No key-value entries."));
+    return;
+  }
+  append(
+    container,
+    h("table", { class: "grid" },
+      h("caption", {}, "Namespaces"),
+      h("thead", {}, h("tr", {}, ["Namespace", "Entries", "Updated", "Soonest expiry"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, data.items.map((n) => h("tr", {},
+        h("td", {}, h("a", { href: link("kv", [n.namespace]) }, n.namespace)),
+        h("td", {}, n.entries), h("td", {}, when(n.updated_at)), h("td", {}, n.next_expiry ? when(n.next_expiry) : "never"))))),
+  );
+  const namespace = args[0];
+  if (!namespace) return;
+  const page = await api().get(`kv/${encodeURIComponent(namespace)}`, { limit: 100 });
+  append(
+    container,
+    h("table", { class: "grid" },
+      h("caption", {}, `Entries of ${namespace}`),
+      h("thead", {}, h("tr", {}, ["Key", "Value", "Updated", "Expires"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, page.data.items.map((e) => h("tr", {},
+        h("td", {}, e.key), h("td", {}, h("code", {}, short(e.value, 300))), h("td", {}, when(e.updated_at)),
+        h("td", {}, e.expires_at ? when(e.expires_at) : "never"))))),
+  );
+}
+
+// -- companion ----------------------------------------------------------------------------------------
+
+function mondayOf(day) {
+  const d = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), day.getUTCDate()));
+  d.setUTCDate(d.getUTCDate() - ((d.getUTCDay() + 6) % 7));
+  return d;
+}
+
+async function companionView(container, args) {
+  const [goals, todos] = await Promise.all([api().get("goals"), api().get("todos/due")]);
+  const progress = (goal) => {
+    const last = [...(goal.progress || [])].reverse().find((p) => typeof p.percent === "number");
+    return last ? last.percent : 0;
+  };
+  append(
+    container,
+    h("section", { "aria-labelledby": "goals-title" },
+      h("h3", { id: "goals-title" }, "Goals"),
+      goals.data.items.length ? h("ul", { class: "goals" }, goals.data.items.map((g) => {
+        const goal = g.element;
+        const id = `goal-${goal.id}`;
+        return h("li", {},
+          h("span", { id }, goal.title), goal.target_date ? ` · target ${goal.target_date}` : "", " ",
+          h("progress", { max: 100, value: progress(goal), "aria-labelledby": id }), ` ${progress(goal)}%`);
+      })) : h("p", {}, "No active goals.")),
+    h("section", { "aria-labelledby": "todos-title" },
+      h("h3", { id: "todos-title" }, `To-dos due by ${todos.data.day}`),
+      h("h4", {}, "Overdue"),
+      todos.data.overdue.length ? h("ul", { class: "todos overdue" }, todos.data.overdue.map((t) => h("li", {}, t.element.text, " · due ", when(t.element.due_date)))) : h("p", {}, "Nothing overdue."),
+      h("h4", {}, "Due"),
+      todos.data.due.length ? h("ul", { class: "todos" }, todos.data.due.map((t) => h("li", {}, t.element.text, " · due ", when(t.element.due_date)))) : h("p", {}, "Nothing due.")),
+  );
+  const start = args[0] ? new Date(args[0] + "T00:00:00Z") : mondayOf(new Date());
+  const end = new Date(start.getTime() + 7 * 86400000);
+  const events = await api().get("events", { from: start.toISOString(), to: end.toISOString() });
+  const days = [...Array(7).keys()].map((i) => new Date(start.getTime() + i * 86400000));
+  const iso = (d) => d.toISOString().slice(0, 10);
+  const previous = new Date(start.getTime() - 7 * 86400000);
+  append(
+    container,
+    h("section", { "aria-labelledby": "week-title" },
+      h("h3", { id: "week-title" }, `Week of ${iso(start)}`),
+      h("div", { class: "actions" },
+        h("a", { href: link("companion", [iso(previous)]), class: "action" }, "Previous week"),
+        h("a", { href: link("companion", [iso(end)]), class: "action" }, "Next week")),
+      h("ol", { class: "week" }, days.map((day) => h("li", { class: "day" },
+        h("h4", {}, day.toLocaleDateString("en", { weekday: "short", timeZone: "UTC" }), " ", iso(day)),
+        h("ul", {}, events.data.items
+          .filter((o) => iso(new Date(o.occurrence_start)) === iso(day))
+          .map((o) => h("li", { class: "occurrence" },
+            h("time", { datetime: o.occurrence_start }, new Date(o.occurrence_start).toISOString().slice(11, 16)),
+            " ", o.event.summary, o.event.recurrence && o.event.recurrence.length ? h("span", { class: "repeats" }, " (repeats)") : "")))))),
+      events.data.unexpanded.length ? h("p", {}, `Not expanded (over budget): ${events.data.unexpanded.join(", ")}`) : ""),
+  );
+}
+
+// -- conversations ------------------------------------------------------------------------------------
+
+async function conversationsView(container) {
+  const list = h("ul", { class: "conversations" });
+  const more = h("button", { type: "button", hidden: true }, "Load more conversations");
+  append(container, list, more);
+  let after = null;
+  const load = async () => {
+    const { data } = await api().get("conversations", { limit: 20, after });
+    if (!data.items.length && after === null) append(list, h("li", {}, "No conversations."));
+    append(list, data.items.map((c) => {
+      const memory = c.memory || {};
+      const rows = Object.entries(memory).map(([k, v]) => [h("dt", {}, k.replaceAll("_", " ")), h("dd", {}, Array.isArray(v) ? v.map((x) => short(x, 400)).join("; ") : short(v, 400))]);
+      return h("li", {},
+        h("article", { "aria-label": `Conversation ${c.conversation_id}` },
+          h("h3", {}, c.conversation_id),
+          h("p", {}, `${c.messages} messages, last ${when(c.last_message_at)}`, c.memory ? ` · memory through message ${c.memory_through}` : " · no memory yet"),
+          c.memory ? h("dl", {}, rows) : ""));
+    }));
+    after = data.next_after;
+    more.hidden = !after;
+  };
+  more.addEventListener("click", () => load().catch((err) => showError(container, err)));
+  await load();
+}
+
+// -- search -------------------------------------------------------------------------------------------
+
+async function searchView(container, args, query) {
+  const q = query.get("q") || "";
+  append(
+    container,
+    h("form", { role: "search", class: "inline", onsubmit: (event) => {
+      event.preventDefault();
+      go("search", [], state.user, { q: new FormData(event.target).get("q") });
+    } },
+    h("label", { for: "search-q" }, "Search the memory"),
+    h("input", { id: "search-q", name: "q", type: "search", value: q, required: true, maxlength: 500 }),
+    h("button", { type: "submit" }, "Search")),
+  );
+  if (!q) return;
+  const { data } = await api().get("memory/search", { q, k: 20 });
+  append(
+    container,
+    h("h3", {}, `${data.items.length} result${data.items.length === 1 ? "" : "s"} (${data.mode})`),
+    h("ol", { class: "results" }, data.items.map((hit) => h("li", {},
+      h("code", {}, pointerWords(hit.path)), " — ", short(hit.text, 300), " ",
+      h("a", { href: link("version", [hit.version]) }, `v${hit.version}`)))),
+  );
+}
+
+// -- plots --------------------------------------------------------------------------------------------
+
+async function plotsView(container) {
+  const { data } = await api().get("memory/stats", { days: 90 });
+  const days = data.per_day.map((d) => d.day);
+  append(
+    container,
+    lineChart({
+      id: "size",
+      title: `Memory size over the last ${data.sizes.length} versions`,
+      labels: data.sizes.map((p) => `v${p.version}`),
+      values: data.sizes.map((p) => p.bytes),
+      format: bytes,
+    }),
+    barChart({
+      id: "edits",
+      title: "Edits applied and refused per day",
+      labels: days,
+      series: [
+        { name: "applied", values: data.per_day.map((d) => d.edits_applied), class: "applied" },
+        { name: "refused", values: data.per_day.map((d) => d.edits_refused), class: "refused" },
+      ],
+    }),
+    barChart({
+      id: "tokens",
+      title: "LLM tokens per day",
+      labels: days,
+      series: [{ name: "tokens", values: data.per_day.map((d) => d.tokens), class: "tokens" }],
+      format: (n) => n.toLocaleString("en"),
+    }),
+  );
+}
+
+// A signed-in URL pasted into a tab that already shows the console changes only the fragment:
+// start again with it.
+window.addEventListener("hashchange", () => {
+  if (new URLSearchParams(location.hash.slice(1)).get("token")) location.reload();
+});
+
+start();

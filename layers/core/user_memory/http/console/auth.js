@@ -1,0 +1,118 @@
+// Signing in. Locally: a development token in the URL's fragment (`user-memory console USER`),
+// moved to sessionStorage at once and removed from the address bar. Deployed: OpenID Connect
+// authorization code with PKCE at the configured issuer. Tokens stay in this tab's sessionStorage,
+// never in a cookie.
+
+const TOKEN = "user-memory.token";
+const PENDING = "user-memory.oidc";
+
+function b64url(bytes) {
+  let text = "";
+  for (const b of new Uint8Array(bytes)) text += String.fromCharCode(b);
+  return btoa(text).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+}
+
+function random(n = 32) {
+  return b64url(crypto.getRandomValues(new Uint8Array(n)));
+}
+
+export function claimsOf(token) {
+  try {
+    const part = token.split(".")[1].replaceAll("-", "+").replaceAll("_", "/");
+    return JSON.parse(atob(part + "=".repeat((4 - (part.length % 4)) % 4)));
+  } catch {
+    return null;
+  }
+}
+
+function words(value) {
+  if (Array.isArray(value)) return value.map(String);
+  return typeof value === "string" ? value.split(/\s+/) : [];
+}
+
+export function isOperator(claims, scope) {
+  const granted = [...words(claims.scope), ...words(claims.scp), ...words(claims["cognito:groups"]), ...words(claims.groups)];
+  return granted.includes(scope);
+}
+
+function redirectUri() {
+  return location.origin + location.pathname;
+}
+
+async function discover(issuer) {
+  const response = await fetch(issuer.replace(/\/$/, "") + "/.well-known/openid-configuration", { credentials: "omit" });
+  if (!response.ok) throw new Error(`the issuer's discovery document answered ${response.status}`);
+  return response.json();
+}
+
+// The token this tab holds, after taking one from the fragment or finishing a sign-in; null if none.
+export async function currentToken(config) {
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  if (fragment.get("token")) {
+    sessionStorage.setItem(TOKEN, fragment.get("token"));
+    history.replaceState(null, "", location.pathname + location.search + "#/timeline");
+  }
+  const query = new URLSearchParams(location.search);
+  if (query.get("code") && query.get("state")) {
+    await finishSignIn(config, query.get("code"), query.get("state"));
+  } else if (query.get("error")) {
+    history.replaceState(null, "", location.pathname + "#/timeline");
+    throw new Error(`the sign-in was refused (${query.get("error")})`);
+  }
+  const token = sessionStorage.getItem(TOKEN);
+  if (!token) return null;
+  const claims = claimsOf(token);
+  if (!claims || (claims.exp && claims.exp * 1000 < Date.now())) {
+    sessionStorage.removeItem(TOKEN);
+    return null;
+  }
+  return token;
+}
+
+export async function startSignIn(config) {
+  const discovery = await discover(config.issuer);
+  const verifier = random(48);
+  const state = random(16);
+  const challenge = b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
+  sessionStorage.setItem(PENDING, JSON.stringify({ verifier, state, token_endpoint: discovery.token_endpoint }));
+  const url = new URL(discovery.authorization_endpoint);
+  url.search = new URLSearchParams({
+    response_type: "code",
+    client_id: config.client_id,
+    redirect_uri: redirectUri(),
+    scope: config.scopes || "openid",
+    state,
+    code_challenge: challenge,
+    code_challenge_method: "S256",
+  }).toString();
+  location.assign(url.toString());
+}
+
+async function finishSignIn(config, code, state) {
+  const pending = JSON.parse(sessionStorage.getItem(PENDING) || "null");
+  sessionStorage.removeItem(PENDING);
+  history.replaceState(null, "", location.pathname + "#/timeline");
+  if (!pending || pending.state !== state) throw new Error("the sign-in's state does not match (start again)");
+  const response = await fetch(pending.token_endpoint, {
+    method: "POST",
+    headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({
+      grant_type: "authorization_code",
+      code,
+      redirect_uri: redirectUri(),
+      client_id: config.client_id,
+      code_verifier: pending.verifier,
+    }).toString(),
+    credentials: "omit",
+  });
+  const answer = await response.json().catch(() => ({}));
+  if (!response.ok || !answer.access_token) {
+    throw new Error(`the issuer refused the code (${answer.error || response.status})`);
+  }
+  sessionStorage.setItem(TOKEN, answer.access_token);
+}
+
+export function signOut() {
+  sessionStorage.removeItem(TOKEN);
+  sessionStorage.removeItem(PENDING);
+}

@@ -1,0 +1,99 @@
+"""The console: a page to see and steer a memory, served from the package (no build step).
+
+`/console` is the page, `/console/<file>` its scripts and styles (plain ES modules in
+`user_memory/http/console/`), `/console/config.json` how it signs in. None of them needs a token
+(the page holds no data; it calls the API with the caller's token like any client). Every answer
+carries a strict Content-Security-Policy: scripts only from this origin, no inline script or
+style, no framing; the page renders memory content as text, never as markup.
+"""
+
+from functools import cache
+from importlib.resources import files
+from urllib.parse import urlsplit
+
+from aws_lambda_powertools.event_handler import Request, Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from user_memory.errors import NotFound
+from user_memory.http.context import dependencies
+
+router = Router()
+
+ASSETS = "console"
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".txt": "text/plain; charset=utf-8",
+}
+
+
+@cache
+def asset(name: str) -> tuple[str, str] | None:
+    """A file of the console (its text and media type), or None; read once per process."""
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    if suffix not in _TYPES or "/" in name or name.startswith("."):
+        return None
+    found = files("user_memory.http").joinpath(ASSETS, name)
+    if not found.is_file():
+        return None
+    return found.read_text(encoding="utf-8"), _TYPES[suffix]
+
+
+def _origin(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def security_headers(request: Request) -> dict[str, str]:
+    """The console's headers: a CSP without inline scripts, calls only to this origin and the issuer's."""
+    settings = dependencies(request).settings
+    origins = [
+        o for o in (_origin(settings.console_oidc_issuer), *map(_origin, settings.console_connect_origins.split())) if o
+    ]
+    connect = " ".join(["'self'", *dict.fromkeys(origins)])
+    policy = (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        f"connect-src {connect}; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+    )
+    return {
+        "Content-Security-Policy": policy,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-cache",
+    }
+
+
+@router.get("/console", include_in_schema=False)
+def console_page(request: Request) -> Response[str]:
+    return _file(request, "index.html")
+
+
+@router.get("/console/config.json", include_in_schema=False)
+def console_config(request: Request) -> Response[dict[str, str]]:
+    """How the page signs in: OIDC (issuer, client id, scopes) or, without them, a development token."""
+    settings = dependencies(request).settings
+    body = {
+        "issuer": settings.console_oidc_issuer,
+        "client_id": settings.console_client_id,
+        "scopes": settings.console_scopes,
+        "operator_scope": settings.operator_scope,
+        "schema": settings.document_schema,
+    }
+    return Response(200, "application/json", body, headers=security_headers(request))
+
+
+@router.get("/console/<name>", include_in_schema=False)
+def console_asset(request: Request, name: str) -> Response[str]:
+    return _file(request, name)
+
+
+def _file(request: Request, name: str) -> Response[str]:
+    found = asset(name)
+    if found is None:
+        raise NotFound("no such file of the console")
+    text, media_type = found
+    return Response(200, media_type, text, headers=security_headers(request))

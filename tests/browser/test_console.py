@@ -1,0 +1,448 @@
+"""The console, used as a person would: Debian's Chromium against `user-memory serve` on the
+embedded PostgreSQL. Each test opens the page signed in (a development token in the URL, or the
+OpenID Connect sign-in), acts through the page, and checks what the page shows and, for writes,
+what the API then holds."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from user_memory.adapters.postgres import PostgresRecorder
+from user_memory.domain.memory.repository import MemoryStore
+
+from tests.browser import seed
+from tests.browser.conftest import AXE, Console
+
+pytestmark = pytest.mark.browser
+expect = pytest.importorskip("playwright.sync_api").expect
+
+
+def today_monday() -> str:
+    today = datetime.now(UTC).date()
+    return (today - timedelta(days=today.weekday())).isoformat()
+
+
+def ready(page: Any, view: str) -> None:
+    page.wait_for_selector(f'main[data-ready="{view}"]')
+
+
+def open_view(page: Any, console: Console, user: str, hash_: str = "", *, operator: bool = False) -> None:
+    page.goto(console.signed_in(user, operator=operator))
+    ready(page, "timeline")
+    if hash_:
+        page.evaluate("h => { location.hash = h }", hash_)
+        ready(page, hash_.split("/")[1].split("?")[0])
+
+
+def head(console: Console, user: str) -> dict:
+    return seed.ok(seed.call(console.url, "GET", "/me/memory", console.token(user)))
+
+
+@pytest.fixture(scope="module")
+def rich(console: Console) -> str:
+    """A user with nightly runs (provenance), an API edit, companion elements, key-value entries
+    and a conversation with its memory."""
+    user = str(uuid.uuid4())
+    token = console.token(user)
+    seed.nightly_runs(console.pool, user)
+    seed.companion(console.url, token, datetime.now(UTC))
+    seed.kv(console.url, token)
+    seed.conversation(console.url, token, console.pool, user)
+    return user
+
+
+# -- served safely -----------------------------------------------------------------------------------
+
+
+def test_the_page_is_public_with_a_strict_csp_and_no_inline_script(console: Console):
+    # When the page and its script are fetched without a token
+    with urllib.request.urlopen(console.url + "/console", timeout=10) as response:
+        page, policy = response.read().decode(), response.headers["Content-Security-Policy"]
+    # Then they are served, under a policy that allows scripts only from this origin
+    assert "script-src 'self'" in policy and "unsafe-inline" not in policy and "unsafe-eval" not in policy
+    assert "frame-ancestors 'none'" in policy and console.issuer.url in policy
+    # And the page has no inline script or style, nor an event handler attribute
+    assert not re.search(r"<script(?![^>]*\bsrc=)", page) and "<style" not in page and " on" not in page.lower()
+    # And `serve` said where the console is and where it signs in
+    assert f"console:  {console.url}/console   (signs in at {console.issuer.url})" in console.log.read_text()
+    with urllib.request.urlopen(console.url + "/console/app.js", timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/javascript")
+    # And nothing else of the package is reachable through it
+    for name in ("..%2Fopenapi.json", "missing.js", ".hidden.js"):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{console.url}/console/{name}", timeout=10)
+        assert refused.value.code == 404
+
+
+def test_memory_content_stays_inert(page, console: Console):
+    # Given a user whose memory, key-value entries and conversation memory hold markup
+    user = str(uuid.uuid4())
+    token = console.token(user)
+    seed.kv(console.url, token)
+    seed.conversation(console.url, token, console.pool, user)
+    version = seed.api_edit(console.url, token, 0, seed.HOSTILE_NAME)
+    seed.api_edit(console.url, token, version, seed.HOSTILE_SCRIPT)
+    # When every view that shows content is opened
+    open_view(page, console, user)
+    for view in ("#/version/1", "#/compare/1/2", "#/kv/preferences", "#/conversations", "#/edit"):
+        page.evaluate("h => { location.hash = h }", view)
+        ready(page, view.split("/")[1])
+        # Then the markup is shown as text, and nothing of it ran or became an element
+        assert page.evaluate("window.__pwned") is None
+        assert page.locator("main img, main script").count() == 0
+    page.evaluate("h => { location.hash = h }", "#/compare/1/2")
+    ready(page, "compare")
+    assert page.get_by_text(seed.HOSTILE_NAME).first.is_visible()
+    assert page.errors == []
+
+
+# -- the timeline ------------------------------------------------------------------------------------
+
+
+def test_the_timeline_shows_each_version_with_its_source_and_the_models_reasons(page, console: Console, rich: str):
+    # When the user opens the console
+    open_view(page, console, rich)
+    version_2 = page.get_by_role("article", name="Version 2")
+    # Then each version shows its time, source and size of change
+    assert "nightly run" in version_2.inner_text() and "daily summary 2026-11-21" in version_2.inner_text()
+    assert "API" in page.get_by_role("article", name="Version 4").inner_text()  # the goal, written through the API
+    # And opening its reasons shows the model, each edit's reason, refused edits and why, tokens
+    version_2.get_by_text("Why: 2 edits applied, 1 refused").click()
+    why = version_2.inner_text()
+    assert "mentioned shipping Python and SQL at work" in why and "started the Rust book" in why
+    assert "refused: removes a protected fact without a request" in why
+    assert seed.MODEL in why and "2,400 tokens" in why
+
+
+def test_a_user_with_many_versions_opens_one_page_and_loads_older_ones(page, console: Console):
+    # Given a user with 120 versions
+    user = str(uuid.uuid4())
+    store = MemoryStore(PostgresRecorder(console.pool))
+    for n in range(120):
+        store.append(user, {"summary": f"day {n}"}, expected_version=n, source="api")
+    # When the timeline opens
+    open_view(page, console, user)
+    entries = page.locator("ol.timeline > li")
+    # Then it shows one page, newest first, and each click loads the next older one
+    assert entries.count() == 50 and "v120" in entries.first.inner_text()
+    page.get_by_role("button", name="Load older versions").click()
+    expect(entries).to_have_count(100)
+    page.get_by_role("button", name="Load older versions").click()
+    expect(entries).to_have_count(120)
+    assert "v1 " in entries.last.inner_text() + " "
+    assert page.get_by_role("button", name="Load older versions").is_hidden()
+
+
+# -- compare, as of ----------------------------------------------------------------------------------
+
+
+def test_two_versions_side_by_side_with_a_readable_diff_and_the_patch_one_click_away(page, console: Console, rich: str):
+    # When versions 1 and 2 are compared
+    open_view(page, console, rich, "#/compare/1/2")
+    changes = page.locator("ul.changes").inner_text()
+    # Then the change reads as words, with the values
+    assert "Added current_state › skills" in changes or "Changed current_state › skills" in changes
+    assert "Python" in changes and "learning Rust" in changes
+    # And both documents are shown side by side
+    assert "curious" in page.get_by_label("Document at version 1").inner_text()
+    assert "SQL" in page.get_by_label("Document at version 2").inner_text()
+    # And the RFC 6902 patch is one click away
+    patch = page.locator("details.patch pre")
+    assert patch.is_hidden()
+    page.get_by_text("The patch (RFC 6902)").click()
+    assert '"op"' in patch.inner_text() and "/current_state/skills" in patch.inner_text()
+
+
+def test_the_memory_as_of_a_date(page, console: Console, rich: str):
+    open_view(page, console, rich)
+    # When a time before the first version is asked for
+    page.get_by_label("As of (UTC)").fill("2000-01-01T00:00")
+    page.get_by_role("button", name="Show the memory then").click()
+    ready(page, "version")
+    # Then the page shows version 0
+    assert "version 0" in page.locator("main").inner_text()
+    # And a time from now on shows the head
+    page.evaluate("h => { location.hash = h }", "#/timeline")
+    ready(page, "timeline")
+    page.get_by_label("As of (UTC)").fill("2999-01-01T00:00")
+    page.get_by_role("button", name="Show the memory then").click()
+    ready(page, "version")
+    assert f"version {head(console, rich)['version']}" in page.locator("main").inner_text()
+
+
+# -- steer ---------------------------------------------------------------------------------------------
+
+
+def test_an_edit_shows_the_schemas_errors_inline_then_saves(page, console: Console, user: str):
+    version = seed.api_edit(console.url, console.token(user), 0, "Ann")
+    open_view(page, console, user, "#/edit")
+    editor = page.get_by_label("Memory document (JSON)")
+    document = json.loads(editor.input_value())
+    # When a document the schema refuses is saved
+    document["basic_info"]["email"] = "not an email"
+    editor.fill(json.dumps(document, indent=2))
+    page.get_by_role("button", name="Save").click()
+    problems = page.locator("#editor-problems")
+    problems.get_by_text("basic_info › email").wait_for()
+    # Then the problem is shown beside the editor, and nothing was written
+    assert editor.get_attribute("aria-invalid") == "true"
+    assert head(console, user)["version"] == version
+    # When it is corrected and saved
+    document["basic_info"]["email"] = "ann@example.com"
+    editor.fill(json.dumps(document, indent=2))
+    page.get_by_role("button", name="Save").click()
+    page.get_by_text(f"Saved as version {version + 1}.").wait_for()
+    # Then the API holds it
+    assert head(console, user)["document"]["basic_info"]["email"] == "ann@example.com"
+
+
+def test_a_stale_edit_is_shown_as_a_conflict(page, console: Console, user: str):
+    token = console.token(user)
+    version = seed.api_edit(console.url, token, 0, "Ann")
+    open_view(page, console, user, "#/edit")
+    # Given someone else writes after the page loaded the document
+    seed.api_edit(console.url, token, version, "Someone else")
+    # When the page saves its edit
+    editor = page.get_by_label("Memory document (JSON)")
+    editor.fill(editor.input_value().replace('"Ann"', '"Mine"'))
+    page.get_by_role("button", name="Save").click()
+    # Then it shows a conflict naming the newer version, and nothing of the page's was written
+    conflict = page.get_by_role("alert")
+    conflict.get_by_text("Conflict: the memory changed meanwhile").wait_for()
+    assert f"version {version + 1}" in conflict.inner_text()
+    assert head(console, user)["document"]["basic_info"]["name"] == "Someone else"
+    # And one click loads the latest version into the editor
+    conflict.get_by_role("button", name="Load the latest version").click()
+    ready(page, "edit")
+    assert "Someone else" in page.get_by_label("Memory document (JSON)").input_value()
+
+
+def test_prune_a_section(page, console: Console, rich: str, user: str):
+    seed.nightly_runs(console.pool, user)
+    open_view(page, console, user, "#/edit")
+    page.get_by_label("Prune section").select_option("current_state")
+    page.get_by_role("button", name="Prune").click()
+    page.get_by_text("Pruned current_state: version 4.").wait_for()
+    assert head(console, user)["document"]["current_state"]["skills"] == []
+    page.evaluate("h => { location.hash = h }", "#/timeline")
+    ready(page, "timeline")
+    assert "prune" in page.get_by_role("article", name="Version 4").inner_text()
+
+
+def test_revert_to_a_version(page, console: Console, user: str):
+    seed.nightly_runs(console.pool, user)
+    open_view(page, console, user, "#/version/1")
+    page.get_by_role("button", name="Revert to version 1").click()
+    page.get_by_text("Reverted: version 4 has version 1's document.").wait_for()
+    now = head(console, user)
+    assert now["version"] == 4 and now["document"]["current_state"]["mood"] == "curious"
+    page.evaluate("h => { location.hash = h }", "#/timeline")
+    ready(page, "timeline")
+    assert "revert" in page.get_by_role("article", name="Version 4").inner_text()
+
+
+# -- the other views -----------------------------------------------------------------------------------
+
+
+def test_key_value_namespaces_and_entries_with_expiry(page, console: Console, rich: str):
+    open_view(page, console, rich, "#/kv")
+    namespaces = page.get_by_role("table", name="Namespaces").inner_text()
+    assert re.search(r"preferences\s+2\s", namespaces) and re.search(r"session\s+1\s", namespaces)
+    page.get_by_role("link", name="session").click()
+    ready(page, "kv")
+    entries = page.get_by_role("table", name="Entries of session").inner_text()
+    assert "cart" in entries and '{"items":2}' in entries and "never" not in entries
+
+
+def test_companion_goals_todos_and_the_week_with_recurrences(page, console: Console, rich: str):
+    open_view(page, console, rich, "#/companion")
+    assert page.get_by_role("progressbar", name="Read the Rust book").get_attribute("value") == "40"
+    assert "File the tax return" in page.locator("ul.todos.overdue").inner_text()
+    assert "Call mum" in page.locator("ul.todos:not(.overdue)").inner_text()
+    week = page.locator("ol.week")
+    # The daily stand-up, expanded once a day this week; the dentist once
+    assert week.get_by_text("Team stand-up").count() == 7
+    assert week.get_by_text("(repeats)").count() == 7 and week.get_by_text("Dentist").count() == 1
+    page.get_by_role("link", name="Next week").click()
+    expect(page.locator("#week-title")).not_to_have_text(re.compile("Week of " + today_monday()))
+    expect(page.locator("ol.week")).not_to_contain_text("Dentist")
+    assert page.locator("ol.week").get_by_text("Team stand-up").count() == 7
+
+
+def test_conversation_memories(page, console: Console, rich: str):
+    open_view(page, console, rich, "#/conversations")
+    conversation = page.get_by_role("article", name="Conversation trip-planning").inner_text()
+    assert "2 messages" in conversation and "memory through message 2" in conversation
+    assert "likes city breaks" in conversation and "dates not chosen" in conversation
+
+
+def test_search_the_memory(page, console: Console, rich: str):
+    open_view(page, console, rich, "#/search")
+    page.get_by_label("Search the memory").fill("Rust")
+    page.get_by_label("Search the memory").press("Enter")
+    page.wait_for_selector("ol.results li")
+    results = page.locator("ol.results").inner_text()
+    assert "Read the Rust book" in results or "learning Rust" in results
+
+
+def test_plots_of_size_edits_and_tokens(page, console: Console, rich: str):
+    open_view(page, console, rich, "#/plots")
+    assert page.get_by_role("img", name=re.compile("Memory size over the last")).count() == 1
+    assert page.locator("svg.plot polyline.line").count() == 1
+    edits = page.locator("figure", has_text="Edits applied and refused per day")
+    edits.get_by_text("Edits applied and refused per day: the numbers").click()
+    day = datetime.now(UTC).date().isoformat()
+    assert re.search(rf"{day}\s+5\s+1", edits.locator("table").inner_text())  # 2 + 2 + 1 applied, 1 refused
+    tokens = page.locator("figure", has_text="LLM tokens per day")
+    tokens.get_by_text("LLM tokens per day: the numbers").click()
+    assert "6,300" in tokens.locator("table").inner_text()
+
+
+# -- who sees what -------------------------------------------------------------------------------------
+
+
+def test_an_operator_looks_up_any_user_and_each_look_is_logged(page, console: Console, rich: str):
+    operator = str(uuid.uuid4())
+    page.goto(console.signed_in(operator, operator=True))
+    ready(page, "timeline")
+    assert "Operator" in page.locator("#who").inner_text()
+    page.get_by_label("User id").fill(rich)
+    page.get_by_label("User id").press("Enter")
+    page.wait_for_url(re.compile(rich))
+    ready(page, "timeline")
+    assert "daily summary 2026-11-21" in page.locator("ol.timeline").inner_text()
+    page.get_by_role("link", name="Key-value").click()
+    ready(page, "kv")
+    assert "preferences" in page.get_by_role("table", name="Namespaces").inner_text()
+    # And each look is logged as an operator action, with who looked and at whom
+    logged = [json.loads(line) for line in console.log.read_text().splitlines() if line.startswith("{")]
+    looks = [r for r in logged if r.get("message") == "operator action" and r.get("user_id") == rich]
+    assert {r["action"] for r in looks} >= {"read history", "read kv namespaces"}
+    assert {r["operator"] for r in looks} == {operator}
+
+
+def test_an_end_user_is_refused_another_users_memory(page, console: Console, rich: str, user: str):
+    open_view(page, console, user)
+    page.evaluate("h => { location.hash = h }", f"#/timeline?u={rich}")
+    ready(page, "timeline")
+    assert "Not allowed (403)" in page.get_by_role("alert").inner_text()
+    assert "daily summary" not in page.locator("main").inner_text()
+    assert page.locator("#lookup").is_hidden()
+
+
+def test_sign_in_with_openid_connect_and_pkce(page, console: Console, rich: str):
+    # Given the issuer will sign in the user
+    console.issuer.subject = rich
+    issued = console.issuer.tokens_issued
+    # When the person opens the console, signs in and approves at the issuer
+    page.goto(console.url + "/console")
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("button", name="Approve").click()
+    # Then the console comes back signed in with the issuer's token, and the API accepts it
+    ready(page, "timeline")
+    assert console.issuer.tokens_issued == issued + 1 and console.issuer.refusals == []
+    assert f"Signed in as {rich}" in page.locator("#who").inner_text()
+    assert "daily summary 2026-11-21" in page.locator("ol.timeline").inner_text()
+    # And the token is in this tab's session storage only: no cookie, nothing left in the URL
+    assert page.context.cookies() == []
+    assert page.evaluate("sessionStorage.getItem('user-memory.token')").count(".") == 2
+    assert "code=" not in page.url and "token=" not in page.url
+
+
+# -- accessibility and the keyboard, with a screenshot of each view ------------------------------------
+
+VIEWS = [
+    "timeline",
+    "version/2",
+    "compare/1/3",
+    "edit",
+    "kv/preferences",
+    "companion",
+    "conversations",
+    "search?q=Rust",
+    "plots",
+]
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_each_view_has_no_serious_accessibility_violations(
+    page, console: Console, rich: str, view: str, shots_dir: Path
+):
+    page.context.add_init_script(path=str(AXE))
+    open_view(page, console, rich)
+    page.evaluate("h => { location.hash = h }", f"#/{view}")
+    ready(page, view.split("/")[0].split("?")[0])
+    if view == "timeline":
+        page.get_by_role("article", name="Version 2").get_by_text("Why:").click()
+    if view.startswith("search"):
+        page.wait_for_selector("ol.results li")
+    found = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations")
+    serious = [
+        (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
+        for v in found
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert serious == []
+    name = view.replace("/", "-").split("?")[0]
+    page.screenshot(path=str(shots_dir / f"{name}.png"), full_page=False)
+
+
+def test_everything_works_from_the_keyboard(page, console: Console, rich: str):
+    open_view(page, console, rich)
+    # Tab order: the skip link, sign out, then the views in order
+    focused = []
+    for _ in range(10):
+        page.keyboard.press("Tab")
+        focused.append(page.evaluate("document.activeElement.textContent.trim()"))
+    assert focused[:10] == [
+        "Skip to the view",
+        "Sign out",
+        "Timeline",
+        "Compare",
+        "Edit",
+        "Key-value",
+        "Companion",
+        "Conversations",
+        "Search",
+        "Plots",
+    ]
+    # Enter on a focused link opens its view
+    for _ in range(6):
+        page.keyboard.press("Shift+Tab")
+    assert page.evaluate("document.activeElement.textContent.trim()") == "Compare"
+    page.keyboard.press("Enter")
+    ready(page, "compare")
+    # And a version's reasons open with the keyboard
+    page.evaluate("h => { location.hash = h }", "#/timeline")
+    ready(page, "timeline")
+    page.get_by_role("article", name="Version 2").get_by_text("Why:").focus()
+    page.keyboard.press("Enter")
+    assert page.get_by_role("article", name="Version 2").get_by_text("started the Rust book").is_visible()
+
+
+def test_a_refused_token_asks_to_sign_in_again(page, console: Console, user: str):
+    # Given a page signed in with a token the API no longer accepts (expired)
+    from user_memory_local.tokens import issue_token
+
+    from tests.browser.conftest import SECRET
+
+    stale = issue_token(user, secret=SECRET, ttl_seconds=1, now=datetime.now(UTC).timestamp() - 30)
+    page.goto(f"{console.url}/console#token={stale}")
+    # Then the console does not take it, and offers to sign in
+    page.get_by_role("button", name="Sign in").wait_for()
+    assert page.evaluate("sessionStorage.getItem('user-memory.token')") is None
+    # And a token the API refuses (another secret) is dropped, the refusal shown, with a way back in
+    forged = issue_token(user, secret="another-secret-of-at-least-32-bytes!!")
+    page.goto(f"{console.url}/console#token={forged}")  # the same page: only the fragment changes
+    ready(page, "timeline")
+    assert "Not signed in (401)" in page.get_by_role("alert").inner_text()
+    assert page.evaluate("sessionStorage.getItem('user-memory.token')") is None
+    page.get_by_role("button", name="Sign in again").click()
+    page.get_by_role("button", name="Sign in").wait_for()

@@ -1,0 +1,231 @@
+"""What the console reads beside the memory routes, driven with API Gateway events against real
+PostgreSQL: the plots' figures, key-value namespaces, conversations, the document check, the
+operators' reads of the same, and the console's files (public, under a strict CSP)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from psycopg_pool import ConnectionPool
+from user_memory.adapters.postgres import PostgresRecorder
+from user_memory.config import ApiSettings
+from user_memory.domain.memory.repository import MemoryStore
+from user_memory.domain.service import MAX_SIZE_POINTS
+from user_memory.http.app import create_api
+from user_memory.runtime import build_api
+
+from tests.api_client import ApiClient
+from tests.browser.seed import nightly_provenance
+
+pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore:No application metrics to publish")]
+
+OPERATOR = "user-memory/operator"
+
+
+@pytest.fixture(scope="module")
+def api(pool: ConnectionPool):
+    settings = ApiSettings.from_env(
+        {
+            "DOCUMENT_SCHEMA": "companion",
+            "CONSOLE_OIDC_ISSUER": "https://issuer.example/pool",
+            "CONSOLE_CLIENT_ID": "c1",
+        }
+    )
+    return create_api(build_api(settings, pool=pool), settings)
+
+
+@pytest.fixture
+def me(api, user_id: str) -> ApiClient:
+    return ApiClient(api, user_id)
+
+
+def _versions(pool: ConnectionPool, user: str, count: int, *, provenance: dict[str, Any] | None = None) -> None:
+    store = MemoryStore(PostgresRecorder(pool))
+    head = store.head(user).version
+    for n in range(count):
+        store.append(
+            user, {"summary": "x" * (head + n + 1)}, expected_version=head + n, source="s", provenance=provenance
+        )
+
+
+def test_stats_count_edits_refusals_and_tokens_per_day(me: ApiClient, pool: ConnectionPool, user_id: str):
+    # Given two nightly runs today (3 edits applied, 1 refused, 4,200 tokens) and an API edit
+    run = nightly_provenance([("add", "/a", "r"), ("add", "/b", "r")], [("remove", "/c", "r", "why")], 2000)
+    _versions(pool, user_id, 1, provenance=run)
+    _versions(pool, user_id, 1, provenance=nightly_provenance([("add", "/d", "r")], [], 2200))
+    _versions(pool, user_id, 1)
+    # When the figures are read
+    reply = me.get("/me/memory/stats", query={"days": 7})
+    # Then one day holds them all, and the size of each version is its compact JSON's
+    assert reply.status == 200, reply.text
+    body = reply.json
+    today = datetime.now(UTC).date().isoformat()
+    assert body["per_day"] == [{"day": today, "versions": 3, "edits_applied": 3, "edits_refused": 1, "tokens": 4200}]
+    assert [(p["version"], p["bytes"]) for p in body["sizes"]] == [(1, 15), (2, 16), (3, 17)]
+
+
+def test_the_size_plot_is_bounded_to_the_newest_versions(me: ApiClient, pool: ConnectionPool, user_id: str):
+    _versions(pool, user_id, MAX_SIZE_POINTS + 30)
+    sizes = me.get("/me/memory/stats").json["sizes"]
+    assert len(sizes) == MAX_SIZE_POINTS
+    assert sizes[0]["version"] == 31 and sizes[-1]["version"] == MAX_SIZE_POINTS + 30
+    assert sizes[-1]["bytes"] == len(json.dumps({"summary": "x" * (MAX_SIZE_POINTS + 30)}, separators=(",", ":")))
+
+
+def test_stats_of_a_user_without_versions_are_empty(me: ApiClient):
+    assert me.get("/me/memory/stats").json["sizes"] == []
+    assert me.get("/me/memory/stats", query={"days": 367}).status == 400
+
+
+def test_key_value_namespaces_count_live_entries(me: ApiClient):
+    for key in ("a", "b"):
+        assert me.put(f"/me/kv/prefs/{key}", json_body={"value": 1}).status == 200
+    assert me.put("/me/kv/cache/x", json_body={"value": 1, "ttl_seconds": 60}).status == 200
+    items = me.get("/me/kv").json["items"]
+    assert [(n["namespace"], n["entries"]) for n in items] == [("cache", 1), ("prefs", 2)]
+    assert items[0]["next_expiry"] is not None and items[1]["next_expiry"] is None
+
+
+def test_conversations_page_with_a_cursor(me: ApiClient):
+    # Given three conversations, each with one message at its own time
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    items = [
+        {
+            "occurred_at": (start + timedelta(hours=n)).isoformat(),
+            "kind": "message",
+            "source": "chat",
+            "external_id": f"m{n}",
+            "payload": {"conversation_id": f"c{n}", "role": "user", "text": "hi"},
+        }
+        for n in range(3)
+    ]
+    assert me.post("/me/activity", json_body={"items": items}).status == 200
+    # When they are read two at a time
+    first = me.get("/me/conversations", query={"limit": 2}).json
+    second = me.get("/me/conversations", query={"limit": 2, "after": first["next_after"]}).json
+    # Then newest first, every one once, and no cursor after the last page
+    assert [c["conversation_id"] for c in first["items"]] == ["c2", "c1"]
+    assert [c["conversation_id"] for c in second["items"]] == ["c0"] and second["next_after"] is None
+    assert first["items"][0]["memory"] is None and first["items"][0]["messages"] == 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    cursor=st.one_of(
+        st.text(min_size=1, max_size=80),
+        st.binary(max_size=60).map(lambda b: base64.urlsafe_b64encode(b).decode() or "x"),
+    )
+)
+def test_a_cursor_the_api_did_not_give_is_a_clear_400(me: ApiClient, cursor: str):
+    reply = me.get("/me/conversations", query={"after": cursor})
+    assert reply.status in (200, 400, 422), reply.text
+    if reply.status != 200:
+        assert reply.content_type == "application/problem+json"
+
+
+def test_the_document_check_names_each_problem_by_pointer(me: ApiClient):
+    bad = {"basic_info": {"email": "not an email"}, "goals": {"g": {"id": "other", "title": "t"}}, "extra": 1}
+    body = me.post("/me/memory/validate", json_body=bad).json
+    paths = {p["path"] for p in body["problems"]}
+    assert body["valid"] is False and "/basic_info/email" in paths and "/extra" in paths
+    assert "not an email" not in json.dumps(body)  # never the values
+    assert me.post("/me/memory/validate", json_body={"basic_info": {"name": "Ann"}}).json == {
+        "valid": True,
+        "problems": [],
+    }
+    assert me.get("/me/memory").json["version"] == 0  # nothing written
+
+
+def test_operators_read_any_users_views_and_others_are_refused(api, me: ApiClient, user_id: str, pool: ConnectionPool):
+    _versions(pool, user_id, 2)
+    assert me.put("/me/kv/prefs/a", json_body={"value": 1}).status == 200
+    operator = ApiClient(api, uuid.uuid4(), scopes=OPERATOR)
+    stranger = ApiClient(api, uuid.uuid4())
+    paths = [
+        f"/admin/users/{user_id}/memory/stats",
+        f"/admin/users/{user_id}/kv",
+        f"/admin/users/{user_id}/kv/prefs",
+        f"/admin/users/{user_id}/conversations",
+        f"/admin/users/{user_id}/goals",
+        f"/admin/users/{user_id}/todos/due",
+        f"/admin/users/{user_id}/events",
+    ]
+    for path in paths:
+        assert operator.get(path).status == 200, path
+        assert stranger.get(path).status == 403, path
+    assert operator.get(f"/admin/users/{user_id}/memory/search", query={"q": "x"}).status == 200
+    assert operator.get(f"/admin/users/{user_id}/kv").json["items"][0]["namespace"] == "prefs"
+
+
+def test_the_console_is_public_under_a_strict_policy(api):
+    anonymous = ApiClient(api, None)
+    page = anonymous.get("/console")
+    policy = page.headers["Content-Security-Policy"]
+    assert page.status == 200 and page.content_type.startswith("text/html")
+    assert "script-src 'self'" in policy and "https://issuer.example" in policy and "unsafe" not in policy
+    config = anonymous.get("/console/config.json").json
+    assert config == {
+        "issuer": "https://issuer.example/pool",
+        "client_id": "c1",
+        "scopes": "openid",
+        "operator_scope": OPERATOR,
+        "schema": "companion",
+    }
+    assert anonymous.get("/console/nothing.js").status == 404
+    assert anonymous.get("/console/openapi.json").status == 404  # only the console's own files
+    assert anonymous.get("/me/memory/stats").status == 401
+
+
+def test_reverts_and_prunes_say_so_in_the_history(me: ApiClient):
+    # Given two edits, then a revert to the first and a prune of one section
+    assert (
+        me.request(
+            "PATCH",
+            "/me/memory",
+            json_body={"basic_info": {"name": "Ann"}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        ).status
+        == 200
+    )
+    assert (
+        me.request(
+            "PATCH",
+            "/me/memory",
+            json_body={"basic_info": {"name": "Bo"}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        ).status
+        == 200
+    )
+    assert me.post("/me/memory/revert", json_body={"version": 1}).status == 200
+    assert me.request("DELETE", "/me/memory", query={"section": "basic_info"}).status == 200
+    # Then the history names what each write did, and the document's stamp stays the API's
+    sources = [item["source"] for item in me.get("/me/memory/history").json["items"]]
+    assert sources == ["api: prune basic_info", "api: revert to 1", "api", "api"]
+    assert me.get("/me/memory").json["document"]["last_updated_by"] == "api"
+
+
+def test_the_console_command_prints_a_url_signed_in_as_the_user(capsys, monkeypatch):
+    from user_memory_local import cli
+    from user_memory_local.tokens import verify_token
+
+    # Given this machine's token secret
+    monkeypatch.setenv("USER_MEMORY_TOKEN_SECRET", "console-cli-secret-of-at-least-32-bytes")
+    user = str(uuid.uuid4())
+    # When `user-memory console USER --operator --url ...` runs
+    assert cli.main(["console", user, "--operator", "--url", "http://127.0.0.1:9999"]) == 0
+    url = capsys.readouterr().out.strip()
+    # Then it prints the console's URL with a development token in the fragment, as an operator
+    base, _, fragment = url.partition("#token=")
+    assert base == "http://127.0.0.1:9999/console"
+    claims = verify_token(fragment, secret="console-cli-secret-of-at-least-32-bytes")
+    assert claims["sub"] == user and OPERATOR in claims["scope"].split()
+    # And a bad user id is one line, no URL
+    assert cli.main(["console", "not-a-user"]) != 0
+    assert capsys.readouterr().out == ""
