@@ -45,6 +45,7 @@ os.environ.update(
 )
 
 import argparse
+import functools
 import json
 import random
 import resource
@@ -375,30 +376,83 @@ def floor_event(floor: Floor, event: dict[str, Any]) -> float:
     return time.perf_counter() - t0
 
 
+def backend_cpu_ns(pid: int) -> int | None:
+    """Nanoseconds a PostgreSQL backend has run on a CPU (Linux's /proc/<pid>/schedstat), or None."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass
+class Side:
+    """Per event: wall seconds, and CPU seconds of this process's thread and of the side's backend."""
+
+    backend_pid: int
+    wall: list[float]
+    python_cpu: list[float]
+    server_cpu: list[float]
+
+    def run(self, work: Callable[[], float]) -> None:
+        b0 = backend_cpu_ns(self.backend_pid)
+        c0 = time.thread_time_ns()
+        self.wall.append(work())
+        c1 = time.thread_time_ns()
+        b1 = backend_cpu_ns(self.backend_pid)
+        self.python_cpu.append((c1 - c0) / 1e9)
+        self.server_cpu.append((b1 - b0) / 1e9 if b0 is not None and b1 is not None else float("nan"))
+
+    @property
+    def cpu(self) -> float:
+        return sum(self.python_cpu) + sum(self.server_cpu)
+
+
 @dataclass
 class RunResult:
     users: int
-    worker_s: float
-    floor_s: float
-    worker_events: list[float]
-    floor_events: list[float]
+    worker: Side
+    floor: Side
+
+    @property
+    def worker_s(self) -> float:
+        return sum(self.worker.wall)
+
+    @property
+    def floor_s(self) -> float:
+        return sum(self.floor.wall)
+
+    @property
+    def worker_events(self) -> list[float]:
+        return self.worker.wall
+
+    @property
+    def floor_events(self) -> list[float]:
+        return self.floor.wall
+
+
+def worker_backend(services: WorkerServices) -> int:
+    pool = services.store.recorder.pool  # type: ignore[attr-defined]
+    with pool.connection() as conn:  # a pool of one: the connection every statement of the worker uses
+        return int(conn.info.backend_pid)
 
 
 def measured_run(services: WorkerServices, floor: Floor, worker_events: list, floor_events: list) -> RunResult:
     """Worker and floor alternate, one event (10 users) each, taking turns at going first."""
-    w: list[float] = []
-    f: list[float] = []
+    w = Side(worker_backend(services), [], [], [])
+    f = Side(int(floor.conn.info.backend_pid), [], [], [])
     users = sum(len(e["Records"]) for e in worker_events)
     for i, (we, fe) in enumerate(zip(worker_events, floor_events, strict=True)):
         # who goes first alternates, so that neither always runs right after the other
         if i % 2:
-            f.append(floor_event(floor, fe))
-        w.append(invoke(services, we))
+            f.run(functools.partial(floor_event, floor, fe))
+        w.run(functools.partial(invoke, services, we))
         if not i % 2:
-            f.append(floor_event(floor, fe))
+            f.run(functools.partial(floor_event, floor, fe))
         if (i + 1) % 200 == 0:
-            progress(f"{(i + 1) * RECORDS_PER_EVENT:,}/{users:,} users (worker {sum(w):.1f} s, floor {sum(f):.1f} s)")
-    return RunResult(users=users, worker_s=sum(w), floor_s=sum(f), worker_events=w, floor_events=f)
+            done = (i + 1) * RECORDS_PER_EVENT
+            progress(f"{done:,}/{users:,} users (worker {sum(w.wall):.1f} s, floor {sum(f.wall):.1f} s)")
+    return RunResult(users=users, worker=w, floor=f)
 
 
 def round_trips(services: WorkerServices, floor: Floor, worker_events: list, floor_events: list) -> tuple[float, float]:
@@ -924,15 +978,28 @@ def main() -> None:
         "jsonpatch.make_patch, the search index's item changes, user_memory_append with them, the run key "
         "and a provenance record (the adapter's statement), plain connection"
     )
-    print(f"\n{'documents':<10}{'':<8}{'users':>8}{'seconds':>10}{'users/s':>10}{'ms/user':>10}{'trips/user':>12}")
+    print(
+        "CPU: this process's thread and the side's PostgreSQL backend (/proc/<pid>/schedstat), which other "
+        "load on the machine does not stretch as it stretches wall time"
+    )
+    print(
+        f"\n{'documents':<10}{'':<8}{'users':>8}{'seconds':>10}{'users/s':>10}{'ms/user':>10}{'trips/user':>12}"
+        f"{'CPU ms/user':>13}{'(python':>9}{'+ server)':>10}"
+    )
     for r in results:
-        for who, s, trips in (("worker", r.run.worker_s, r.trips[0]), ("floor", r.run.floor_s, r.trips[1])):
+        for who, side, trips in (("worker", r.run.worker, r.trips[0]), ("floor", r.run.floor, r.trips[1])):
+            s, n = sum(side.wall), r.run.users
+            py, pg = sum(side.python_cpu) / n * 1000, sum(side.server_cpu) / n * 1000
             print(
-                f"{r.label:<10}{who:<8}{r.run.users:>8,}{s:>10.1f}{r.run.users / s:>10.0f}"
-                f"{s / r.run.users * 1000:>10.3f}{trips:>12.1f}"
+                f"{r.label:<10}{who:<8}{n:>8,}{s:>10.1f}{n / s:>10.0f}{s / n * 1000:>10.3f}{trips:>12.1f}"
+                f"{py + pg:>13.3f}{py:>9.3f}{pg:>10.3f}"
             )
         ratio = r.run.floor_s / r.run.worker_s
-        print(f"{r.label:<10}{'ratio':<8}{'worker/floor throughput':>28} = {ratio:.1%}  (target >= 80%)")
+        cpu_ratio = r.run.floor.cpu / r.run.worker.cpu
+        print(
+            f"{r.label:<10}{'ratio':<8}{'worker/floor throughput':>28} = {ratio:.1%}  (target >= 80%); "
+            f"by CPU time {cpu_ratio:.1%}"
+        )
     print("\nper run")
     for r in results:
         wb, wa, wp, wv = r.docs
@@ -947,6 +1014,13 @@ def main() -> None:
         print(
             f"  {r.label}: event (10 users) p50 worker {w_p50:.1f} ms, floor {f_p50:.1f} ms; "
             f"{r.log_lines / len(r.run.worker_events):.1f} log lines per invocation; max RSS {r.rss_mb:.0f} MB"
+        )
+    print("\nsummary (ratio = floor / worker):")
+    for r in results:
+        print(
+            f"  {r.label} users={r.run.users} wall={r.run.floor_s / r.run.worker_s:.4f} "
+            f"cpu={r.run.floor.cpu / r.run.worker.cpu:.4f} worker_ms={r.run.worker_s / r.run.users * 1000:.3f} "
+            f"floor_ms={r.run.floor_s / r.run.users * 1000:.3f} load1={os.getloadavg()[0]:.2f}"
         )
     for r in results:
         if r.timed:

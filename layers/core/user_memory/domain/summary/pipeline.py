@@ -154,11 +154,16 @@ class RunOutcome:
     rebased: int = 0
 
 
+# One encoder for every line (json.dumps with an option builds one per call); each activity's
+# line is measured for the prompt's chunks on every run.
+_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
 def activity_line(a: Activity) -> str:
     """An activity as one line of a prompt: its time and kind, then its payload (whose own `at` or
     `kind` keys cannot override them)."""
     extra = {k: v for k, v in a.payload.items() if k not in ("at", "kind")}
-    return json.dumps({"at": a.occurred_at.isoformat(), "kind": a.kind, **extra}, ensure_ascii=False)
+    return _LINE_ENCODER.encode({"at": a.occurred_at.isoformat(), "kind": a.kind, **extra})
 
 
 def activity_chars(a: Activity) -> int:
