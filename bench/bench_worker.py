@@ -512,6 +512,7 @@ JSON_CAT = "JSON encoding/decoding"
 LOGGING = "logging"
 BATCH = "Powertools batch machinery"
 SUMMARIZER = "summarizer"
+FACTS = "fact floor and recency"
 OTHER = "other"
 
 
@@ -598,12 +599,17 @@ def timed_passes(
         (recorder, "insert", DB, "PostgresRecorder.insert (user_memory_append)"),
         (recorder, "mark_summarized", DB, "PostgresRecorder.mark_summarized"),
         (summarizer, "summarize", SUMMARIZER, "RuleBasedSummarizer.summarize"),
+        (pipeline_module, "stored_document_valid", VALIDATION, "stored_document_valid: the head's size + schema"),
         (pipeline_module, "validate_document", VALIDATION, "pipeline -> validate_document (pydantic)"),
         (repository_module, "make_patch", DIFF, "make_patch: json_equal pre-check + jsonpatch.make_patch"),
         (patching_module, "_reproduces", DIFF, "make_patch -> _reproduces (apply_patch + json_equal)"),
         (document_module, "encode", JSON_CAT, "validate_document -> check_size -> encode"),
         (repository_module, "encode", JSON_CAT, "MemoryStore._write -> encode"),
-        (pipeline_module, "activity_chars", JSON_CAT, "prompt_chunks -> activity_chars (json.dumps)"),
+        (pipeline_module, "lines_chars", JSON_CAT, "prompt_chunks -> lines_chars (one encoding of the lines)"),
+        (pipeline_module, "activity_chars", JSON_CAT, "prompt_chunks -> activity_chars (a line that splits)"),
+        (pipeline_module, "restore_facts", FACTS, "restore_facts"),
+        (pipeline_module, "unreflected", FACTS, "unreflected"),
+        (pipeline_module, "set_recency", FACTS, "set_recency"),
         (logger, "info", LOGGING, "logger.info"),
         (logger, "debug", LOGGING, "logger.debug"),
         (logger, "warning", LOGGING, "logger.warning"),
@@ -667,7 +673,10 @@ def print_timed(
                 if c == cat and timers.calls[(c, item)]:
                     calls = timers.calls[(c, item)] / users
                     print(f"    {t / users * 1000:8.3f}  {cat[:12]:<12}  {item} ({calls:.1f})")
-    print(f"\n  one pool checkout + return (no statement): {checkout * 1e6:.1f} us; the worker takes 3 per user")
+    print(
+        f"\n  one pool checkout + return (no statement): {checkout * 1e6:.1f} us; the worker takes one per user "
+        "(HeldConnections, held for the run)"
+    )
 
 
 # -- profile -------------------------------------------------------------------------------------
@@ -680,6 +689,7 @@ CATEGORIES = [
     "logging",
     "Powertools batch machinery",
     "summarizer",
+    "fact floor and recency",
     "other",
 ]
 
@@ -741,6 +751,8 @@ def category_of(f: Frame) -> str | None:
         return "diff + verification (make_patch)"
     if p.endswith("user_memory/domain/summary/rules.py"):
         return "summarizer"
+    if p.endswith(("user_memory/domain/summary/facts.py", "user_memory/domain/summary/requests.py")):
+        return "fact floor and recency"
     if "/psycopg/" in p or "/psycopg_pool/" in p or "/psycopg_binary/" in p or p.endswith("adapters/postgres.py"):
         return "database round trips"
     if "aws_lambda_powertools/" in p or p.endswith(("user_memory/jobs/worker.py", "worker/app.py")):
