@@ -196,12 +196,16 @@ def large_day(rng: random.Random, user: uuid.UUID, doc: dict[str, Any]) -> list[
 
 
 _SEED_APPEND = "SELECT status FROM user_memory_append(%s, 0, %s, false, %s::jsonb, %s, NULL, NULL)"
-# Version 1 as the previous night's summary wrote it (a summary's source): the steady state of a
-# nightly job. A head a person wrote costs both sides one more round trip (their changed fields).
-_SEED_SOURCE = f"daily summary {LARGE_DAY - timedelta(days=1)}, 6 activities, model rules (no LLM configured)"
+# Who wrote version 1 of the ~10 KB memories (--head-by). By default the previous night's summary:
+# the steady state of a nightly job. A head a person wrote (the API) costs both sides one more
+# round trip, the newest versions' changed pointers (the fields people set since the last summary).
+SEED_SOURCES = {
+    "summary": f"daily summary {LARGE_DAY - timedelta(days=1)}, 6 activities, model rules (no LLM configured)",
+    "person": "api",
+}
 
 
-def seed_large(pool: Any, dsn: str, n: int, seed_value: int) -> list[uuid.UUID]:
+def seed_large(pool: Any, dsn: str, n: int, seed_value: int, source: str) -> list[uuid.UUID]:
     """`n` users with a ~10 KB memory as version 1 and a day of activity after it."""
     rng = random.Random(seed_value)
     users = new_ids(rng, n)
@@ -211,7 +215,7 @@ def seed_large(pool: Any, dsn: str, n: int, seed_value: int) -> list[uuid.UUID]:
             chunk = users[first : first + 500]
             docs = [user_state_document(rng) for _ in chunk]
             rows = [
-                (u, Jsonb([{"op": "add", "path": f"/{k}", "value": v} for k, v in d.items()]), encode(d), _SEED_SOURCE)
+                (u, Jsonb([{"op": "add", "path": f"/{k}", "value": v} for k, v in d.items()]), encode(d), source)
                 for u, d in zip(chunk, docs, strict=True)
             ]
             with conn.pipeline(), conn.cursor() as cur:
@@ -886,9 +890,10 @@ class SizeResult:
 
 
 def users_and_events(
-    pool: Any, dsn: str, size: str, n: int, seed_value: int, day: date
+    pool: Any, dsn: str, size: str, n: int, seed_value: int, day: date, head_by: str = "summary"
 ) -> tuple[list[uuid.UUID], list[dict[str, Any]]]:
-    users = seed_small(pool, n, seed_value) if size == "small" else seed_large(pool, dsn, n, seed_value)
+    source = SEED_SOURCES[head_by]
+    users = seed_small(pool, n, seed_value) if size == "small" else seed_large(pool, dsn, n, seed_value, source)
     return users, sqs_events(users, day, seed_value)
 
 
@@ -901,16 +906,17 @@ def run_size(
     base = 100 if size == "small" else 200
     t0 = time.perf_counter()
     progress(f"{size}: seeding {args.users:,} + {args.users:,} users")
-    w_users, w_events = users_and_events(pool, dsn, size, args.users, base + 1, day)
-    f_users, f_events = users_and_events(pool, dsn, size, args.users, base + 2, day)
-    t_w_users, t_w_events = users_and_events(pool, dsn, size, args.trace_users, base + 3, day)
-    t_f_users, t_f_events = users_and_events(pool, dsn, size, args.trace_users, base + 4, day)
+    seeded = functools.partial(users_and_events, pool, dsn, size, day=day, head_by=args.head_by)
+    w_users, w_events = seeded(args.users, base + 1)
+    f_users, f_events = seeded(args.users, base + 2)
+    t_w_users, t_w_events = seeded(args.trace_users, base + 3)
+    t_f_users, t_f_events = seeded(args.trace_users, base + 4)
     if args.profile:
-        timed_w_users, timed_w_events = users_and_events(pool, dsn, size, args.profile_users, base + 5, day)
-        timed_f_users, timed_f_events = users_and_events(pool, dsn, size, args.profile_users, base + 6, day)
+        timed_w_users, timed_w_events = seeded(args.profile_users, base + 5)
+        timed_f_users, timed_f_events = seeded(args.profile_users, base + 6)
         if has_pyinstrument():
-            p_w_users, p_w_events = users_and_events(pool, dsn, size, args.profile_users, base + 7, day)
-            p_f_users, p_f_events = users_and_events(pool, dsn, size, args.profile_users, base + 8, day)
+            p_w_users, p_w_events = seeded(args.profile_users, base + 7)
+            p_f_users, p_f_events = seeded(args.profile_users, base + 8)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
         conn.execute("CHECKPOINT")
@@ -963,6 +969,12 @@ def main() -> None:
         help="also time the steps of separate passes, and sample them with pyinstrument when it is installed",
     )
     parser.add_argument("--profile-users", type=int, default=2000)
+    parser.add_argument(
+        "--head-by",
+        choices=sorted(SEED_SOURCES),
+        default="summary",
+        help="who wrote version 1 of the ~10 KB memories: last night's summary, or a person (one more read each)",
+    )
     args = parser.parse_args()
     for n in (args.users, args.trace_users, args.profile_users):
         if n % RECORDS_PER_EVENT or n < 2 * RECORDS_PER_EVENT:
