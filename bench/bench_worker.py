@@ -1,7 +1,8 @@
 """Worker benchmark without moto: the real worker handler on SQS-shaped batch events, against
 the bare floor of the same work, on one embedded PostgreSQL database.
 
-    .venv/bin/python bench/bench_worker.py [--users 10000] [--profile] [--profile-users 2000]
+    .venv/bin/python bench/bench_worker.py [--users 10000] [--sizes small,10kb] [--head-by summary|person]
+                                           [--profile] [--profile-users 2000]
 
 Two document sizes, each its own set of users:
   small  the demo's day of activity (1-8 activities), first version of an empty memory
@@ -17,7 +18,8 @@ The floor, per user, on a plain connection with prepared statements, through the
 SQL: read the message body; the head with the run key's recorded version (the adapter's head
 query: a user whose run is recorded is skipped); when the head is not a summary's, the newest
 versions' sources and changed pointers (the adapter's query; the seeded memories are a summary's,
-as last night's run leaves them, so neither side takes it); the unsummarized activity (the
+as last night's run leaves them, so neither side takes it; `--head-by person` seeds them as a
+person's, and both take it); the unsummarized activity (the
 adapter's query); the same rule-based summarizer call; one unverified `jsonpatch.make_patch`; the
 search index's item changes (`domain.companion.items.item_changes`); and `user_memory_append`
 with the adapter's statement (insert with the run key and a provenance record of the worker's
@@ -25,6 +27,11 @@ shape + head update + activity marks + item rows in one statement, one round tri
 validation, no verification, no fact floor, no batch machinery, no logging. Worker and floor
 alternate event by event (10 users each) over different users of the same shape, so both see the
 same database state.
+
+Each side is timed by wall clock (the ratio the target is about) and by CPU: this process's
+thread (time.thread_time) plus the side's PostgreSQL backend (/proc/<pid>/schedstat, Linux),
+which other load on a shared machine stretches far less than wall time. The last lines
+(`summary`) are one line per size, for collecting repeats.
 
 `--profile` adds a sampled profile (pyinstrument) of a separate worker pass and floor pass,
 grouped by what the time is spent on.
