@@ -1,7 +1,8 @@
 """Worker benchmark without moto: the real worker handler on SQS-shaped batch events, against
 the bare floor of the same work, on one embedded PostgreSQL database.
 
-    .venv/bin/python bench/bench_worker.py [--users 10000] [--profile] [--profile-users 2000]
+    .venv/bin/python bench/bench_worker.py [--users 10000] [--sizes small,10kb] [--head-by summary|person]
+                                           [--profile] [--profile-users 2000]
 
 Two document sizes, each its own set of users:
   small  the demo's day of activity (1-8 activities), first version of an empty memory
@@ -13,14 +14,24 @@ records per event, one refresh_user message per user, the rule-based summarizer,
 one connection (as in Lambda), Powertools as production runs it (metrics and tracing
 disabled, logs at INFO; the log lines go to a counting sink instead of stdout).
 
-The floor, per user, on a plain connection with prepared statements: read the message body,
-the head (SELECT version, document FROM user_memory_heads), the unsummarized activity (the
-adapter's own query), the same rule-based summarizer call, one unverified
-`jsonpatch.make_patch`, the search index's item changes (`domain.companion.items.item_changes`), and
-`user_memory_append` called directly (insert + head update + activity marks + item rows in one
-statement, one round trip). No validation, no verification, no batch
-machinery, no logging. Worker and floor alternate event by event (10 users each) over
-different users of the same shape, so both see the same database state.
+The floor, per user, on a plain connection with prepared statements, through the adapter's own
+SQL: read the message body; the head with the run key's recorded version (the adapter's head
+query: a user whose run is recorded is skipped); when the head is not a summary's, the newest
+versions' sources and changed pointers (the adapter's query; the seeded memories are a summary's,
+as last night's run leaves them, so neither side takes it; `--head-by person` seeds them as a
+person's, and both take it); the unsummarized activity (the
+adapter's query); the same rule-based summarizer call; one unverified `jsonpatch.make_patch`; the
+search index's item changes (`domain.companion.items.item_changes`); and `user_memory_append`
+with the adapter's statement (insert with the run key and a provenance record of the worker's
+shape + head update + activity marks + item rows in one statement, one round trip). No
+validation, no verification, no fact floor, no batch machinery, no logging. Worker and floor
+alternate event by event (10 users each) over different users of the same shape, so both see the
+same database state.
+
+Each side is timed by wall clock (the ratio the target is about) and by CPU: this process's
+thread (time.thread_time) plus the side's PostgreSQL backend (/proc/<pid>/schedstat, Linux),
+which other load on a shared machine stretches far less than wall time. The last lines
+(`summary`) are one line per size, for collecting repeats.
 
 `--profile` adds a sampled profile (pyinstrument) of a separate worker pass and floor pass,
 grouped by what the time is spent on.
@@ -41,6 +52,7 @@ os.environ.update(
 )
 
 import argparse
+import functools
 import json
 import random
 import resource
@@ -63,12 +75,15 @@ from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fresh_database, sentence, traced, user_state_document
-from user_memory.adapters.postgres import _UNSUMMARIZED, PostgresActivity, open_pool
+from user_memory.adapters.postgres import _APPEND, _CHANGES, _HEAD, _UNSUMMARIZED, PostgresActivity, open_pool
 from user_memory.config import WorkerSettings
 from user_memory.domain.companion.items import item_changes
 from user_memory.domain.fanout import FanoutPlan, refresh_bodies
 from user_memory.domain.memory.document import encode
-from user_memory.domain.model import Activity, Window
+from user_memory.domain.model import MAX_CHANGED_PATH_CHARS, MAX_CHANGED_PATHS, Activity, Window
+from user_memory.domain.ports import SummaryResult
+from user_memory.domain.summary.facts import MAX_HUMAN_VERSIONS
+from user_memory.domain.summary.pipeline import is_summary_source
 from user_memory.domain.summary.rules import RuleBasedSummarizer
 from user_memory.observability import logger, metrics
 from user_memory.runtime import WorkerServices, build_worker
@@ -188,9 +203,16 @@ def large_day(rng: random.Random, user: uuid.UUID, doc: dict[str, Any]) -> list[
 
 
 _SEED_APPEND = "SELECT status FROM user_memory_append(%s, 0, %s, false, %s::jsonb, %s, NULL, NULL)"
+# Who wrote version 1 of the ~10 KB memories (--head-by). By default the previous night's summary:
+# the steady state of a nightly job. A head a person wrote (the API) costs both sides one more
+# round trip, the newest versions' changed pointers (the fields people set since the last summary).
+SEED_SOURCES = {
+    "summary": f"daily summary {LARGE_DAY - timedelta(days=1)}, 6 activities, model rules (no LLM configured)",
+    "person": "api",
+}
 
 
-def seed_large(pool: Any, dsn: str, n: int, seed_value: int) -> list[uuid.UUID]:
+def seed_large(pool: Any, dsn: str, n: int, seed_value: int, source: str) -> list[uuid.UUID]:
     """`n` users with a ~10 KB memory as version 1 and a day of activity after it."""
     rng = random.Random(seed_value)
     users = new_ids(rng, n)
@@ -200,7 +222,7 @@ def seed_large(pool: Any, dsn: str, n: int, seed_value: int) -> list[uuid.UUID]:
             chunk = users[first : first + 500]
             docs = [user_state_document(rng) for _ in chunk]
             rows = [
-                (u, Jsonb([{"op": "add", "path": f"/{k}", "value": v} for k, v in d.items()]), encode(d), "seed")
+                (u, Jsonb([{"op": "add", "path": f"/{k}", "value": v} for k, v in d.items()]), encode(d), source)
                 for u, d in zip(chunk, docs, strict=True)
             ]
             with conn.pipeline(), conn.cursor() as cur:
@@ -210,11 +232,6 @@ def seed_large(pool: Any, dsn: str, n: int, seed_value: int) -> list[uuid.UUID]:
 
 
 # -- the floor -----------------------------------------------------------------------------------
-
-_FLOOR_HEAD = "SELECT version, document FROM user_memory_heads WHERE user_id = %s"
-_FLOOR_APPEND = (
-    "SELECT status, version, created_at FROM user_memory_append(%s, %s, %s, %s, %s::jsonb, %s, %s, %s, NULL, %s)"
-)
 
 
 class Floor:
@@ -228,22 +245,48 @@ class Floor:
 
     def run_event(self, event: dict[str, Any]) -> None:
         for record in event["Records"]:
-            users, end, run_key = self.message(record["body"])
+            users, start, end, run_key = self.message(record["body"])
             for user in users:
-                version, old = self.head(user)
+                version, old, source, recorded = self.head(user, run_key)
+                if recorded is not None:
+                    continue
+                if version and not is_summary_source(source):
+                    self.changes(user)
                 activities = self.activities(user, end)
-                new = self.summarize(old, activities)
+                if not activities:
+                    continue
+                result = self.summarize(old, activities)
+                new = result.document
                 patch = self.diff(old, new)
-                self.append(user, version, patch, self.encode(new), activities, run_key, self.items(old, new, patch))
+                self.append(
+                    user,
+                    version,
+                    patch,
+                    self.encode(new),
+                    self.source(start, activities, result.model, run_key),
+                    activities,
+                    run_key,
+                    self.provenance(result, activities),
+                    self.items(old, new, patch),
+                )
 
-    def message(self, body: str) -> tuple[list[uuid.UUID], datetime, str]:
+    def message(self, body: str) -> tuple[list[uuid.UUID], datetime, datetime, str]:
         message = json.loads(body)
-        end = datetime.fromisoformat(message["window"]["end"])
-        return [uuid.UUID(u) for u in message["user_ids"]], end, message["run_key"]
+        window = message["window"]
+        start, end = datetime.fromisoformat(window["start"]), datetime.fromisoformat(window["end"])
+        return [uuid.UUID(u) for u in message["user_ids"]], start, end, message["run_key"]
 
-    def head(self, user: uuid.UUID) -> tuple[int, dict[str, Any]]:
-        row = self.conn.execute(_FLOOR_HEAD, (user,), prepare=True).fetchone()
-        return (row[0], row[1]) if row else (0, {})
+    def head(self, user: uuid.UUID, run_key: str) -> tuple[int, dict[str, Any], str | None, int | None]:
+        """The adapter's head query: the head and the version the run key produced, one round trip."""
+        row = self.conn.execute(_HEAD, {"u": user, "k": run_key}, prepare=True).fetchone()
+        if row is None or row[0] is None:
+            return 0, {}, None, row[4] if row else None
+        return row[0], row[1], row[3], row[4]
+
+    def changes(self, user: uuid.UUID) -> None:
+        """The adapter's query of the newest versions' sources and changed pointers (a head a person wrote)."""
+        params = {"u": user, "limit": MAX_HUMAN_VERSIONS, "paths": MAX_CHANGED_PATHS, "chars": MAX_CHANGED_PATH_CHARS}
+        self.conn.execute(_CHANGES, params).fetchall()
 
     def activities(self, user: uuid.UUID, end: datetime) -> list[Activity]:
         rows = self.conn.execute(_UNSUMMARIZED, (user, end, 0, self.limit), prepare=True).fetchall()
@@ -252,8 +295,8 @@ class Floor:
             for r in rows
         ]
 
-    def summarize(self, old: dict[str, Any], activities: list[Activity]) -> dict[str, Any]:
-        return self.summarizer.summarize(old, activities).document
+    def summarize(self, old: dict[str, Any], activities: list[Activity]) -> SummaryResult:
+        return self.summarizer.summarize(old, activities)
 
     def diff(self, old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
         return jsonpatch.make_patch(old, new).patch
@@ -266,27 +309,56 @@ class Floor:
     def encode(self, document: dict[str, Any]) -> str:
         return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
+    def source(self, start: datetime, activities: list[Activity], model: str, run_key: str) -> str:
+        """The version's source description, as the pipeline words it."""
+        label = "daily summary" if run_key.startswith("daily:") else f"summary ({run_key})"
+        return f"{label} {start.date().isoformat()}, {len(activities)} activities, model {model}"
+
+    def provenance(self, result: SummaryResult, activities: list[Activity]) -> dict[str, Any]:
+        """A provenance record of the worker's shape for a whole-document answer that needed nothing
+        restored, filled or kept (what the rule-based summarizer's answers are)."""
+        return {
+            "mode": "document",
+            "model": result.model,
+            "restored": [],
+            "filled": [],
+            "unreflected": [],
+            "kept_human_edits": [],
+            "ignored_requests": [],
+            "recency_set": 0,
+            "activities": len(activities),
+            "activity_cut": result.activity_cut,
+            "activity_duplicates": result.activity_duplicates,
+            "calls": 1,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+        }
+
     def append(
         self,
         user: uuid.UUID,
         version: int,
         patch: list[dict[str, Any]],
         document_json: str,
+        source: str,
         activities: list[Activity],
         run_key: str,
+        provenance: dict[str, Any],
         items: list[dict[str, Any]],
     ) -> None:
+        """The adapter's statement: user_memory_append with the run key and the provenance."""
         self.conn.execute(
-            _FLOOR_APPEND,
+            _APPEND,
             (
                 user,
                 version,
                 Jsonb(patch),
                 (version + 1) % 50 == 0,
                 document_json,
-                f"daily summary, {len(activities)} activities, model rules",
+                source,
                 run_key,
                 [a.id for a in activities],
+                Jsonb(provenance),
                 Jsonb(items),
             ),
             prepare=True,
@@ -315,30 +387,83 @@ def floor_event(floor: Floor, event: dict[str, Any]) -> float:
     return time.perf_counter() - t0
 
 
+def backend_cpu_ns(pid: int) -> int | None:
+    """Nanoseconds a PostgreSQL backend has run on a CPU (Linux's /proc/<pid>/schedstat), or None."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass
+class Side:
+    """Per event: wall seconds, and CPU seconds of this process's thread and of the side's backend."""
+
+    backend_pid: int
+    wall: list[float]
+    python_cpu: list[float]
+    server_cpu: list[float]
+
+    def run(self, work: Callable[[], float]) -> None:
+        b0 = backend_cpu_ns(self.backend_pid)
+        c0 = time.thread_time_ns()
+        self.wall.append(work())
+        c1 = time.thread_time_ns()
+        b1 = backend_cpu_ns(self.backend_pid)
+        self.python_cpu.append((c1 - c0) / 1e9)
+        self.server_cpu.append((b1 - b0) / 1e9 if b0 is not None and b1 is not None else float("nan"))
+
+    @property
+    def cpu(self) -> float:
+        return sum(self.python_cpu) + sum(self.server_cpu)
+
+
 @dataclass
 class RunResult:
     users: int
-    worker_s: float
-    floor_s: float
-    worker_events: list[float]
-    floor_events: list[float]
+    worker: Side
+    floor: Side
+
+    @property
+    def worker_s(self) -> float:
+        return sum(self.worker.wall)
+
+    @property
+    def floor_s(self) -> float:
+        return sum(self.floor.wall)
+
+    @property
+    def worker_events(self) -> list[float]:
+        return self.worker.wall
+
+    @property
+    def floor_events(self) -> list[float]:
+        return self.floor.wall
+
+
+def worker_backend(services: WorkerServices) -> int:
+    pool = services.store.recorder.pool  # type: ignore[attr-defined]
+    with pool.connection() as conn:  # a pool of one: the connection every statement of the worker uses
+        return int(conn.info.backend_pid)
 
 
 def measured_run(services: WorkerServices, floor: Floor, worker_events: list, floor_events: list) -> RunResult:
     """Worker and floor alternate, one event (10 users) each, taking turns at going first."""
-    w: list[float] = []
-    f: list[float] = []
+    w = Side(worker_backend(services), [], [], [])
+    f = Side(int(floor.conn.info.backend_pid), [], [], [])
     users = sum(len(e["Records"]) for e in worker_events)
     for i, (we, fe) in enumerate(zip(worker_events, floor_events, strict=True)):
         # who goes first alternates, so that neither always runs right after the other
         if i % 2:
-            f.append(floor_event(floor, fe))
-        w.append(invoke(services, we))
+            f.run(functools.partial(floor_event, floor, fe))
+        w.run(functools.partial(invoke, services, we))
         if not i % 2:
-            f.append(floor_event(floor, fe))
+            f.run(functools.partial(floor_event, floor, fe))
         if (i + 1) % 200 == 0:
-            progress(f"{(i + 1) * RECORDS_PER_EVENT:,}/{users:,} users (worker {sum(w):.1f} s, floor {sum(f):.1f} s)")
-    return RunResult(users=users, worker_s=sum(w), floor_s=sum(f), worker_events=w, floor_events=f)
+            done = (i + 1) * RECORDS_PER_EVENT
+            progress(f"{done:,}/{users:,} users (worker {sum(w.wall):.1f} s, floor {sum(f.wall):.1f} s)")
+    return RunResult(users=users, worker=w, floor=f)
 
 
 def round_trips(services: WorkerServices, floor: Floor, worker_events: list, floor_events: list) -> tuple[float, float]:
@@ -358,20 +483,24 @@ def round_trips(services: WorkerServices, floor: Floor, worker_events: list, flo
     return worker_trips.count / users, floor_trips.count / users
 
 
-def document_stats(dsn: str, users: list[uuid.UUID], version: int) -> tuple[float, float, float]:
-    """Mean compact-JSON bytes of the document before and after the run and of the run's patch."""
+def document_stats(dsn: str, users: list[uuid.UUID], version: int) -> tuple[float, float, float, float]:
+    """Mean compact-JSON bytes of the document before and after the run, of the run's patch and of
+    its provenance record with the source description."""
     sample = users[:500]
     with psycopg.connect(dsn, autocommit=True) as conn:
         after = conn.execute(
             "SELECT document FROM user_memory_heads WHERE user_id = ANY(%s) AND version = %s", (sample, version)
         ).fetchall()
         patches = conn.execute(
-            "SELECT patch FROM user_memory_snapshots WHERE user_id = ANY(%s) AND version = %s", (sample, version)
+            "SELECT patch, provenance, source_description FROM user_memory_snapshots"
+            " WHERE user_id = ANY(%s) AND version = %s",
+            (sample, version),
         ).fetchall()
     if len(after) != len(sample):
         raise SystemExit(f"{len(sample) - len(after)} of {len(sample)} sampled users are not at version {version}")
     after_b = statistics.fmean(len(encode(r[0]).encode()) for r in after)
     patch_b = statistics.fmean(len(encode(r[0]).encode()) for r in patches)
+    provenance_b = statistics.fmean(len(encode(r[1] or {}).encode()) + len(r[2].encode()) for r in patches)
     if version == 1:
         before_b = 0.0
     else:
@@ -382,7 +511,7 @@ def document_stats(dsn: str, users: list[uuid.UUID], version: int) -> tuple[floa
             ).fetchall()
         # version 1 was seeded as one `add` per top-level member
         before_b = statistics.fmean(len(encode({op["path"][1:]: op["value"] for op in r[0]}).encode()) for r in rows)
-    return before_b, after_b, patch_b
+    return before_b, after_b, patch_b, provenance_b
 
 
 # -- timed breakdown ------------------------------------------------------------------------------
@@ -394,6 +523,7 @@ JSON_CAT = "JSON encoding/decoding"
 LOGGING = "logging"
 BATCH = "Powertools batch machinery"
 SUMMARIZER = "summarizer"
+FACTS = "fact floor and recency"
 OTHER = "other"
 
 
@@ -480,12 +610,17 @@ def timed_passes(
         (recorder, "insert", DB, "PostgresRecorder.insert (user_memory_append)"),
         (recorder, "mark_summarized", DB, "PostgresRecorder.mark_summarized"),
         (summarizer, "summarize", SUMMARIZER, "RuleBasedSummarizer.summarize"),
+        (pipeline_module, "stored_document_valid", VALIDATION, "stored_document_valid: the head's size + schema"),
         (pipeline_module, "validate_document", VALIDATION, "pipeline -> validate_document (pydantic)"),
         (repository_module, "make_patch", DIFF, "make_patch: json_equal pre-check + jsonpatch.make_patch"),
         (patching_module, "_reproduces", DIFF, "make_patch -> _reproduces (apply_patch + json_equal)"),
         (document_module, "encode", JSON_CAT, "validate_document -> check_size -> encode"),
         (repository_module, "encode", JSON_CAT, "MemoryStore._write -> encode"),
-        (pipeline_module, "activity_chars", JSON_CAT, "prompt_chunks -> activity_chars (json.dumps)"),
+        (pipeline_module, "lines_chars", JSON_CAT, "prompt_chunks -> lines_chars (one encoding of the lines)"),
+        (pipeline_module, "activity_chars", JSON_CAT, "prompt_chunks -> activity_chars (a line that splits)"),
+        (pipeline_module, "restore_facts", FACTS, "restore_facts"),
+        (pipeline_module, "unreflected", FACTS, "unreflected"),
+        (pipeline_module, "set_recency", FACTS, "set_recency"),
         (logger, "info", LOGGING, "logger.info"),
         (logger, "debug", LOGGING, "logger.debug"),
         (logger, "warning", LOGGING, "logger.warning"),
@@ -493,13 +628,16 @@ def timed_passes(
     ]
     floor_steps = [
         ("message", OTHER, "json.loads of the body, ids, window"),
-        ("head", DB, "SELECT version, document FROM user_memory_heads"),
+        ("head", DB, "the adapter's head query (head + run key)"),
+        ("changes", DB, "the adapter's changed-pointers query (a head a person wrote)"),
         ("activities", DB, "the adapter's unsummarized query"),
         ("summarize", SUMMARIZER, "RuleBasedSummarizer.summarize"),
         ("diff", DIFF, "jsonpatch.make_patch (unverified)"),
         ("encode", JSON_CAT, "json.dumps of the document"),
         ("items", OTHER, "item_changes (the search index)"),
-        ("append", DB, "user_memory_append"),
+        ("source", OTHER, "the source description and the provenance record"),
+        ("provenance", OTHER, "the source description and the provenance record"),
+        ("append", DB, "user_memory_append (the adapter's statement, with the run key and provenance)"),
     ]
     with ExitStack() as stack:
         for obj, name, cat, item in worker_patches:
@@ -546,7 +684,10 @@ def print_timed(
                 if c == cat and timers.calls[(c, item)]:
                     calls = timers.calls[(c, item)] / users
                     print(f"    {t / users * 1000:8.3f}  {cat[:12]:<12}  {item} ({calls:.1f})")
-    print(f"\n  one pool checkout + return (no statement): {checkout * 1e6:.1f} us; the worker takes 3 per user")
+    print(
+        f"\n  one pool checkout + return (no statement): {checkout * 1e6:.1f} us; the worker takes one per user "
+        "(HeldConnections, held for the run)"
+    )
 
 
 # -- profile -------------------------------------------------------------------------------------
@@ -559,6 +700,7 @@ CATEGORIES = [
     "logging",
     "Powertools batch machinery",
     "summarizer",
+    "fact floor and recency",
     "other",
 ]
 
@@ -620,6 +762,8 @@ def category_of(f: Frame) -> str | None:
         return "diff + verification (make_patch)"
     if p.endswith("user_memory/domain/summary/rules.py"):
         return "summarizer"
+    if p.endswith(("user_memory/domain/summary/facts.py", "user_memory/domain/summary/requests.py")):
+        return "fact floor and recency"
     if "/psycopg/" in p or "/psycopg_pool/" in p or "/psycopg_binary/" in p or p.endswith("adapters/postgres.py"):
         return "database round trips"
     if "aws_lambda_powertools/" in p or p.endswith(("user_memory/jobs/worker.py", "worker/app.py")):
@@ -743,8 +887,8 @@ class SizeResult:
     label: str
     run: RunResult
     trips: tuple[float, float]
-    docs: tuple[float, float, float]
-    floor_docs: tuple[float, float, float]
+    docs: tuple[float, float, float, float]
+    floor_docs: tuple[float, float, float, float]
     activities: float
     rss_mb: float
     log_lines: int
@@ -753,9 +897,10 @@ class SizeResult:
 
 
 def users_and_events(
-    pool: Any, dsn: str, size: str, n: int, seed_value: int, day: date
+    pool: Any, dsn: str, size: str, n: int, seed_value: int, day: date, head_by: str = "summary"
 ) -> tuple[list[uuid.UUID], list[dict[str, Any]]]:
-    users = seed_small(pool, n, seed_value) if size == "small" else seed_large(pool, dsn, n, seed_value)
+    source = SEED_SOURCES[head_by]
+    users = seed_small(pool, n, seed_value) if size == "small" else seed_large(pool, dsn, n, seed_value, source)
     return users, sqs_events(users, day, seed_value)
 
 
@@ -768,16 +913,17 @@ def run_size(
     base = 100 if size == "small" else 200
     t0 = time.perf_counter()
     progress(f"{size}: seeding {args.users:,} + {args.users:,} users")
-    w_users, w_events = users_and_events(pool, dsn, size, args.users, base + 1, day)
-    f_users, f_events = users_and_events(pool, dsn, size, args.users, base + 2, day)
-    t_w_users, t_w_events = users_and_events(pool, dsn, size, args.trace_users, base + 3, day)
-    t_f_users, t_f_events = users_and_events(pool, dsn, size, args.trace_users, base + 4, day)
+    seeded = functools.partial(users_and_events, pool, dsn, size, day=day, head_by=args.head_by)
+    w_users, w_events = seeded(args.users, base + 1)
+    f_users, f_events = seeded(args.users, base + 2)
+    t_w_users, t_w_events = seeded(args.trace_users, base + 3)
+    t_f_users, t_f_events = seeded(args.trace_users, base + 4)
     if args.profile:
-        timed_w_users, timed_w_events = users_and_events(pool, dsn, size, args.profile_users, base + 5, day)
-        timed_f_users, timed_f_events = users_and_events(pool, dsn, size, args.profile_users, base + 6, day)
+        timed_w_users, timed_w_events = seeded(args.profile_users, base + 5)
+        timed_f_users, timed_f_events = seeded(args.profile_users, base + 6)
         if has_pyinstrument():
-            p_w_users, p_w_events = users_and_events(pool, dsn, size, args.profile_users, base + 7, day)
-            p_f_users, p_f_events = users_and_events(pool, dsn, size, args.profile_users, base + 8, day)
+            p_w_users, p_w_events = seeded(args.profile_users, base + 7)
+            p_f_users, p_f_events = seeded(args.profile_users, base + 8)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
         conn.execute("CHECKPOINT")
@@ -830,6 +976,12 @@ def main() -> None:
         help="also time the steps of separate passes, and sample them with pyinstrument when it is installed",
     )
     parser.add_argument("--profile-users", type=int, default=2000)
+    parser.add_argument(
+        "--head-by",
+        choices=sorted(SEED_SOURCES),
+        default="summary",
+        help="who wrote version 1 of the ~10 KB memories: last night's summary, or a person (one more read each)",
+    )
     args = parser.parse_args()
     for n in (args.users, args.trace_users, args.profile_users):
         if n % RECORDS_PER_EVENT or n < 2 * RECORDS_PER_EVENT:
@@ -853,31 +1005,53 @@ def main() -> None:
     )
     print("Powertools: POWERTOOLS_METRICS_DISABLED=true, POWERTOOLS_TRACE_DISABLED=true, POWERTOOLS_LOG_LEVEL=INFO")
     print(
-        "floor: head SELECT + the adapter's activity query + the same summarizer call + jsonpatch.make_patch + "
-        "the search index's item changes + user_memory_append with them, plain connection"
+        "floor: the adapter's head + run key query, its activity query, the same summarizer call, "
+        "jsonpatch.make_patch, the search index's item changes, user_memory_append with them, the run key "
+        "and a provenance record (the adapter's statement), plain connection"
     )
-    print(f"\n{'documents':<10}{'':<8}{'users':>8}{'seconds':>10}{'users/s':>10}{'ms/user':>10}{'trips/user':>12}")
+    print(
+        "CPU: this process's thread and the side's PostgreSQL backend (/proc/<pid>/schedstat), which other "
+        "load on the machine does not stretch as it stretches wall time"
+    )
+    print(
+        f"\n{'documents':<10}{'':<8}{'users':>8}{'seconds':>10}{'users/s':>10}{'ms/user':>10}{'trips/user':>12}"
+        f"{'CPU ms/user':>13}{'(python':>9}{'+ server)':>10}"
+    )
     for r in results:
-        for who, s, trips in (("worker", r.run.worker_s, r.trips[0]), ("floor", r.run.floor_s, r.trips[1])):
+        for who, side, trips in (("worker", r.run.worker, r.trips[0]), ("floor", r.run.floor, r.trips[1])):
+            s, n = sum(side.wall), r.run.users
+            py, pg = sum(side.python_cpu) / n * 1000, sum(side.server_cpu) / n * 1000
             print(
-                f"{r.label:<10}{who:<8}{r.run.users:>8,}{s:>10.1f}{r.run.users / s:>10.0f}"
-                f"{s / r.run.users * 1000:>10.3f}{trips:>12.1f}"
+                f"{r.label:<10}{who:<8}{n:>8,}{s:>10.1f}{n / s:>10.0f}{s / n * 1000:>10.3f}{trips:>12.1f}"
+                f"{py + pg:>13.3f}{py:>9.3f}{pg:>10.3f}"
             )
         ratio = r.run.floor_s / r.run.worker_s
-        print(f"{r.label:<10}{'ratio':<8}{'worker/floor throughput':>28} = {ratio:.1%}  (target >= 70%)")
+        cpu_ratio = r.run.floor.cpu / r.run.worker.cpu
+        print(
+            f"{r.label:<10}{'ratio':<8}{'worker/floor throughput':>28} = {ratio:.1%}  (target >= 80%); "
+            f"by CPU time {cpu_ratio:.1%}"
+        )
     print("\nper run")
     for r in results:
-        wb, wa, wp = r.docs
-        fb, fa, fp = r.floor_docs
+        wb, wa, wp, wv = r.docs
+        fb, fa, fp, fv = r.floor_docs
         w_p50 = statistics.median(r.run.worker_events) * 1000
         f_p50 = statistics.median(r.run.floor_events) * 1000
         print(
             f"  {r.label}: {r.activities:.1f} activities/user; document {wb:,.0f} -> {wa:,.0f} B, patch {wp:,.0f} B "
-            f"({wp / wa:.1%} of the document); floor wrote {fb:,.0f} -> {fa:,.0f} B, patch {fp:,.0f} B"
+            f"({wp / wa:.1%} of the document), provenance + source {wv:,.0f} B; floor wrote {fb:,.0f} -> "
+            f"{fa:,.0f} B, patch {fp:,.0f} B, provenance + source {fv:,.0f} B"
         )
         print(
             f"  {r.label}: event (10 users) p50 worker {w_p50:.1f} ms, floor {f_p50:.1f} ms; "
             f"{r.log_lines / len(r.run.worker_events):.1f} log lines per invocation; max RSS {r.rss_mb:.0f} MB"
+        )
+    print("\nsummary (ratio = floor / worker):")
+    for r in results:
+        print(
+            f"  {r.label} users={r.run.users} wall={r.run.floor_s / r.run.worker_s:.4f} "
+            f"cpu={r.run.floor.cpu / r.run.worker.cpu:.4f} worker_ms={r.run.worker_s / r.run.users * 1000:.3f} "
+            f"floor_ms={r.run.floor_s / r.run.users * 1000:.3f} load1={os.getloadavg()[0]:.2f}"
         )
     for r in results:
         if r.timed:

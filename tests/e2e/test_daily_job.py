@@ -261,6 +261,36 @@ def test_every_llm_failure_is_logged_with_the_message_id_and_counted(
     assert emf["RecordsFailed"] in (1.0, [1.0]) and emf["UsersFailed"] in (1.0, [1.0])
 
 
+def test_each_users_run_takes_one_connection_from_the_pool(database_url, conn):
+    # Given a pool of one connection, as in Lambda, that counts its checkouts, and three users
+    # with a day of activity in one message
+    pool = open_pool(database_url)
+    checkouts: list[float] = []
+    take = pool.getconn
+
+    def counted(timeout: float | None = None) -> psycopg.Connection:
+        checkouts.append(1)
+        return take(timeout)
+
+    pool.getconn = counted  # type: ignore[method-assign]
+    try:
+        day = datetime(2030, 9, 1, tzinfo=UTC)
+        users = seed_users(pool, 3, day, f"checkouts-{uuid.uuid4()}")
+        services = build_worker(WorkerSettings.from_env({}, database_url=database_url), pool=pool)
+        checkouts.clear()
+        # When the worker processes the message
+        result = worker_handler(
+            sqs_event(refresh_body(users, day, "daily:2030-09-01")), FakeLambdaContext(), services=services
+        )
+        metrics.clear_metrics()
+    finally:
+        pool.close()
+    # Then every user's version is written, each run's three statements on one checkout
+    assert result == {"batchItemFailures": []}
+    assert versions_for(conn, "daily:2030-09-01") == 3
+    assert len(checkouts) == 3
+
+
 def test_a_database_outage_fails_and_reports_every_record(database_url, logs):
     # Given a worker whose pool is gone (the database went away)
     dead = open_pool(database_url)

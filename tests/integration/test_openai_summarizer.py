@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 import uuid
@@ -113,6 +114,22 @@ def test_valid_output_maps_to_the_stored_shape_with_token_usage():
         "json_schema": {"name": "user_memory", "strict": True, "schema": response_schema()},
     }
     assert '"id":"critic"' in fake.user_prompt()  # the model sees parts as a list
+
+
+@pytest.mark.parametrize("mode", ["document", "edit"])
+def test_the_summarizer_leaves_the_document_it_is_given_unchanged(mode):
+    # Given a summarizer that says it never changes its input (the pipeline then gives it the head as read)
+    document = copy.deepcopy(CURRENT)
+    with fake_openai_server() as (fake, url):
+        fake.reply(
+            completion(json.dumps(GOOD)) if mode == "document" else edits_completion(edit("remove", "/parts/critic"))
+        )
+        made = summarizer(url, summary_mode=mode)
+        assert made.leaves_input_unchanged is True
+        # When it summarizes
+        made.summarize(document, ACTS)
+    # Then the document is as it was
+    assert document == CURRENT
 
 
 @pytest.mark.parametrize("schema", [response_schema, edits_schema], ids=["document", "edits"])

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import BaseModel
 from user_memory.domain.memory.document import (
     DocumentTooLarge,
     InvalidDocument,
+    check_size,
+    document_size,
     empty_document,
     register_schema,
     validate_document,
@@ -81,6 +85,18 @@ def test_size_limit_default_and_configurable():
     small = valid_doc()
     with pytest.raises(DocumentTooLarge):
         validate_document(small, max_bytes=100)
+
+
+@pytest.mark.parametrize("text", ["plain ascii", "é", "naïve café ☃", "\U0001f600 \u2028", "\x00\x7f"])
+def test_the_size_is_the_compact_json_in_utf8_bytes(text):
+    # Given documents whose text is ASCII or not (ASCII is measured without being encoded)
+    doc = {"summary": text, "n": [1, 2.5, True, None]}
+    expected = len(json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    # Then the size is the bytes of the stored form, and the limit refuses one byte over it
+    assert document_size(doc) == expected
+    assert check_size(doc, expected) == expected
+    with pytest.raises(DocumentTooLarge):
+        check_size(doc, expected - 1)
 
 
 def test_other_schemas_can_be_registered_by_name():

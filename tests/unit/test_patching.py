@@ -156,6 +156,47 @@ def test_round_trip_small_edits(old, data):
     assert json_equal(json.loads(json.dumps(patch)), patch)
 
 
+def _defined_equal(a, b) -> bool:
+    """json_equal's definition, written the plain way: same type, then members equal."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_defined_equal(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_defined_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _retyped(value, at: int, seen: list[int]):
+    """`value` with its `at`-th leaf turned into an equal value of another type (True -> 1 -> 1.0)."""
+    if isinstance(value, dict):
+        return {k: _retyped(v, at, seen) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_retyped(v, at, seen) for v in value]
+    seen.append(1)
+    if len(seen) - 1 != at:
+        return value
+    if isinstance(value, bool):
+        return int(value)
+    return float(value) if isinstance(value, int) else value
+
+
+@settings(max_examples=400, deadline=None)
+@given(a=json_values, data=st.data())
+def test_json_equal_agrees_with_its_definition(a, data):
+    # Given a value and another: a copy, a copy with one leaf of another type, or any value
+    b = data.draw(
+        st.one_of(
+            st.just(copy.deepcopy(a)),
+            st.integers(0, 25).map(lambda at: _retyped(a, at, [])),
+            json_values,
+        )
+    )
+    # Then json_equal says what its definition says, both ways round
+    assert json_equal(a, b) == _defined_equal(a, b)
+    assert json_equal(b, a) == _defined_equal(b, a)
+
+
 _keys = st.sampled_from(["a", "b", "c", ""])
 _json = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=3),

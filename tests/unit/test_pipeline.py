@@ -20,7 +20,9 @@ from user_memory.domain.summary.edits import MemoryEdit
 from user_memory.domain.summary.pipeline import (
     Deadline,
     PipelineConfig,
+    activity_chars,
     activity_line,
+    lines_chars,
     prompt_activity,
     prompt_chunks,
     refresh_user,
@@ -403,6 +405,85 @@ def test_a_summarizer_that_edits_its_input_in_place_still_gets_its_change_writte
 
     out = w.run(InPlace())
     assert out.status is RunStatus.WRITTEN and w.store.head(w.user).document["summary"] == "changed in place"
+
+
+@pytest.mark.parametrize("promises", [True, False])
+def test_only_a_summarizer_that_promises_to_leave_its_input_unchanged_is_given_the_head_as_read(promises):
+    # Given a stored memory, and the head document the run reads
+    w = World()
+    w.store.append(w.user, validate_document({"summary": "old"}), expected_version=0, source="seed")
+    w.add("session")
+    read: list[Any] = []
+    head_for_run = w.store.head_for_run
+
+    def reading(user_id: Any, run_key: str) -> Any:
+        head, recorded = head_for_run(user_id, run_key)
+        read.append(head.document)
+        return head, recorded
+
+    w.store.head_for_run = reading  # type: ignore[method-assign]
+
+    class Given(Scripted):
+        leaves_input_unchanged = promises
+
+        def summarize(self, document, activities, *, feedback=None, timeout=None):
+            self.given = document
+            return super().summarize(document, activities, feedback=feedback, timeout=timeout)
+
+    # When the run summarizes
+    summarizer = Given()
+    assert w.run(summarizer).status is RunStatus.WRITTEN
+    # Then one that promises gets the head itself; any other gets a copy (it may change it in place)
+    assert (summarizer.given is read[0]) is promises
+    assert summarizer.given == read[0]
+
+
+@pytest.mark.parametrize(
+    "kind", ["part_named", "goal_set", "trigger_noted", "safety_note", "forget_part", "memory_reset"]
+)
+def test_the_rule_based_summarizer_leaves_the_document_it_is_given_unchanged(kind):
+    # Given a memory with parts, triggers and notes, and an activity of each kind the rules fold
+    document = validate_document(
+        {
+            "parts": _parts(3),
+            "triggers_and_goals": [{"trigger": "T", "desired_outcome": "O", "related_parts": ["p0"]}],
+            "safety_notes": "keep calm",
+        }
+    )
+    before = copy.deepcopy(document)
+    payload = {"part_id": "p0", "name": "New name", "goal": "G", "trigger": "T2", "note": "N", "related_parts": ["p1"]}
+    activity = Activity(
+        user_id=uuid.uuid4(), occurred_at=DAY.start, kind=kind, payload=payload, source="s", external_id="1"
+    )
+    # When the rule-based summarizer, which says it never changes its input, summarizes
+    summarizer = RuleBasedSummarizer()
+    assert summarizer.leaves_input_unchanged is True
+    summarizer.summarize(document, [activity])
+    # Then the document is as it was
+    assert document == before
+
+
+@pytest.mark.parametrize("extra", [-1, 0, 1])
+def test_activity_that_fits_the_budget_exactly_is_one_chunk_and_one_character_more_splits(extra):
+    # Given three activities whose prompt lines take `max_chars` + extra characters in all
+    acts = [
+        Activity(
+            user_id=uuid.uuid4(),
+            occurred_at=DAY.start,
+            kind="m",
+            payload={"t": "é" * (10 + i), "n": [1, 2.5, True, None]},
+            source="s",
+            external_id=str(i),
+        )
+        for i in range(3)
+    ]
+    total = sum(activity_chars(a) for a in acts)
+    assert lines_chars(acts) == total
+    # When they are chunked with a budget of total - extra
+    chunks = list(prompt_chunks(acts, max_chars=total - extra))
+    # Then they go as one chunk while they fit, else the last one goes alone
+    assert [len(c) for c in chunks] == ([2, 1] if extra > 0 else [3])
+    assert [a for c in chunks for a in c] == acts
 
 
 def test_prompt_chunks_measure_the_line_the_prompt_carries():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +21,14 @@ from user_memory.adapters.conversations import PostgresConversations
 from user_memory.adapters.kv import PostgresKv
 from user_memory.adapters.migrations import Login
 from user_memory.adapters.overview import PostgresOverview
-from user_memory.adapters.postgres import ConnectionSource, PostgresActivity, PostgresRecorder, open_pool, transaction
+from user_memory.adapters.postgres import (
+    ConnectionSource,
+    HeldConnections,
+    PostgresActivity,
+    PostgresRecorder,
+    open_pool,
+    transaction,
+)
 from user_memory.adapters.search import PostgresSearch
 from user_memory.adapters.sqs import SqsSender
 from user_memory.config import (
@@ -145,6 +152,8 @@ class WorkerServices:
     conversation_summarizer: ConversationSummarizer
     # The worker's own queue, for re-sending conversations that failed (None: not configured).
     sender: Sender | None = None
+    # Holds one database connection for a user's run, so that its statements share one checkout.
+    hold: Callable[[], AbstractContextManager[None]] = field(default=nullcontext, repr=False)
     pool: ConnectionPool | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -168,17 +177,19 @@ def build_worker(
     sender = SqsSender(settings.queue_url, _sqs_client(sqs_client)) if settings.queue_url else None
     owned = pool is None
     pool = pool or open_pool(database_url(settings), role=settings.database_role)
+    db = HeldConnections(pool)  # every adapter's statements go through it: a hold covers them all
     return WorkerServices(
         settings=settings,
-        store=memory_store(pool, settings),
-        activity=PostgresActivity(pool),
-        companion=PostgresCompanion(pool),
-        search=PostgresSearch(pool, build_embedder(settings)),
+        store=memory_store(db, settings),
+        activity=PostgresActivity(db),
+        companion=PostgresCompanion(db),
+        search=PostgresSearch(db, build_embedder(settings)),
         summarizer=summarizer,
         pipeline=settings.pipeline(),
-        conversations=PostgresConversations(pool),
+        conversations=PostgresConversations(db),
         conversation_summarizer=conversation_summarizer,
         sender=sender,
+        hold=db.hold,
         pool=pool if owned else None,
     )
 

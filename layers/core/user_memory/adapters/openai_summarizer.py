@@ -180,6 +180,8 @@ class OpenAISummarizer(calls.ChatCaller):
     Keyword arguments beyond the mode, the prompt's activity budget and the schema are the call's
     (`ChatCaller`: model, temperature, timeout, max_retries, sleep)."""
 
+    leaves_input_unchanged = True  # it reads the document into the prompt (ports.Summarizer)
+
     def __init__(
         self,
         client: Any,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -119,6 +120,42 @@ class Transaction:
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
         yield self.conn
+
+
+class HeldConnections:
+    """A pool whose connection can be held for a span of statements: the worker holds one for
+    each user's run, one checkout instead of one per statement. Outside `hold()` every
+    `connection()` is a checkout of its own, as from the pool. Held per thread."""
+
+    def __init__(self, pool: ConnectionSource) -> None:
+        self.pool = pool
+        self._held = threading.local()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        held: psycopg.Connection | None = getattr(self._held, "conn", None)
+        if held is not None:
+            yield held
+            return
+        with self.pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Every `connection()` inside the block, on this thread, is the same checked-out
+        connection; it goes back to the pool (which drops it if it broke) when the block ends."""
+        if getattr(self._held, "conn", None) is not None:
+            yield
+            return
+        try:
+            with self.pool.connection() as conn:
+                self._held.conn = conn
+                try:
+                    yield
+                finally:
+                    self._held.conn = None
+        except psycopg.Error as err:
+            raise translate(err) from err
 
 
 _END_USER = "SELECT set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"

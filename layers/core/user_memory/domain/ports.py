@@ -236,7 +236,11 @@ class SummaryResult:
 
 class Summarizer(Protocol):
     """Turns the current memory document and new activity into the next document, or into the
-    edits that make it (SummaryResult.edits)."""
+    edits that make it (SummaryResult.edits).
+
+    One that never modifies the document it is given may say so with a class attribute
+    `leaves_input_unchanged = True`: the pipeline then gives it the head as read instead of a copy.
+    """
 
     name: str
 

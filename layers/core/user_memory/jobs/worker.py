@@ -145,16 +145,17 @@ def refresh_users(
 
     for user_id in message.user_ids:
         try:
-            outcome = refresh_user(
-                user_id,
-                message.window,
-                message.run_key,
-                store=services.store,
-                activity=services.activity,
-                summarizer=services.summarizer,
-                cfg=services.pipeline,
-                deadline=deadline,
-            )
+            with services.hold():  # one connection for the run's statements
+                outcome = refresh_user(
+                    user_id,
+                    message.window,
+                    message.run_key,
+                    store=services.store,
+                    activity=services.activity,
+                    summarizer=services.summarizer,
+                    cfg=services.pipeline,
+                    deadline=deadline,
+                )
         except DeadlineReached:
             raise  # the rest of the message waits for the retry
         except Exception as err:  # one user's failure, whatever it is, must not stop the others

@@ -91,14 +91,23 @@ def get_schema(name: str) -> type[BaseModel]:
         raise InvalidDocument(f"unknown document schema {name!r}; known: {known}") from None
 
 
+# json.dumps with options builds an encoder per call; documents are encoded several times a run.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def encode(document: Any) -> str:
     """The compact JSON text a document is stored and measured as."""
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(document)
+
+
+def utf8_size(text: str) -> int:
+    """Bytes of `text` in UTF-8; an ASCII text (most documents) is measured without encoding it."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def document_size(document: Any) -> int:
     """Size in bytes of the document's compact JSON encoding."""
-    return len(encode(document).encode())
+    return utf8_size(encode(document))
 
 
 def check_size(document: Any, max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES) -> int:

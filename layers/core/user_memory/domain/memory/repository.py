@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from user_memory.domain.companion.items import item_changes
-from user_memory.domain.memory.document import document_size, encode
+from user_memory.domain.memory.document import document_size, encode, utf8_size
 from user_memory.domain.memory.patching import apply_patch, copy_json, make_patch, storable_patch
 from user_memory.domain.model import (
     DEFAULT_CHECKPOINT_INTERVAL,
@@ -278,7 +278,7 @@ class MemoryStore:
                 raise VersionConflict(uid, expected_version, head.version)
         document = next_document(head.document)
         document_json = encode(document)  # encoded once: size check and insert
-        size = len(document_json.encode())
+        size = utf8_size(document_json)
         if size > self.max_document_bytes:
             raise DocumentTooLarge(size, self.max_document_bytes)
         patch = make_patch(head.document, document)

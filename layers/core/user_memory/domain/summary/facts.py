@@ -65,7 +65,7 @@ from typing import Any
 from user_memory.domain.memory.document import get_schema
 from user_memory.domain.memory.patching import copy_json, escape_token, json_equal, parse_pointer
 from user_memory.domain.model import FORGET_KINDS, Activity, Document, VersionChange
-from user_memory.domain.summary.requests import forget_allows, forgotten_part, has_reset, is_reset
+from user_memory.domain.summary.requests import forgotten_part, has_reset, is_reset
 from user_memory.domain.summary.rules import FACT_KINDS, RECENCY_DECAY, fold
 from user_memory.errors import PatchError
 
@@ -197,12 +197,14 @@ def restore_facts(old: Document, new: Document, activities: Sequence[Activity]) 
     renamed_by_activity = {pid for a in acts if a.kind == "part_named" and (pid := _named_part(a))}
     noted = {str(_payload(a).get("trigger")) for a in acts if a.kind == "trigger_noted"}
     named_ids = {pid for a in acts if (pid := _named_part(a))}
+    # With no reset among them, the activity lets exactly these parts go (requests.forget_allows).
+    forgettable = {pid for a in acts if (pid := forgotten_part(a)) is not None}
     out = _Copy(new)
     restored: list[Restored] = []
 
     # Parts: a lost part comes back whole, or, when it reappears under a new id, moves back.
     new_parts = _parts(new)
-    lost = [pid for pid in old_parts if pid not in new_parts and not forget_allows(acts, pid)]
+    lost = [pid for pid in old_parts if pid not in new_parts and pid not in forgettable]
     invented = [pid for pid in new_parts if pid not in old_parts and pid not in named_ids]
     for pid in lost:
         moved = next((n for n in invented if _name(_parts(out.doc).get(n)) == _name(old_parts[pid])), None)
@@ -230,13 +232,16 @@ def restore_facts(old: Document, new: Document, activities: Sequence[Activity]) 
 
     # Names and goals of the parts that stay.
     for pid, old_part in old_parts.items():
-        if forget_allows(acts, pid) or pid not in _parts(out.doc):
+        if pid in forgettable or pid not in _parts(out.doc):
             continue
         if _name(_parts(out.doc)[pid]) != _name(old_part) and pid not in renamed_by_activity:
             out.edit()["parts"][pid]["name"] = _name(old_part)
             restored.append(Restored(_ptr("parts", pid, "name"), "renamed without a part_named activity for it"))
+        old_goals = _goal_texts(old_part)
+        if not old_goals:
+            continue
         have = set(_goal_texts(_parts(out.doc)[pid]))
-        for goal in _goal_texts(old_part):
+        for goal in old_goals:
             if goal in have:
                 continue
             goals = out.edit()["parts"][pid].setdefault("goals", [])
@@ -246,15 +251,18 @@ def restore_facts(old: Document, new: Document, activities: Sequence[Activity]) 
                 Restored(_ptr("parts", pid, "goals", len(goals) - 1), "removed or reworded without a forget request")
             )
 
-    # Triggers, matched by their text (each old entry to one new entry).
+    # Triggers, matched by their text (each old entry to one new entry). Entries are only ever
+    # appended below, and each one appended is used at once: the positions found here stay true.
     used: set[int] = set()
+    positions: dict[str, list[int]] = {}
+    for i, t in enumerate(_triggers(out.doc)):
+        if isinstance(t, dict):
+            positions.setdefault(str(t.get("trigger")), []).append(i)
     for old_t in _triggers(old):
         if not isinstance(old_t, dict):
             continue
         text = str(old_t.get("trigger"))
-        current = _triggers(out.doc)
-        same = (i for i, t in enumerate(current) if isinstance(t, dict) and str(t.get("trigger")) == text)
-        at = next((i for i in same if i not in used), None)
+        at = next((i for i in positions.get(text, ()) if i not in used), None)
         if at is None:
             doc = out.edit()
             entry = copy_json(old_t)
@@ -265,6 +273,7 @@ def restore_facts(old: Document, new: Document, activities: Sequence[Activity]) 
             restored.append(Restored(_ptr("triggers_and_goals", len(triggers) - 1), "removed without a forget request"))
             continue
         used.add(at)
+        current = _triggers(out.doc)
         if current[at].get("desired_outcome") != old_t.get("desired_outcome") and text not in noted:
             out.edit()["triggers_and_goals"][at]["desired_outcome"] = old_t.get("desired_outcome", "")
             restored.append(

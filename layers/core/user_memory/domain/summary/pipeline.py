@@ -154,11 +154,30 @@ class RunOutcome:
     rebased: int = 0
 
 
+# One encoder for every line (json.dumps with an option builds one per call); each activity's
+# line is measured for the prompt's chunks on every run.
+_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
+def _line_object(a: Activity) -> dict[str, Any]:
+    extra = {k: v for k, v in a.payload.items() if k not in ("at", "kind")}
+    return {"at": a.occurred_at.isoformat(), "kind": a.kind, **extra}
+
+
 def activity_line(a: Activity) -> str:
     """An activity as one line of a prompt: its time and kind, then its payload (whose own `at` or
     `kind` keys cannot override them)."""
-    extra = {k: v for k, v in a.payload.items() if k not in ("at", "kind")}
-    return json.dumps({"at": a.occurred_at.isoformat(), "kind": a.kind, **extra}, ensure_ascii=False)
+    return _LINE_ENCODER.encode(_line_object(a))
+
+
+def lines_chars(activities: Sequence[Activity]) -> int:
+    """sum(activity_chars(a) for a in activities), from one encoding of them all: a JSON array is
+    its members' encodings joined by ", " between brackets."""
+    if not activities:
+        return 0
+    joined = _LINE_ENCODER.encode([_line_object(a) for a in activities])
+    n = len(activities)
+    return len(joined) - 2 - 2 * (n - 1) + n
 
 
 def activity_chars(a: Activity) -> int:
@@ -214,6 +233,9 @@ def prompt_activity(
 
 def prompt_chunks(activities: list[Activity], max_chars: int) -> Iterator[list[Activity]]:
     """Consecutive chunks whose prompt size stays within `max_chars` (an oversized item goes alone)."""
+    if activities and lines_chars(activities) <= max_chars:
+        yield list(activities)  # a day's activity mostly fits one prompt: measured in one piece
+        return
     chunk: list[Activity] = []
     size = 0
     for a in activities:
@@ -492,6 +514,13 @@ def _set_recency(base: Document, draft: _Draft, cfg: PipelineConfig) -> _Draft:
     return draft
 
 
+def _first_input(summarizer: Summarizer, base: Document) -> Document:
+    """What the first chunk's summarizer call is given: the head read, when the summarizer says it
+    never changes its input (`leaves_input_unchanged`, see ports.Summarizer); else a copy, so that
+    one that changes it in place still cannot change the head the store diffs against."""
+    return base if getattr(summarizer, "leaves_input_unchanged", False) is True else copy_json(base)
+
+
 def _fold_chunks(
     user_id: uuid.UUID,
     base: Document,
@@ -503,7 +532,7 @@ def _fold_chunks(
     human: Sequence[HumanEdit] = (),
 ) -> _Draft:
     """Fold every unsummarized activity into the document, chunk by chunk, while time allows."""
-    draft = _Draft(document=copy_json(base), included=[])
+    draft = _Draft(document=_first_input(summarizer, base), included=[])
     after_id = 0
     while True:
         batch = activity.unsummarized(user_id, before=window.end, after_id=after_id, limit=cfg.max_activities)

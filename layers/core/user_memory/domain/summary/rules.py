@@ -105,6 +105,7 @@ class RuleBasedSummarizer:
 
     name = "rules"
     schema = "user_state"  # also for subclasses that do not call __init__
+    leaves_input_unchanged = True  # it folds into a copy (ports.Summarizer)
 
     def __init__(self, schema: str = "user_state") -> None:
         self.schema = schema
