@@ -29,8 +29,8 @@ GROUP_CLAIMS = ("cognito:groups", "groups")
 # The namespace of derived user ids (uuid5(NAMESPACE_URL, "urn:user-memory:subject-ids")). Fixed
 # for good: another value would give every user of a `derived` deployment a new id.
 SUBJECT_NAMESPACE = uuid.UUID("2920914b-9547-5218-a26b-e0f1e6dfc1e7")
-# OIDC caps neither; 255 is what common issuers document as their subject's limit (the OIDC Core
-# spec: "MUST NOT exceed 255 ASCII characters"), and bounds what a token can make us hash.
+# OpenID Connect Core: a `sub` "MUST NOT exceed 255 ASCII characters"; the issuer's bound is
+# ours, generous for a URL. Both bound what a token can make the API hash.
 MAX_SUBJECT_CHARS = 255
 MAX_ISSUER_CHARS = 2048
 
