@@ -1,6 +1,7 @@
 """`user-memory serve` with an OpenID Connect issuer: its tokens are verified the way API Gateway's
 JWT authorizer does (the issuer's keys through discovery, issuer, audience, expiry), beside the
-development tokens."""
+development tokens; with SUBJECT_IDS=derived, an issuer's subject that is not a UUID is the same
+derived user as behind API Gateway (the same handler maps the claims)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from psycopg_pool import ConnectionPool
 from user_memory.config import ApiSettings
 from user_memory.http.app import create_api
+from user_memory.http.auth import derived_user_id
 from user_memory.runtime import build_api
 from user_memory_local.oidc import OidcVerifier
 from user_memory_local.serve import ApiServer
@@ -38,6 +40,15 @@ def issuer() -> Iterator[OidcIssuer]:
 @pytest.fixture(scope="module")
 def server(pool: ConnectionPool, issuer: OidcIssuer) -> Iterator[ApiServer]:
     settings = ApiSettings.from_env({"DOCUMENT_SCHEMA": "tutor"})
+    api = create_api(build_api(settings, pool=pool), settings)
+    verifier = OidcVerifier(issuer.url, ["console-test"])
+    with ApiServer(api, secret=SECRET, port=0, log=io.StringIO(), oidc=verifier) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def derived_server(pool: ConnectionPool, issuer: OidcIssuer) -> Iterator[ApiServer]:
+    settings = ApiSettings.from_env({"DOCUMENT_SCHEMA": "tutor", "SUBJECT_IDS": "derived"})
     api = create_api(build_api(settings, pool=pool), settings)
     verifier = OidcVerifier(issuer.url, ["console-test"])
     with ApiServer(api, secret=SECRET, port=0, log=io.StringIO(), oidc=verifier) as running:
@@ -69,3 +80,20 @@ def test_a_token_for_another_audience_another_key_or_expired_is_refused(server: 
     ]:
         status, detail = status_of(server, token)
         assert status == 401 and why in detail, detail
+
+
+def test_an_issuers_subject_that_is_not_a_uuid_is_its_derived_user_when_configured(
+    server: ApiServer, derived_server: ApiServer, issuer: OidcIssuer
+):
+    # Given an Auth0-style subject at the issuer
+    sub = f"auth0|{uuid.uuid4().hex[:24]}"
+    # Then by default its tokens are refused, as behind API Gateway
+    status, detail = status_of(server, issuer.mint(sub))
+    assert status == 401 and "not a user id" in detail
+    # And with SUBJECT_IDS=derived every token of it is one user, the id the API derives
+    user = str(derived_user_id(issuer.url, sub))
+    assert status_of(derived_server, issuer.mint(sub)) == (200, user)
+    assert status_of(derived_server, issuer.mint(sub)) == (200, user)
+    # And development tokens (a UUID sub) still name their own user
+    mine = str(uuid.uuid4())
+    assert status_of(derived_server, issue_token(mine, secret=SECRET)) == (200, mine)

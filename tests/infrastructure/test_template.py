@@ -61,6 +61,7 @@ FUNCTION_ENV = {
     "ApiFunction": {
         "DATABASE_SECRET_NAME",  # its own login's DSN, not the service's
         "OPERATOR_SCOPE",
+        "SUBJECT_IDS",
         "REQUIRE_IF_MATCH",
         "PROMPT_INCLUDE_SENSITIVE",
         "DOCUMENT_SCHEMA",

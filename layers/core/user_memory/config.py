@@ -265,6 +265,10 @@ class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings
     # A token whose `scope` claim holds this scope, or whose groups claim (`cognito:groups`,
     # `groups`) holds it, may use /admin/users/{user_id}/... for any user.
     operator_scope: str = Field(default="user-memory/operator", min_length=1)
+    # uuid: the token's `sub` is the user id and must be a UUID (else 401). derived: a `sub` that is
+    # not a UUID (Auth0's `auth0|...`, Okta, Entra ID, Google) gets the user id
+    # uuid5(SUBJECT_NAMESPACE, iss + "\n" + sub) (user_memory.http.auth); a UUID `sub` stays as it is.
+    subject_ids: Literal["uuid", "derived"] = "uuid"
     # true: PATCH, PUT, revert and prune without If-Match answer 428 instead of rebasing.
     require_if_match: bool = False
     # true: GET /me/memory/prompt (and the MCP read_memory tool, `user-memory chat`) also render

@@ -61,7 +61,7 @@ def caller(request: Request) -> Caller:
 def caller_of(event: dict[str, Any], settings: ApiSettings) -> Caller:
     """The caller an event's verified token names (Unauthenticated without one)."""
     claims = (((event.get("requestContext") or {}).get("authorizer") or {}).get("jwt") or {}).get("claims")
-    return caller_from_claims(claims, operator_scope=settings.operator_scope)
+    return caller_from_claims(claims, operator_scope=settings.operator_scope, subject_ids=settings.subject_ids)
 
 
 @contextmanager
