@@ -23,14 +23,17 @@ def _python_example(path: Path) -> str:
     return text.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-@pytest.mark.parametrize("readme", [ROOT / "clients" / "python" / "README.md", ROOT / "docs" / "client.md"])
+@pytest.mark.parametrize(
+    "readme", [ROOT / "clients" / "python" / "README.md", ROOT / "docs" / "client.md", ROOT / "README.md"]
+)
 def test_the_readme_example_reads_edits_and_searches_a_memory(base_url, token, readme):
     # Given the README's example, as written there (at most ten lines)
     example = _python_example(readme)
     assert len(example.strip().splitlines()) <= 10
     printed: list[tuple[object, ...]] = []
     # When it runs against the API
-    exec(example, {"API": base_url, "get_token": lambda: token, "print": lambda *a: printed.append(a)})
+    names = {"API": base_url, "get_token": lambda: token, "TOKEN": token, "print": lambda *a: printed.append(a)}
+    exec(example, names)
     # Then it wrote version 1 on version 0 and found the summary it wrote
     with Client(base_url, token) as client:
         assert client.memory.get().document["summary"] == "Learns algebra in the evenings"
