@@ -199,3 +199,17 @@ def test_the_build_check_finds_the_librarys_data_files_in_the_layer(tmp_path):
     assert check.package_data(tmp_path) == ["user_memory/http/console/app.js"]
     with pytest.raises(SystemExit, match="console/app.js"):
         check.check_package_data(tmp_path)
+
+
+def test_every_folder_of_the_library_is_a_package_of_the_distribution():
+    # Given the library's folders (code, prompts, the console's files) and the packages pyproject lists
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    library = ROOT / "layers" / "core" / "user_memory"
+    folders = {
+        ".".join(("user_memory", *p.relative_to(library).parts))
+        for p in [library, *library.rglob("*")]
+        if p.is_dir() and p.name != "__pycache__" and any(f.is_file() for f in p.iterdir())
+    }
+    # Then a wheel (pip install ., not only an editable install) carries every one of them
+    assert folders - listed == set()
