@@ -57,7 +57,7 @@ def database_url(owner_mode: str, cluster_admin_url: str | None) -> Iterator[str
     owners.after_migrations(url, owner_mode)
     yield url
     with psycopg.connect(cluster_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        owners.drop_database(conn, name)
 
 
 @pytest.fixture(scope="session")
@@ -90,8 +90,8 @@ def fresh_db(database_url: str, request: pytest.FixtureRequest) -> Iterator[str]
     name = f"user_memory_{request.module.__name__.rsplit('.', 1)[-1]}"[:63]
     admin = psycopg.conninfo.make_conninfo(database_url, dbname="postgres")
     with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        owners.drop_database(c, name)
         c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     yield psycopg.conninfo.make_conninfo(database_url, dbname=name)
     with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        owners.drop_database(c, name)

@@ -15,6 +15,7 @@ of its own: roles are cluster-wide, and the modes disagree on them.
 from __future__ import annotations
 
 import os
+import time
 
 import psycopg
 from psycopg import sql
@@ -35,13 +36,28 @@ def mode() -> str:
     return chosen
 
 
+def drop_database(conn: psycopg.Connection, name: str, *, attempts: int = 50) -> None:
+    """DROP DATABASE IF EXISTS ... WITH (FORCE) on an autocommit connection, waiting out an
+    autovacuum worker: it runs as the bootstrap superuser, so a non-superuser owner may not end it
+    ("permission denied to terminate process") and the drop is tried again shortly after."""
+    statement = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    for attempt in range(attempts):
+        try:
+            conn.execute(statement)
+            return
+        except psycopg.errors.InsufficientPrivilege:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.1)
+
+
 def create_database(admin_url: str, name: str, owner_mode: str) -> str:
     """Create database `name` (dropped first if left over) for `owner_mode`; return the owner's URL.
 
     `admin_url` is the cluster superuser's. Migrations have not run yet.
     """
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        drop_database(conn, name)
         if owner_mode == "superuser":
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
             return make_conninfo(admin_url, dbname=name)

@@ -149,6 +149,8 @@ def test_the_client_imports_nothing_of_the_server_and_depends_on_httpx_and_pydan
         # the interpreter's own
         "__main__",
         "_distutils_hack",
+        "sitecustomize",
+        "usercustomize",
     }
     extra = {
         m

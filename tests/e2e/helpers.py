@@ -37,6 +37,7 @@ from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local import cli
 from user_memory_local.poller import FakeLambdaContext, LambdaSqsPoller, create_queues, sqs_record
 
+from tests import owners
 from tests.api_client import ApiClient, Reply
 from tests.fake_openai import completion, fake_openai_server
 
@@ -477,7 +478,7 @@ def new_database(database_url: str, name: str, *, migrated: bool) -> Iterator[st
     DATABASE is not allowed)."""
     try:
         with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            owners.drop_database(conn, name)
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     except psycopg.errors.InsufficientPrivilege:
         if not migrated:
@@ -491,4 +492,4 @@ def new_database(database_url: str, name: str, *, migrated: bool) -> Iterator[st
         yield url
     finally:
         with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            owners.drop_database(conn, name)

@@ -22,6 +22,7 @@ import pytest
 from psycopg import sql
 from user_memory.adapters.migrations import migrate
 
+from tests import owners
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -45,7 +46,7 @@ def new_database(database_url) -> Iterator:
     def make() -> str:
         name = f"user_memory_sim_{os.getpid()}_{len(made)}"
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            owners.drop_database(conn, name)
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         made.append(name)
         dsn = psycopg.conninfo.make_conninfo(database_url, dbname=name)
@@ -55,7 +56,7 @@ def new_database(database_url) -> Iterator:
     yield make
     with psycopg.connect(admin, autocommit=True) as conn:
         for name in made:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            owners.drop_database(conn, name)
 
 
 def simulate(dsn: str, mode: str, rates: Rates, days: int = DAYS, floor: bool = True) -> ModeResult:

@@ -21,6 +21,7 @@ from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from tests import owners
 from tests.integration.roles import UNUSABLE_CLAIMS, as_role, new_user, waits_on_a_lock
 from tests.owners import SERVICE_POLICY
 
@@ -555,7 +556,7 @@ def supabase_like_database(database_url):
     name = f"user_memory_default_privileges_{os.getpid()}"
     admin = psycopg.conninfo.make_conninfo(database_url, dbname="postgres")
     with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        owners.drop_database(c, name)
         c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     url = psycopg.conninfo.make_conninfo(database_url, dbname=name)
     with psycopg.connect(url, autocommit=True) as c:
@@ -566,7 +567,7 @@ def supabase_like_database(database_url):
             )
     yield url
     with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        owners.drop_database(c, name)
 
 
 def test_the_migrations_revoke_what_default_privileges_grant(supabase_like_database):
