@@ -181,6 +181,7 @@ class OpenAISummarizer(calls.ChatCaller):
     (`ChatCaller`: model, temperature, timeout, max_retries, sleep)."""
 
     leaves_input_unchanged = True  # it reads the document into the prompt (ports.Summarizer)
+    answers_json_values = True  # the parsed answer and the head (ports.Summarizer)
 
     def __init__(
         self,

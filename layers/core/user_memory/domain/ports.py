@@ -240,6 +240,9 @@ class Summarizer(Protocol):
 
     One that never modifies the document it is given may say so with a class attribute
     `leaves_input_unchanged = True`: the pipeline then gives it the head as read instead of a copy.
+    One whose whole-document answers hold only the values JSON decodes to (dicts with string keys,
+    lists, strings, numbers, booleans, None) may say so with `answers_json_values = True`: their
+    size is then checked without encoding them (document.check_json_size); the outcome is the same.
     """
 
     name: str

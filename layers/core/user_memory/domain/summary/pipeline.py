@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from user_memory.domain.memory.document import check_size, get_schema, validate_document
+from user_memory.domain.memory.document import check_json_size, get_schema, validate_document
 from user_memory.domain.memory.patching import apply_patch, copy_json, make_patch
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import FORGET_KINDS as FORGET_KINDS  # defined there; re-exported as before
@@ -280,11 +280,24 @@ class _Answer:
     missing: list[Activity]
 
 
+def answers_json_values(summarizer: Summarizer) -> bool:
+    """Whether the summarizer says its answers hold only the values JSON decodes to
+    (`answers_json_values`, see ports.Summarizer)."""
+    return getattr(summarizer, "answers_json_values", False) is True
+
+
 def _next_document(
-    result: SummaryResult, document: Document, activities: list[Activity], cfg: PipelineConfig
+    result: SummaryResult,
+    document: Document,
+    activities: list[Activity],
+    cfg: PipelineConfig,
+    json_values: bool = False,
 ) -> tuple[Document, tuple[MemoryEdit, ...], tuple[RefusedEdit, ...]]:
     if result.edits is None:
-        return validate_document(result.document, cfg.schema, max_bytes=cfg.max_document_bytes), (), ()
+        answer = validate_document(
+            result.document, cfg.schema, max_bytes=cfg.max_document_bytes, json_values=json_values
+        )
+        return answer, (), ()
     edited = apply_edits(
         document, result.edits, activities, schema=cfg.schema, max_bytes=cfg.max_document_bytes, author=result.model
     )
@@ -350,7 +363,9 @@ def summarize_valid(
         prompt_tokens += result.prompt_tokens
         cached += result.cached_prompt_tokens
         try:
-            next_document, applied, refused = _next_document(result, document, activities, cfg)
+            next_document, applied, refused = _next_document(
+                result, document, activities, cfg, answers_json_values(summarizer)
+            )
         except InvalidDocument as err:
             feedback = str(err)
             continue
@@ -576,7 +591,7 @@ def stored_document_valid(head: MemoryVersion, cfg: PipelineConfig) -> bool:
     if head.version == 0:
         return True
     try:  # validate_document without building the stored form: a third of its time, on every run
-        check_size(head.document, cfg.max_document_bytes)
+        check_json_size(head.document, cfg.max_document_bytes)  # the head as decoded from the database
         get_schema(cfg.schema).model_validate(head.document)
     except (InvalidDocument, ValidationError):
         return False

@@ -106,6 +106,7 @@ class RuleBasedSummarizer:
     name = "rules"
     schema = "user_state"  # also for subclasses that do not call __init__
     leaves_input_unchanged = True  # it folds into a copy (ports.Summarizer)
+    answers_json_values = True  # built from the head, the activity and parsed JSON (ports.Summarizer)
 
     def __init__(self, schema: str = "user_state") -> None:
         self.schema = schema
