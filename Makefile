@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]' -e 'clients/python[langgraph]'
+	# PYTHONWARNINGS: setuptools' banners about editable installs, which need no action here
+	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet -e '.[dev]' -e 'clients/python[langgraph]'
 	touch $(STAMP)
 
 demo: $(STAMP)  ## the daily job on local stand-ins (PostgreSQL in $USER_MEMORY_HOME/pgdata, moto SQS), then the report
