@@ -29,7 +29,12 @@ def today_monday() -> str:
     return (today - timedelta(days=today.weekday())).isoformat()
 
 
-def ready(page: Any, view: str) -> None:
+def ready(page: Any, view: str, *, user: str | None = None) -> None:
+    """Wait until `view` has rendered; with `user`, the view of that user (the address changing
+    from one user's timeline to another's routes on the next event, so the old timeline's mark
+    must not count)."""
+    if user is not None:
+        page.locator("#view-title", has_text=user).wait_for()
     page.wait_for_selector(f'main[data-ready="{view}"]')
 
 
@@ -316,7 +321,7 @@ def test_an_operator_looks_up_any_user_and_each_look_is_logged(page, console: Co
     page.get_by_label("User id").fill(rich)
     page.get_by_label("User id").press("Enter")
     page.wait_for_url(re.compile(rich))
-    ready(page, "timeline")
+    ready(page, "timeline", user=rich)
     assert "daily summary 2026-11-21" in page.locator("ol.timeline").inner_text()
     page.get_by_role("link", name="Key-value").click()
     ready(page, "kv")
@@ -331,7 +336,7 @@ def test_an_operator_looks_up_any_user_and_each_look_is_logged(page, console: Co
 def test_an_end_user_is_refused_another_users_memory(page, console: Console, rich: str, user: str):
     open_view(page, console, user)
     page.evaluate("h => { location.hash = h }", f"#/timeline?u={rich}")
-    ready(page, "timeline")
+    ready(page, "timeline", user=rich)
     assert "Not allowed (403)" in page.get_by_role("alert").inner_text()
     assert "daily summary" not in page.locator("main").inner_text()
     assert page.locator("#lookup").is_hidden()
