@@ -446,6 +446,8 @@ def test_a_refused_token_asks_to_sign_in_again(page, console: Console, user: str
     # And a token the API refuses (another secret) is dropped, the refusal shown, with a way back in
     forged = issue_token(user, secret="another-secret-of-at-least-32-bytes!!")
     page.goto(f"{console.url}/console#token={forged}")  # the same page: only the fragment changes
+    # (the page reloads itself for the new token: wait for the refusal, not the old page's ready mark)
+    page.get_by_role("alert").filter(has_text="Not signed in (401)").wait_for()
     ready(page, "timeline")
     assert "Not signed in (401)" in page.get_by_role("alert").inner_text()
     assert page.evaluate("sessionStorage.getItem('user-memory.token')") is None
