@@ -1,6 +1,6 @@
 """Parameters more than one resource's routes take, declared once (their OpenAPI text included)."""
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
@@ -25,3 +25,8 @@ IdemKey = Annotated[
     str | None,
     Header(alias="Idempotency-Key", description="A repeat with the same key writes nothing again."),
 ]
+
+# The companion's reads (the caller's and, for operators, anyone's)
+Day = Annotated[date | None, Query(description="A calendar day (YYYY-MM-DD); default: the user's today.")]
+RangeFrom = Annotated[datetime | None, Query(alias="from", description="Range start (with zone); default now.")]
+RangeTo = Annotated[datetime | None, Query(alias="to", description="Range end (with zone); default from + 7 days.")]

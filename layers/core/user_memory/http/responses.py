@@ -7,7 +7,7 @@ response against the OpenAPI document.
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
@@ -16,7 +16,9 @@ from user_memory.domain.conversations.model import ExportedConversation
 from user_memory.domain.kv import KvEntry
 from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
 from user_memory.domain.service import MemoryService
+from user_memory.errors import InvalidRequest
 from user_memory.http import models
+from user_memory.observability import logger, metrics
 
 MAX_PAGE_RESPONSE_BYTES = 4 * 1024 * 1024  # well within a Lambda response (6 MB)
 MAX_RANGE_OCCURRENCES = 1000
@@ -131,6 +133,55 @@ def element_written(
 
 def indexed(row: Any) -> models.IndexedElement:
     return models.IndexedElement(path=row.path, version=row.version, element=row.value)
+
+
+def active_goals(service: MemoryService, within_days: int | None) -> models.ActiveGoals:
+    rows = service.active_goals(within_days)
+    return models.ActiveGoals(user_id=str(service.user_id), items=[indexed(r) for r in rows])
+
+
+def todos_due(service: MemoryService, on: date | None) -> models.TodosDue:
+    day, overdue, due = service.todos_due(on)
+    return models.TodosDue(
+        user_id=str(service.user_id),
+        day=day.isoformat(),
+        overdue=[indexed(r) for r in overdue],
+        due=[indexed(r) for r in due],
+    )
+
+
+_OCCURRENCE = ("id", "path", "version", "occurrence_start", "occurrence_end", "event")
+
+
+def events_in_range(
+    service: MemoryService, range_from: datetime | None, range_to: datetime | None
+) -> models.EventsInRange:
+    """Occurrences in [from, to) (default: the next 7 days), within the response's budget; events
+    whose recurrence could not be expanded are named, logged and counted."""
+    start = range_from or datetime.now(UTC)
+    if range_to is None and start.year > 9997:
+        raise InvalidRequest("from must be before the year 9998")
+    end = range_to or start + timedelta(days=7)
+    unexpanded: list[str] = []
+    found = service.events_between(start, end, unexpanded=unexpanded)
+    if unexpanded:
+        logger.warning("events not expanded", user_id=str(service.user_id), events=len(unexpanded))
+        metrics.add_metric(name="EventsNotExpanded", unit="Count", value=len(unexpanded))
+    found, next_from = occurrences_within_budget(found)
+    return models.EventsInRange(
+        user_id=str(service.user_id),
+        from_=start,
+        to=end,
+        items=[models.Occurrence(**{k: o[k] for k in _OCCURRENCE}) for o in found],
+        unexpanded=unexpanded,
+        next_from=next_from,
+    )
+
+
+def search(service: MemoryService, q: str, k: int, mode: str) -> models.SearchResults:
+    result = service.search(q, k, mode)
+    hits = [models.SearchHit.model_validate(h, from_attributes=True) for h in result.hits]
+    return models.SearchResults(user_id=str(service.user_id), query=q, mode=result.mode, items=hits)
 
 
 def occurrences_within_budget(found: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:

@@ -6,7 +6,7 @@ under. Static routes come first: /me/todos/due and /me/events/import are not ele
 """
 
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Request, Response
@@ -16,23 +16,18 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from user_memory.domain.companion.elements import Rating
 from user_memory.domain.model import AppendResult
 from user_memory.domain.service import Edit, MemoryService
-from user_memory.errors import InvalidRequest
 from user_memory.http import models, responses
 from user_memory.http.bodies import json_body, media_type
 from user_memory.http.context import dependencies, edit, me
 from user_memory.http.openapi import responses as answers
-from user_memory.http.params import IdemKey, IfMatch
+from user_memory.http.params import Day, IdemKey, IfMatch, RangeFrom, RangeTo
 from user_memory.http.problems import UNSUPPORTED_MEDIA, HttpProblem
-from user_memory.observability import logger, metrics
 
 router = Router()
 
-Day = Annotated[date | None, Query(description="A calendar day (YYYY-MM-DD); default: the user's today.")]
 WithinDays = Annotated[
     int | None, Query(ge=0, le=3660, description="Only goals whose target date is within this many days.")
 ]
-RangeFrom = Annotated[datetime | None, Query(alias="from", description="Range start (with zone); default now.")]
-RangeTo = Annotated[datetime | None, Query(alias="to", description="Range end (with zone); default from + 7 days.")]
 GooglePage = Annotated[
     dict[str, Any] | list[dict[str, Any]],
     Body(description='A Google Calendar event, a list of them, or an Events.list page ({"items": [...]}).'),
@@ -42,7 +37,6 @@ ElementBody = Annotated[dict[str, Any], Body(description="The element's fields (
 DigestDay = Annotated[date | None, Query(description="The digest of this day (YYYY-MM-DD); default: latest.")]
 
 _SINGULAR = {"goals": "goal", "todos": "to-do", "events": "event"}
-_OCCURRENCE = ("id", "path", "version", "occurrence_start", "occurrence_end", "event")
 
 
 @router.get("/me/todos/due", responses=answers(models.TodosDue), tags=["companion"])
@@ -50,46 +44,22 @@ def todos_due(request: Request, on: Day = None) -> models.TodosDue:
     """Open to-dos due on or before a day (the user's today in basic_info.timezone), overdue first;
     read from the item index."""
     with me(request) as service:
-        day, overdue, due = service.todos_due(on)
-    return models.TodosDue(
-        user_id=str(service.user_id),
-        day=day.isoformat(),
-        overdue=[responses.indexed(r) for r in overdue],
-        due=[responses.indexed(r) for r in due],
-    )
+        return responses.todos_due(service, on)
 
 
 @router.get("/me/goals", responses=answers(models.ActiveGoals), tags=["companion"])
 def active_goals(request: Request, within_days: WithinDays = None) -> models.ActiveGoals:
     """Active goals, nearest target date first; read from the item index."""
     with me(request) as service:
-        rows = service.active_goals(within_days)
-    return models.ActiveGoals(user_id=str(service.user_id), items=[responses.indexed(r) for r in rows])
+        return responses.active_goals(service, within_days)
 
 
 @router.get("/me/events", responses=answers(models.EventsInRange), tags=["companion"])
 def events_in_range(request: Request, range_from: RangeFrom = None, range_to: RangeTo = None) -> models.EventsInRange:
     """Occurrences of the user's events overlapping [from, to) (recurring events expanded); the
     candidates are read from the item index."""
-    start = range_from or datetime.now(UTC)
-    if range_to is None and start.year > 9997:
-        raise InvalidRequest("from must be before the year 9998")
-    end = range_to or start + timedelta(days=7)
-    unexpanded: list[str] = []
     with me(request) as service:
-        found = service.events_between(start, end, unexpanded=unexpanded)
-    if unexpanded:
-        logger.warning("events not expanded", user_id=str(service.user_id), events=len(unexpanded))
-        metrics.add_metric(name="EventsNotExpanded", unit="Count", value=len(unexpanded))
-    found, next_from = responses.occurrences_within_budget(found)
-    return models.EventsInRange(
-        user_id=str(service.user_id),
-        from_=start,
-        to=end,
-        items=[models.Occurrence(**{k: o[k] for k in _OCCURRENCE}) for o in found],
-        unexpanded=unexpanded,
-        next_from=next_from,
-    )
+        return responses.events_in_range(service, range_from, range_to)
 
 
 @router.post("/me/events/import", responses=answers(models.EventsImported, etag=True), tags=["companion"])

@@ -9,7 +9,7 @@ action` (`context.operator`). Every answer is bounded (days, pages, the size plo
 import base64
 import binascii
 import json
-from datetime import UTC, date, datetime, timedelta
+from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Request
@@ -23,6 +23,7 @@ from user_memory.errors import InvalidRequest
 from user_memory.http import models, responses
 from user_memory.http.context import caller, dependencies, me, operator
 from user_memory.http.openapi import responses as answers
+from user_memory.http.params import Day, RangeFrom, RangeTo
 from user_memory.http.routes.kv import After, Namespace, PageSize
 from user_memory.http.routes.search import SearchK, SearchQuery
 
@@ -34,9 +35,6 @@ ConversationLimit = Annotated[int, Query(ge=1, le=100)]
 ConversationCursor = Annotated[
     str | None, Query(min_length=1, max_length=600, description="The cursor: `next_after` of the previous page.")
 ]
-Day = Annotated[date | None, Query(description="A calendar day (YYYY-MM-DD); default: the user's today.")]
-RangeFrom = Annotated[datetime | None, Query(alias="from", description="Range start (with zone); default now.")]
-RangeTo = Annotated[datetime | None, Query(alias="to", description="Range end (with zone); default from + 7 days.")]
 
 
 # -- the caller's own --------------------------------------------------------------------------------
@@ -121,21 +119,14 @@ def admin_list_conversations(
 def admin_active_goals(request: Request, user_id: UserId) -> models.ActiveGoals:
     """Operators: a user's active goals."""
     with operator(request, user_id, "read goals") as service:
-        rows = service.active_goals(None)
-    return models.ActiveGoals(user_id=str(service.user_id), items=[responses.indexed(r) for r in rows])
+        return responses.active_goals(service, None)
 
 
 @router.get("/admin/users/<user_id>/todos/due", responses=answers(models.TodosDue), tags=["admin"])
 def admin_todos_due(request: Request, user_id: UserId, on: Day = None) -> models.TodosDue:
     """Operators: a user's open to-dos due on or before a day (the user's today), overdue first."""
     with operator(request, user_id, "read todos") as service:
-        day, overdue, due = service.todos_due(on)
-    return models.TodosDue(
-        user_id=str(service.user_id),
-        day=day.isoformat(),
-        overdue=[responses.indexed(r) for r in overdue],
-        due=[responses.indexed(r) for r in due],
-    )
+        return responses.todos_due(service, on)
 
 
 @router.get("/admin/users/<user_id>/events", responses=answers(models.EventsInRange), tags=["admin"])
@@ -143,43 +134,15 @@ def admin_events(
     request: Request, user_id: UserId, range_from: RangeFrom = None, range_to: RangeTo = None
 ) -> models.EventsInRange:
     """Operators: occurrences of a user's events in [from, to) (recurring events expanded)."""
-    start = range_from or datetime.now(UTC)
-    if range_to is None and start.year > 9997:
-        raise InvalidRequest("from must be before the year 9998")
-    end = range_to or start + timedelta(days=7)
-    unexpanded: list[str] = []
     with operator(request, user_id, "read events") as service:
-        found = service.events_between(start, end, unexpanded=unexpanded)
-    found, next_from = responses.occurrences_within_budget(found)
-    keys = ("id", "path", "version", "occurrence_start", "occurrence_end", "event")
-    return models.EventsInRange(
-        user_id=str(service.user_id),
-        from_=start,
-        to=end,
-        items=[models.Occurrence(**{k: o[k] for k in keys}) for o in found],
-        unexpanded=unexpanded,
-        next_from=next_from,
-    )
+        return responses.events_in_range(service, range_from, range_to)
 
 
 @router.get("/admin/users/<user_id>/memory/search", responses=answers(models.SearchResults), tags=["admin"])
 def admin_search(request: Request, user_id: UserId, q: SearchQuery, k: SearchK = 10) -> models.SearchResults:
     """Operators: the items of a user's memory that best match `q`."""
     with operator(request, user_id, "search memory") as service:
-        result = service.search(q, k, "auto")
-    hits = [
-        models.SearchHit(
-            path=h.path,
-            version=h.version,
-            kind=h.kind,
-            text=h.text,
-            value=h.value,
-            score=h.score,
-            matched_by=list(h.matched_by),
-        )
-        for h in result.hits
-    ]
-    return models.SearchResults(user_id=str(service.user_id), query=q, mode=result.mode, items=hits)
+        return responses.search(service, q, k, "auto")
 
 
 # -- shared --------------------------------------------------------------------------------------------

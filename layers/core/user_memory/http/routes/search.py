@@ -6,7 +6,7 @@ from aws_lambda_powertools.event_handler import Request
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from user_memory.http import models
+from user_memory.http import models, responses
 from user_memory.http.context import dependencies, me, not_enabled, operator_caller
 from user_memory.http.openapi import responses as answers
 
@@ -25,9 +25,7 @@ def search_memory(request: Request, q: SearchQuery, k: SearchK = 10, mode: Searc
     """The items of the caller's memory (document leaves and elements, each with its JSON Pointer and
     the version that last changed it) that best match `q`."""
     with me(request) as service:
-        result = service.search(q, k, mode)
-    hits = [models.SearchHit.model_validate(h, from_attributes=True) for h in result.hits]
-    return models.SearchResults(user_id=str(service.user_id), query=q, mode=result.mode, items=hits)
+        return responses.search(service, q, k, mode)
 
 
 @router.get("/admin/memory/search", responses=answers(models.OperatorSearchResults), tags=["admin"])
