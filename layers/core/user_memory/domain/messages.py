@@ -50,6 +50,7 @@ from user_memory.domain.conversations.model import (
 )
 from user_memory.domain.conversations.trigger import GenerateMemoryBatch
 from user_memory.domain.model import Activity, Window
+from user_memory.domain.storable import unstorable
 from user_memory.domain.summary.requests import request_problem
 from user_memory.errors import InvalidMessage, MessageTooLarge, describe_validation_error
 
@@ -96,6 +97,11 @@ class ActivityIn(BaseModel):
 
     @model_validator(mode="after")
     def _conversation_message(self) -> ActivityIn:
+        # What jsonb and text cannot store fails here, named, rather than as a database error
+        # that SQS retries until the dead-letter queue.
+        stored = {"kind": self.kind, "source": self.source, "external_id": self.external_id, "payload": self.payload}
+        if reason := unstorable(stored, "an activity"):
+            raise ValueError(reason)
         problem = request_problem(self.kind, self.payload)  # a reset is trusted here: the service's queue
         if problem is not None:
             raise ValueError(problem)

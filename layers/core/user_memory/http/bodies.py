@@ -11,13 +11,13 @@ before any transaction starts.
 import base64
 import binascii
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Request
 
 from user_memory.domain.memory.patching import OPERATIONS
+from user_memory.domain.storable import unstorable
 from user_memory.http import models
 from user_memory.http.problems import (
     INVALID_INPUT,
@@ -28,10 +28,6 @@ from user_memory.http.problems import (
     HttpProblem,
 )
 
-# Deeper JSON than this is refused before any route parses it: the service's diff, merge and
-# validation recurse once per level (a few hundred levels answered 500), and no document, patch,
-# key-value entry or activity of this API nests anywhere near it.
-MAX_JSON_DEPTH = 100
 _JSON_BODIES = {
     "POST": ("", "application/json"),
     "PUT": ("", "application/json"),
@@ -68,7 +64,7 @@ def check_body(event: dict[str, Any], max_bytes: int) -> tuple[HttpProblem | Non
         return HttpProblem(INVALID_JSON, "the body is not UTF-8 text"), UNPARSED
     except (ValueError, RecursionError) as err:
         return HttpProblem(INVALID_JSON, f"the body is not valid JSON ({type(err).__name__})"), UNPARSED
-    reason = _unstorable(parsed)
+    reason = unstorable(parsed)
     return (HttpProblem(INVALID_INPUT, reason) if reason else None), parsed
 
 
@@ -111,34 +107,3 @@ _NEEDS = {"add": "value", "replace": "value", "test": "value", "move": "from", "
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
-
-
-def _unstorable(value: Any) -> str | None:
-    """Why a parsed JSON body cannot be taken (too deep, or holding what jsonb cannot store), or None."""
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict | list):
-            if depth > MAX_JSON_DEPTH:
-                return f"the body is nested more than {MAX_JSON_DEPTH} levels deep"
-            if isinstance(node, dict):
-                for key in node:
-                    if reason := _unstorable_text(key):
-                        return reason
-            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
-        elif isinstance(node, str):
-            if reason := _unstorable_text(node):
-                return reason
-        elif isinstance(node, float) and not math.isfinite(node):
-            return "numbers in the body must be finite (at most about 1.8e308)"
-    return None
-
-
-def _unstorable_text(text: str) -> str | None:
-    if "\x00" in text:
-        return "strings in the body may not contain U+0000 (\\u0000)"
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return "strings in the body must be Unicode text (a lone surrogate such as \\ud800 is not)"
-    return None
