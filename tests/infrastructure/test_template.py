@@ -332,10 +332,55 @@ def test_messages_reach_the_dlq_only_after_at_least_five_receives(template):
     assert template["Parameters"]["MaxReceiveCount"]["MinValue"] >= 5
 
 
+def _worker_mapping(template: dict) -> dict:
+    (mapping,) = resources_of_type(template, "AWS::Lambda::EventSourceMapping").values()
+    return mapping["Properties"]
+
+
 def test_worker_reports_batch_item_failures_with_bounded_concurrency(template):
-    props = template["Resources"]["WorkerFunction"]["Properties"]["Events"]["Queue"]["Properties"]
+    # Given the worker queue's trigger
+    props = _worker_mapping(template)
+    # Then it feeds the worker from its queue, in batches of the parameter's size
+    assert props["FunctionName"] == {"Ref": "WorkerFunction"}
+    assert props["EventSourceArn"] == {"GetAtt": "WorkerQueue.Arn"}
+    assert props["BatchSize"] == {"Ref": "WorkerBatchSize"}
+    # And the worker reports single failed records, with a bounded number of invocations at once
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert props["ScalingConfig"]["MaximumConcurrency"] == {"Ref": "WorkerMaximumConcurrency"}
+
+
+# The managed policy SAM attaches to the role of a function with an SQS event
+# (samtranslator/model/eventsources/pull.py, SQS.get_policy_arn): ReceiveMessage, DeleteMessage
+# and GetQueueAttributes on every queue ("Resource": "*").
+SQS_MANAGED_POLICY = "AWSLambdaSQSQueueExecutionRole"
+# What Lambda's poller needs on the queue it reads (the SQS developer guide's prerequisites for a
+# Lambda trigger), no more.
+SQS_POLLER_ACTIONS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+
+
+def _statements(props: dict) -> list[dict]:
+    """The inline statements of a function's Policies (policy templates and conditions aside)."""
+    return [s for policy in props["Policies"] if isinstance(policy, dict) for s in policy.get("Statement", [])]
+
+
+def test_the_worker_may_read_and_delete_messages_of_its_own_queue_only(template):
+    # Given every function and its policies
+    for name, props in _functions(template).items():
+        # Then none has an SQS event, for which SAM would attach the managed policy that reads and
+        # deletes messages of every queue, and none names that policy itself
+        events = props.get("Events", {}).values()
+        assert [e for e in events if e["Type"] == "SQS"] == [], name
+        assert SQS_MANAGED_POLICY not in str(props["Policies"]), name
+        receivers = [s for s in _statements(props) if "sqs:ReceiveMessage" in s["Action"]]
+        if name != "WorkerFunction":
+            assert receivers == [], name
+    # And the worker's role may receive, delete and read the attributes of the worker queue's
+    # messages, which its trigger polls, and of no other queue
+    worker = _statements(_functions(template)["WorkerFunction"])
+    (statement,) = [s for s in worker if "sqs:ReceiveMessage" in s["Action"]]
+    assert statement["Effect"] == "Allow"
+    assert set(statement["Action"]) == SQS_POLLER_ACTIONS
+    assert statement["Resource"] == {"GetAtt": "WorkerQueue.Arn"} == _worker_mapping(template)["EventSourceArn"]
 
 
 def test_the_worker_time_budget_holds_for_the_defaults(template):
