@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import psycopg
 import pytest
 
 from tests.infrastructure.cfn import cfn_lint, load, references, refused_by_rules, resources_of_type
@@ -19,6 +20,11 @@ def stack() -> dict:
 @pytest.fixture(scope="module")
 def app() -> dict:
     return load("template.yaml")
+
+
+# How every DSN to the proxy asks for TLS: the proxy's certificate (ACM's, chained to Amazon's
+# public roots) and its host name checked against the system's roots (libpq 16+).
+PROXY_TLS = "sslmode=verify-full&sslrootcert=system"
 
 
 def _props(stack: dict, name: str) -> dict:
@@ -124,11 +130,12 @@ def test_the_proxy_requires_tls_and_authenticates_the_owner_and_each_functions_l
 def test_each_dsn_secret_is_a_postgresql_url_to_the_proxy(stack, dsn, user, password_secret):
     # Given a DSN secret: the owner's (migrations, create-login) or a function's login
     text, variables = _props(stack, dsn)["SecretString"]["Sub"]
-    # Then it is postgresql://user:password@proxy:5432/db with TLS required
+    # Then it is postgresql://user:password@proxy:5432/db, the proxy's certificate and name verified
+    # against the system's roots
     assert re.fullmatch(
         rf"postgresql://{user}:"
         rf"\{{\{{resolve:secretsmanager:\$\{{{password_secret}\}}:SecretString:password\}}\}}"
-        r"@\$\{Endpoint\}:5432/\$\{DatabaseName\}\?sslmode=require",
+        r"@\$\{Endpoint\}:5432/\$\{DatabaseName\}\?" + re.escape(PROXY_TLS),
         text,
     ), text
     assert variables == {"Endpoint": {"GetAtt": "DatabaseProxy.Endpoint"}}
@@ -243,3 +250,24 @@ def test_a_stack_whose_functions_have_no_way_out_is_refused_before_any_change(st
     assert failed == (["FunctionsNeedAWayOut"] if refused else [])
     # And the defaults pass
     assert refused_by_rules(stack, {}) == []
+
+
+def test_the_functions_driver_knows_the_system_roots_and_refuses_them_without_verify_full():
+    # Given the libpq psycopg's binary wheel brings (the layer's)
+    # Then it has sslrootcert=system (libpq 16 or later)
+    assert psycopg.pq.version() >= 160000, psycopg.pq.version()
+    # And it refuses the system roots with a mode that would not check the name, before connecting
+    with pytest.raises(psycopg.OperationalError, match='weak sslmode "require"'):
+        psycopg.connect("host=127.0.0.1 port=9 dbname=x user=x sslmode=require sslrootcert=system")
+
+
+@pytest.mark.parametrize("dsn", ["DatabaseDsnSecret", "ServiceDsnSecret", "ApiDsnSecret"])
+def test_each_dsn_parses_as_libpq_reads_it(stack, dsn):
+    # Given a DSN secret as CloudFormation writes it (an endpoint and a generated password filled in)
+    text, _ = _props(stack, dsn)["SecretString"]["Sub"]
+    written = re.sub(r"\{\{resolve:[^}]*\}\}", "Abc123", text).replace("${Endpoint}", "p.proxy-x.rds.amazonaws.com")
+    written = written.replace("${MasterUsername}", "memory_owner").replace("${DatabaseName}", "user_memory")
+    # When libpq parses it
+    options = psycopg.conninfo.conninfo_to_dict(written)
+    # Then it verifies the proxy's certificate and name against the system's roots
+    assert (options["sslmode"], options["sslrootcert"]) == ("verify-full", "system")

@@ -144,3 +144,32 @@ def test_the_cost_models_template_figures_are_the_templates():
 
 def test_the_readme_points_to_the_guide():
     assert "docs/deploy.md" in (ROOT / "README.md").read_text()
+
+
+# A DSN secret rewritten by hand in a guide: the secret, the DSN's user and its query string.
+_DSN_REWRITE = re.compile(
+    r"put-secret-value --secret-id <(\w+)> --secret-string 'postgresql://([^:]+):[^@]*@[^?']*\?([^']*)'"
+)
+RUNBOOKS = ("infra/README.md", "docs/deploy.md", "docs/operations.md")
+
+
+def test_a_dsn_the_guides_rewrite_goes_to_the_secret_of_its_user_with_the_stacks_tls():
+    # Given the database stack's DSN secrets, by the output that names each and the user in it
+    stack = load("infra/database.yaml")
+    master = stack["Parameters"]["MasterUsername"]["Default"]
+    secret_of_user, queries = {}, set()
+    for output, definition in stack["Outputs"].items():
+        resource = stack["Resources"].get(definition["Value"].get("Ref", ""), {})
+        if resource.get("Type") == "AWS::SecretsManager::Secret" and "SecretString" in resource["Properties"]:
+            text = resource["Properties"]["SecretString"]["Sub"][0].replace("${MasterUsername}", master)
+            secret_of_user[text.removeprefix("postgresql://").split(":", 1)[0]] = output
+            queries.add(text.split("?", 1)[1])
+    assert secret_of_user[master] == "OwnerDatabaseSecretArn" and len(queries) == 1
+    # When the runbooks rewrite a DSN secret by hand
+    rewrites = [(path, m.groups()) for path in RUNBOOKS for m in _DSN_REWRITE.finditer((ROOT / path).read_text())]
+    assert any(path == "infra/README.md" for path, _ in rewrites)
+    for path, (secret, user, query) in rewrites:
+        # Then each writes the DSN of a user to that user's own secret (the master user's to the
+        # owner's DSN secret), with the stack's own TLS settings
+        assert secret == secret_of_user[user], (path, user, secret)
+        assert query in queries, (path, query)

@@ -30,7 +30,10 @@ GLOBAL_ENV = {
     "POWERTOOLS_METRICS_NAMESPACE",
     "POWERTOOLS_LOG_LEVEL",
     "XRAY_SDK_TRACING",
+    "SSL_CERT_FILE",
 }
+# Variables a library reads, not the code's settings: Powertools' own, and OpenSSL's (under libpq).
+LIBRARY_ENV = {"SSL_CERT_FILE"}
 FUNCTION_ENV = {
     "FanoutFunction": {
         "QUEUE_URL",
@@ -218,7 +221,7 @@ def test_every_contract_variable_is_a_setting_the_code_reads():
     fields = {m.upper() for m in re.findall(r"^\s+([a-z_][a-z0-9_]*)\s*:", source, flags=re.MULTILINE)}
     # Then every application variable of the contract is one of its fields (Powertools reads its own)
     contract = GLOBAL_ENV.union(*FUNCTION_ENV.values())
-    assert {v for v in contract if not v.startswith("POWERTOOLS_")} - fields == set()
+    assert {v for v in contract if not v.startswith("POWERTOOLS_")} - LIBRARY_ENV - fields == set()
 
 
 def _words(name: str) -> str:
@@ -236,7 +239,7 @@ def test_each_function_reads_its_settings_from_the_parameters_of_the_same_name(t
         **_functions(template)[function].get("Environment", {}).get("Variables", {}),
     }
     # Then every variable set (Powertools' aside) is a field of that class, so none is ignored
-    assert {name for name in env if not name.startswith("POWERTOOLS_")} - fields == set()
+    assert {name for name in env if not name.startswith("POWERTOOLS_")} - LIBRARY_ENV - fields == set()
     # And every field that has a parameter of its name is set, from that parameter
     parameters = {_words(p): p for p in template["Parameters"]}
     wired = {name: parameters[_words(name)] for name in settings.model_fields if _words(name) in parameters}
@@ -703,3 +706,12 @@ def test_the_api_and_the_worker_may_send_to_the_worker_queue_and_nothing_else(te
         assert props["Environment"]["Variables"]["QUEUE_URL"] == {"Ref": "WorkerQueue"}, name
         sends = [p for p in props["Policies"] if isinstance(p, dict) and "SQSSendMessagePolicy" in p]
         assert sends == [{"SQSSendMessagePolicy": {"QueueName": {"GetAtt": "WorkerQueue.QueueName"}}}], name
+
+
+def test_the_functions_verify_the_proxys_certificate_against_the_runtimes_roots(template):
+    # Given the functions' environment
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    # Then OpenSSL under libpq (psycopg's binary wheel, whose built-in root location is a folder of
+    # its own build) is pointed at the runtime's system bundle, which sslrootcert=system then loads
+    assert env["SSL_CERT_FILE"] == "/etc/pki/tls/certs/ca-bundle.crt"
+    assert template["Globals"]["Function"]["Runtime"] == "python3.12"  # Amazon Linux 2023, that bundle's path
