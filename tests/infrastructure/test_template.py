@@ -336,8 +336,12 @@ def test_messages_reach_the_dlq_only_after_at_least_five_receives(template):
 
 
 def _worker_mapping(template: dict) -> dict:
-    (mapping,) = resources_of_type(template, "AWS::Lambda::EventSourceMapping").values()
-    return mapping["Properties"]
+    # The logical id SAM gave the worker's SQS event's mapping (<function><event>): a deployed
+    # stack updates that mapping in place, where a new one of the same queue and function would be
+    # refused by Lambda (ResourceConflictException).
+    (name,) = resources_of_type(template, "AWS::Lambda::EventSourceMapping")
+    assert name == "WorkerFunctionQueue"
+    return template["Resources"][name]["Properties"]
 
 
 def test_worker_reports_batch_item_failures_with_bounded_concurrency(template):
