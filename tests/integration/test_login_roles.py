@@ -8,8 +8,13 @@ every user's rows under RLS whether or not service_role has BYPASSRLS, and canno
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import re
 import secrets
+import string
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,11 +22,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
-from user_memory.adapters.migrations import create_login
+from user_memory.adapters.migrations import create_login, scram_sha_256_verifier
 from user_memory.adapters.postgres import PostgresActivity, open_pool
 from user_memory.config import ApiSettings, WorkerSettings
 from user_memory.domain.model import Activity, Window
@@ -302,3 +309,21 @@ def test_a_logins_password_reaches_the_server_only_as_its_scram_verifier(conn, d
         admin.execute("SELECT pg_reload_conf()")
         admin.execute(sql.SQL("ALTER ROLE {} IN DATABASE {} RESET log_statement").format(owner, dbname))
         conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(password=st.text(alphabet=string.ascii_letters + string.digits + string.punctuation, min_size=16, max_size=64))
+def test_the_verifier_sent_is_rfc_5802s_for_the_password(conn, password):
+    # Given a password (ASCII, which SASLprep leaves as it is)
+    # When its verifier is computed for a login
+    verifier = scram_sha_256_verifier(conn, "um_any_login", password)
+    # Then it is RFC 5803's form, and its keys are the ones RFC 5802 derives from the password and salt
+    match = re.fullmatch(r"SCRAM-SHA-256\$(\d+):([A-Za-z0-9+/=]+)\$([A-Za-z0-9+/=]+):([A-Za-z0-9+/=]+)", verifier)
+    assert match, verifier
+    iterations, salt, stored_key, server_key = int(match[1]), *(base64.b64decode(g) for g in match.groups()[1:])
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    assert stored_key == hashlib.sha256(client_key).digest()
+    assert server_key == hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    # And it never holds the password
+    assert password not in verifier
