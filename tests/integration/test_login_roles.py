@@ -320,7 +320,8 @@ def test_the_verifier_sent_is_rfc_5802s_for_the_password(conn, password):
     # Then it is RFC 5803's form, and its keys are the ones RFC 5802 derives from the password and salt
     match = re.fullmatch(r"SCRAM-SHA-256\$(\d+):([A-Za-z0-9+/=]+)\$([A-Za-z0-9+/=]+):([A-Za-z0-9+/=]+)", verifier)
     assert match, verifier
-    iterations, salt, stored_key, server_key = int(match[1]), *(base64.b64decode(g) for g in match.groups()[1:])
+    iterations = int(match[1])
+    salt, stored_key, server_key = (base64.b64decode(match[i]) for i in (2, 3, 4))
     salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
     client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
     assert stored_key == hashlib.sha256(client_key).digest()
