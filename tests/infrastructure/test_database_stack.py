@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
+import psycopg
 import pytest
 
-from tests.infrastructure.cfn import cfn_lint, load, references, resources_of_type
+from tests.infrastructure.cfn import cfn_lint, load, references, refused_by_rules, resources_of_type
 
 pytestmark = pytest.mark.infrastructure
 
@@ -19,6 +20,11 @@ def stack() -> dict:
 @pytest.fixture(scope="module")
 def app() -> dict:
     return load("template.yaml")
+
+
+# How every DSN to the proxy asks for TLS: the proxy's certificate (ACM's, chained to Amazon's
+# public roots) and its host name checked against the system's roots (libpq 16+).
+PROXY_TLS = "sslmode=verify-full&sslrootcert=system"
 
 
 def _props(stack: dict, name: str) -> dict:
@@ -124,11 +130,12 @@ def test_the_proxy_requires_tls_and_authenticates_the_owner_and_each_functions_l
 def test_each_dsn_secret_is_a_postgresql_url_to_the_proxy(stack, dsn, user, password_secret):
     # Given a DSN secret: the owner's (migrations, create-login) or a function's login
     text, variables = _props(stack, dsn)["SecretString"]["Sub"]
-    # Then it is postgresql://user:password@proxy:5432/db with TLS required
+    # Then it is postgresql://user:password@proxy:5432/db, the proxy's certificate and name verified
+    # against the system's roots
     assert re.fullmatch(
         rf"postgresql://{user}:"
         rf"\{{\{{resolve:secretsmanager:\$\{{{password_secret}\}}:SecretString:password\}}\}}"
-        r"@\$\{Endpoint\}:5432/\$\{DatabaseName\}\?sslmode=require",
+        r"@\$\{Endpoint\}:5432/\$\{DatabaseName\}\?" + re.escape(PROXY_TLS),
         text,
     ), text
     assert variables == {"Endpoint": {"GetAtt": "DatabaseProxy.Endpoint"}}
@@ -181,3 +188,86 @@ def test_the_functions_have_a_way_out_a_nat_gateway_or_vpc_endpoints(stack):
     assert s3["VpcEndpointType"] == "Gateway" and s3["RouteTableIds"] == [{"Ref": "PrivateRouteTable"}]
     assert stack["Conditions"]["CreateVpcEndpoints"] == {"Equals": [{"Ref": "EnableVpcEndpoints"}, "true"]}
     assert _props(stack, "Vpc")["EnableDnsHostnames"] is True
+
+
+# The rule a group declares to have no outbound rule at all: an ICMP type/code pair that matches
+# no packet, to one address. A group that declares no egress rule gets EC2's default allow-all.
+NO_TRAFFIC = {"IpProtocol": "icmp", "FromPort": 252, "ToPort": 86, "CidrIp": "255.255.255.255/32"}
+
+
+def _egress(stack: dict, group: str) -> list[dict]:
+    """What a group may send: its inline egress rules and the SecurityGroupEgress resources on it,
+    without the no-traffic placeholder."""
+    rules = list(_props(stack, group).get("SecurityGroupEgress", []))
+    for res in resources_of_type(stack, "AWS::EC2::SecurityGroupEgress").values():
+        if res["Properties"]["GroupId"] == {"Ref": group}:
+            rules.append(res["Properties"])
+    return [r for r in rules if {k: r.get(k) for k in NO_TRAFFIC} != NO_TRAFFIC]
+
+
+def test_no_security_group_keeps_the_default_allow_all_egress(stack):
+    # Given every security group of the stack
+    for name, group in resources_of_type(stack, "AWS::EC2::SecurityGroup").items():
+        # Then each declares its egress, so EC2 adds no rule that allows all outbound traffic
+        assert group["Properties"].get("SecurityGroupEgress"), name
+
+
+def test_the_proxy_may_reach_the_cluster_on_5432_and_nothing_else(stack):
+    # Given what the proxy's group may send (declaring an egress rule of its own, it has no default)
+    assert _props(stack, "ProxySecurityGroup").get("SecurityGroupEgress")
+    rules = _egress(stack, "ProxySecurityGroup")
+    # Then it is PostgreSQL to the cluster's group, only
+    assert [(r["IpProtocol"], r["FromPort"], r["ToPort"], r.get("DestinationSecurityGroupId")) for r in rules] == [
+        ("tcp", 5432, 5432, {"Ref": "DatabaseSecurityGroup"})
+    ]
+    assert not any("CidrIp" in r or "CidrIpv6" in r for r in rules)
+    # And the cluster and the endpoints send nothing of their own
+    assert _egress(stack, "DatabaseSecurityGroup") == []
+    assert _egress(stack, "EndpointSecurityGroup") == []
+
+
+def test_every_secret_outlives_the_stack(stack):
+    # Given the stack's secrets: the master user's, the logins' and the DSNs composed from them
+    secrets = resources_of_type(stack, "AWS::SecretsManager::Secret")
+    assert {"MasterSecret", "ApiLoginSecret", "ServiceLoginSecret"} <= set(secrets)
+    for name, secret in secrets.items():
+        # Then deleting the stack, or replacing the secret, leaves it (the final snapshot still has
+        # these users and passwords)
+        assert secret.get("DeletionPolicy") == "Retain", name
+        assert secret.get("UpdateReplacePolicy") == "Retain", name
+
+
+@pytest.mark.parametrize(
+    ("nat", "endpoints", "refused"),
+    [("true", "false", False), ("false", "true", False), ("true", "true", False), ("false", "false", True)],
+)
+def test_a_stack_whose_functions_have_no_way_out_is_refused_before_any_change(stack, nat, endpoints, refused):
+    # Given the stack's parameters: a NAT gateway, the VPC endpoints, both or neither
+    overrides = {"EnableNatGateway": nat, "EnableVpcEndpoints": endpoints}
+    # When CloudFormation checks the template's rules
+    failed = refused_by_rules(stack, overrides)
+    # Then only neither is refused, by the rule that names the way out
+    assert failed == (["FunctionsNeedAWayOut"] if refused else [])
+    # And the defaults pass
+    assert refused_by_rules(stack, {}) == []
+
+
+def test_the_functions_driver_knows_the_system_roots_and_refuses_them_without_verify_full():
+    # Given the libpq psycopg's binary wheel brings (the layer's)
+    # Then it has sslrootcert=system (libpq 16 or later)
+    assert psycopg.pq.version() >= 160000, psycopg.pq.version()
+    # And it refuses the system roots with a mode that would not check the name, before connecting
+    with pytest.raises(psycopg.OperationalError, match='weak sslmode "require"'):
+        psycopg.connect("host=127.0.0.1 port=9 dbname=x user=x sslmode=require sslrootcert=system")
+
+
+@pytest.mark.parametrize("dsn", ["DatabaseDsnSecret", "ServiceDsnSecret", "ApiDsnSecret"])
+def test_each_dsn_parses_as_libpq_reads_it(stack, dsn):
+    # Given a DSN secret as CloudFormation writes it (an endpoint and a generated password filled in)
+    text, _ = _props(stack, dsn)["SecretString"]["Sub"]
+    written = re.sub(r"\{\{resolve:[^}]*\}\}", "Abc123", text).replace("${Endpoint}", "p.proxy-x.rds.amazonaws.com")
+    written = written.replace("${MasterUsername}", "memory_owner").replace("${DatabaseName}", "user_memory")
+    # When libpq parses it
+    options = psycopg.conninfo.conninfo_to_dict(written)
+    # Then it verifies the proxy's certificate and name against the system's roots
+    assert (options["sslmode"], options["sslrootcert"]) == ("verify-full", "system")

@@ -144,3 +144,82 @@ def test_the_cost_models_template_figures_are_the_templates():
 
 def test_the_readme_points_to_the_guide():
     assert "docs/deploy.md" in (ROOT / "README.md").read_text()
+
+
+# A DSN secret rewritten by hand in a guide: the secret, the DSN's user and its query string.
+_DSN_REWRITE = re.compile(
+    r"put-secret-value --secret-id <(\w+)> --secret-string 'postgresql://([^:]+):[^@]*@[^?']*\?([^']*)'"
+)
+RUNBOOKS = ("infra/README.md", "docs/deploy.md", "docs/operations.md")
+
+
+def test_a_dsn_the_guides_rewrite_goes_to_the_secret_of_its_user_with_the_stacks_tls():
+    # Given the database stack's DSN secrets, by the output that names each and the user in it
+    stack = load("infra/database.yaml")
+    master = stack["Parameters"]["MasterUsername"]["Default"]
+    secret_of_user, queries = {}, set()
+    for output, definition in stack["Outputs"].items():
+        resource = stack["Resources"].get(definition["Value"].get("Ref", ""), {})
+        if resource.get("Type") == "AWS::SecretsManager::Secret" and "SecretString" in resource["Properties"]:
+            text = resource["Properties"]["SecretString"]["Sub"][0].replace("${MasterUsername}", master)
+            secret_of_user[text.removeprefix("postgresql://").split(":", 1)[0]] = output
+            queries.add(text.split("?", 1)[1])
+    assert secret_of_user[master] == "OwnerDatabaseSecretArn" and len(queries) == 1
+    # When the runbooks rewrite a DSN secret by hand
+    rewrites = [(path, m.groups()) for path in RUNBOOKS for m in _DSN_REWRITE.finditer((ROOT / path).read_text())]
+    assert any(path == "infra/README.md" for path, _ in rewrites)
+    for path, (secret, user, query) in rewrites:
+        # Then each writes the DSN of a user to that user's own secret (the master user's to the
+        # owner's DSN secret), with the stack's own TLS settings
+        assert secret == secret_of_user[user], (path, user, secret)
+        assert query in queries, (path, query)
+
+
+def _commands(block: str) -> list[str]:
+    """The shell commands of a code block, continuation lines joined, comments left out."""
+    joined = re.sub(r"\\\n\s*", " ", block)
+    return [line.split(" #")[0].strip() for line in joined.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_the_restore_runbook_rebuilds_the_clusters_network_and_scaling_and_frees_the_proxy_first(guide):
+    # Given the runbook's commands and the database stack
+    # (up to the next section: the block's comments start with "#" too)
+    section = guide.split("## Restoring the database to a point in time\n", 1)[1].split("\n## ", 1)[0]
+    commands = _commands(section.split("```sh\n", 1)[1].split("```", 1)[0])
+    stack = load("infra/database.yaml")
+    resources, outputs = stack["Resources"], stack["Outputs"]
+    cluster = resources["DatabaseCluster"]["Properties"]
+
+    def step(verb: str) -> int:
+        (index,) = [i for i, c in enumerate(commands) if f"aws rds {verb} " in c]
+        return index
+
+    # Then every stack output it reads exists
+    for name in re.findall(r'\$\(out "\$DB_STACK" (\w+)\)', section):
+        assert name in outputs, name
+    # And the restored cluster gets the stack's subnet group and security group (not the
+    # account's defaults) and the old cluster's Serverless v2 range
+    restore = commands[step("restore-db-cluster-to-point-in-time")]
+    assert '--db-subnet-group-name "$(out "$DB_STACK" DatabaseSubnetGroupName)"' in restore
+    assert outputs["DatabaseSubnetGroupName"]["Value"] == {"Ref": "DatabaseSubnetGroup"}
+    assert cluster["DBSubnetGroupName"] == {"Ref": "DatabaseSubnetGroup"}
+    assert '--vpc-security-group-ids "$(out "$DB_STACK" DatabaseSecurityGroupId)"' in restore
+    assert [outputs["DatabaseSecurityGroupId"]["Value"]] == cluster["VpcSecurityGroupIds"]
+    assert (
+        '--serverless-v2-scaling-configuration "$SCALING"' in restore and "ServerlessV2ScalingConfiguration" in section
+    )
+    # And its writer is a db.serverless instance, made after the cluster
+    writer = step("create-db-instance")
+    assert (
+        writer > step("restore-db-cluster-to-point-in-time") and "--db-instance-class db.serverless" in commands[writer]
+    )
+    # And the old cluster leaves the proxy's target group before the restored one joins it (a
+    # target group holds exactly one cluster), in the stack's target group
+    assert step("deregister-db-proxy-targets") < step("register-db-proxy-targets")
+    group = resources["DatabaseProxyTargetGroup"]["Properties"]["TargetGroupName"]
+    for verb in ("deregister-db-proxy-targets", "register-db-proxy-targets"):
+        assert f"--target-group-name {group}" in commands[step(verb)], verb
+    assert outputs["ProxyName"]["Value"] == {"Ref": "DatabaseProxy"}
+    assert outputs["DatabaseClusterIdentifier"]["Value"] == {"Ref": "DatabaseCluster"}
+    # And the logins get their current passwords back afterwards
+    assert "create-logins" in commands[-1]

@@ -30,7 +30,10 @@ GLOBAL_ENV = {
     "POWERTOOLS_METRICS_NAMESPACE",
     "POWERTOOLS_LOG_LEVEL",
     "XRAY_SDK_TRACING",
+    "SSL_CERT_FILE",
 }
+# Variables a library reads, not the code's settings: Powertools' own, and OpenSSL's (under libpq).
+LIBRARY_ENV = {"SSL_CERT_FILE"}
 FUNCTION_ENV = {
     "FanoutFunction": {
         "QUEUE_URL",
@@ -218,7 +221,7 @@ def test_every_contract_variable_is_a_setting_the_code_reads():
     fields = {m.upper() for m in re.findall(r"^\s+([a-z_][a-z0-9_]*)\s*:", source, flags=re.MULTILINE)}
     # Then every application variable of the contract is one of its fields (Powertools reads its own)
     contract = GLOBAL_ENV.union(*FUNCTION_ENV.values())
-    assert {v for v in contract if not v.startswith("POWERTOOLS_")} - fields == set()
+    assert {v for v in contract if not v.startswith("POWERTOOLS_")} - LIBRARY_ENV - fields == set()
 
 
 def _words(name: str) -> str:
@@ -236,7 +239,7 @@ def test_each_function_reads_its_settings_from_the_parameters_of_the_same_name(t
         **_functions(template)[function].get("Environment", {}).get("Variables", {}),
     }
     # Then every variable set (Powertools' aside) is a field of that class, so none is ignored
-    assert {name for name in env if not name.startswith("POWERTOOLS_")} - fields == set()
+    assert {name for name in env if not name.startswith("POWERTOOLS_")} - LIBRARY_ENV - fields == set()
     # And every field that has a parameter of its name is set, from that parameter
     parameters = {_words(p): p for p in template["Parameters"]}
     wired = {name: parameters[_words(name)] for name in settings.model_fields if _words(name) in parameters}
@@ -332,10 +335,59 @@ def test_messages_reach_the_dlq_only_after_at_least_five_receives(template):
     assert template["Parameters"]["MaxReceiveCount"]["MinValue"] >= 5
 
 
+def _worker_mapping(template: dict) -> dict:
+    # The logical id SAM gave the worker's SQS event's mapping (<function><event>): a deployed
+    # stack updates that mapping in place, where a new one of the same queue and function would be
+    # refused by Lambda (ResourceConflictException).
+    (name,) = resources_of_type(template, "AWS::Lambda::EventSourceMapping")
+    assert name == "WorkerFunctionQueue"
+    return template["Resources"][name]["Properties"]
+
+
 def test_worker_reports_batch_item_failures_with_bounded_concurrency(template):
-    props = template["Resources"]["WorkerFunction"]["Properties"]["Events"]["Queue"]["Properties"]
+    # Given the worker queue's trigger
+    props = _worker_mapping(template)
+    # Then it feeds the worker from its queue, in batches of the parameter's size
+    assert props["FunctionName"] == {"Ref": "WorkerFunction"}
+    assert props["EventSourceArn"] == {"GetAtt": "WorkerQueue.Arn"}
+    assert props["BatchSize"] == {"Ref": "WorkerBatchSize"}
+    # And the worker reports single failed records, with a bounded number of invocations at once
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert props["ScalingConfig"]["MaximumConcurrency"] == {"Ref": "WorkerMaximumConcurrency"}
+
+
+# The managed policy SAM attaches to the role of a function with an SQS event
+# (samtranslator/model/eventsources/pull.py, SQS.get_policy_arn): ReceiveMessage, DeleteMessage
+# and GetQueueAttributes on every queue ("Resource": "*").
+SQS_MANAGED_POLICY = "AWSLambdaSQSQueueExecutionRole"
+# What Lambda's poller needs on the queue it reads (the SQS developer guide's prerequisites for a
+# Lambda trigger), no more.
+SQS_POLLER_ACTIONS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+
+
+def _statements(props: dict) -> list[dict]:
+    """The inline statements of a function's Policies (policy templates and conditions aside)."""
+    return [s for policy in props["Policies"] if isinstance(policy, dict) for s in policy.get("Statement", [])]
+
+
+def test_the_worker_may_read_and_delete_messages_of_its_own_queue_only(template):
+    # Given every function and its policies
+    for name, props in _functions(template).items():
+        # Then none has an SQS event, for which SAM would attach the managed policy that reads and
+        # deletes messages of every queue, and none names that policy itself
+        events = props.get("Events", {}).values()
+        assert [e for e in events if e["Type"] == "SQS"] == [], name
+        assert SQS_MANAGED_POLICY not in str(props["Policies"]), name
+        receivers = [s for s in _statements(props) if "sqs:ReceiveMessage" in s["Action"]]
+        if name != "WorkerFunction":
+            assert receivers == [], name
+    # And the worker's role may receive, delete and read the attributes of the worker queue's
+    # messages, which its trigger polls, and of no other queue
+    worker = _statements(_functions(template)["WorkerFunction"])
+    (statement,) = [s for s in worker if "sqs:ReceiveMessage" in s["Action"]]
+    assert statement["Effect"] == "Allow"
+    assert set(statement["Action"]) == SQS_POLLER_ACTIONS
+    assert statement["Resource"] == {"GetAtt": "WorkerQueue.Arn"} == _worker_mapping(template)["EventSourceArn"]
 
 
 def test_the_worker_time_budget_holds_for_the_defaults(template):
@@ -658,3 +710,12 @@ def test_the_api_and_the_worker_may_send_to_the_worker_queue_and_nothing_else(te
         assert props["Environment"]["Variables"]["QUEUE_URL"] == {"Ref": "WorkerQueue"}, name
         sends = [p for p in props["Policies"] if isinstance(p, dict) and "SQSSendMessagePolicy" in p]
         assert sends == [{"SQSSendMessagePolicy": {"QueueName": {"GetAtt": "WorkerQueue.QueueName"}}}], name
+
+
+def test_the_functions_verify_the_proxys_certificate_against_the_runtimes_roots(template):
+    # Given the functions' environment
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    # Then OpenSSL under libpq (psycopg's binary wheel, whose built-in root location is a folder of
+    # its own build) is pointed at the runtime's system bundle, which sslrootcert=system then loads
+    assert env["SSL_CERT_FILE"] == "/etc/pki/tls/certs/ca-bundle.crt"
+    assert template["Globals"]["Function"]["Runtime"] == "python3.12"  # Amazon Linux 2023, that bundle's path

@@ -8,19 +8,27 @@ every user's rows under RLS whether or not service_role has BYPASSRLS, and canno
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import re
 import secrets
+import string
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
-from user_memory.adapters.migrations import create_login
+from user_memory.adapters.migrations import create_login, scram_sha_256_verifier
 from user_memory.adapters.postgres import PostgresActivity, open_pool
 from user_memory.config import ApiSettings, WorkerSettings
 from user_memory.domain.model import Activity, Window
@@ -253,3 +261,70 @@ def test_a_login_that_may_not_take_its_role_fails_to_start_with_one_line(api_log
     with pytest.raises(StorageUnavailable, match="as role user_memory_service") as caught:
         open_pool(api_login, role="user_memory_service", timeout=2)
     assert "\n" not in str(caught.value)
+
+
+@pytest.fixture
+def cluster_superuser(cluster_admin_url: str | None, database_url: str) -> Iterator[psycopg.Connection]:
+    """The embedded cluster's superuser, in the test database (it reads the server's log and edits
+    its authentication file)."""
+    if cluster_admin_url is None:
+        pytest.skip("needs the embedded cluster's superuser (the server's log and pg_hba.conf)")
+    dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
+    with psycopg.connect(make_conninfo(cluster_admin_url, dbname=dbname), autocommit=True) as c:
+        yield c
+
+
+def test_a_logins_password_reaches_the_server_only_as_its_scram_verifier(conn, database_url, cluster_superuser):
+    # Given the server logging the owner's DDL, and asking the new login for its password over
+    # SCRAM-SHA-256 authentication (the cluster trusts every other local connection)
+    name = f"um_scram_login_{uuid.uuid4().hex[:8]}"
+    password = secrets.token_urlsafe(24)
+    admin = cluster_superuser
+    owner, dbname = sql.Identifier(conn.info.user), sql.Identifier(conn.info.dbname)
+    log = Path(admin.execute("SHOW data_directory").fetchone()[0]) / "log"
+    hba = Path(admin.execute("SHOW hba_file").fetchone()[0])
+    trusted = hba.read_text()
+    admin.execute(sql.SQL("ALTER ROLE {} IN DATABASE {} SET log_statement = 'ddl'").format(owner, dbname))
+    hba.write_text(f"local all {name} scram-sha-256\nhost all {name} all scram-sha-256\n{trusted}")
+    admin.execute("SELECT pg_reload_conf()")
+    logged_from = log.stat().st_size
+    try:
+        # When the owner, in a new session, creates the login with that password
+        with psycopg.connect(database_url, autocommit=True) as owner_session:
+            assert create_login(owner_session, name, password, "api") is True
+        logged = log.read_bytes()[logged_from:].decode(errors="replace")
+        stored = admin.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (name,)).fetchone()[0]
+        # Then the statement the server logged carries the password's SCRAM verifier, never the password
+        assert f'ALTER ROLE "{name}" LOGIN INHERIT PASSWORD' in logged
+        assert password not in logged
+        # And the role stores that verifier as it was sent
+        assert stored.startswith("SCRAM-SHA-256$4096:") and stored in logged
+        # And the login signs in with its password under SCRAM authentication, and with no other
+        with psycopg.connect(make_conninfo(database_url, user=name, password=password)) as login:
+            assert login.execute("SELECT current_user").fetchone()[0] == name
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(make_conninfo(database_url, user=name, password=password[:-1] + "!"))
+    finally:
+        hba.write_text(trusted)
+        admin.execute("SELECT pg_reload_conf()")
+        admin.execute(sql.SQL("ALTER ROLE {} IN DATABASE {} RESET log_statement").format(owner, dbname))
+        conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(password=st.text(alphabet=string.ascii_letters + string.digits + string.punctuation, min_size=16, max_size=64))
+def test_the_verifier_sent_is_rfc_5802s_for_the_password(conn, password):
+    # Given a password (ASCII, which SASLprep leaves as it is)
+    # When its verifier is computed for a login
+    verifier = scram_sha_256_verifier(conn, "um_any_login", password)
+    # Then it is RFC 5803's form, and its keys are the ones RFC 5802 derives from the password and salt
+    match = re.fullmatch(r"SCRAM-SHA-256\$(\d+):([A-Za-z0-9+/=]+)\$([A-Za-z0-9+/=]+):([A-Za-z0-9+/=]+)", verifier)
+    assert match, verifier
+    iterations = int(match[1])
+    salt, stored_key, server_key = (base64.b64decode(match[i]) for i in (2, 3, 4))
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    assert stored_key == hashlib.sha256(client_key).digest()
+    assert server_key == hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    # And it never holds the password
+    assert password not in verifier

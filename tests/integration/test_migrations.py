@@ -67,6 +67,22 @@ def test_failing_migration_leaves_nothing_half_applied(fresh_db, tmp_path: Path)
         assert [r[0] for r in c.execute("SELECT name FROM user_memory_migrations")] == ["001_ok"]
 
 
+# Numbers handed to work that never landed (docs/architecture.md, migrations/). A gap is never
+# filled: a migration numbered below one a database has applied would run out of order there.
+UNUSED_NUMBERS = {17}
+
+
+def test_the_migration_numbers_rise_and_the_only_gaps_are_the_ones_explained():
+    # Given the packaged migrations' numbers
+    numbers = [int(m.name[:3]) for m in load_migrations(MIGRATIONS_DIR)]
+    # Then they rise from 001, and the numbers missing below the highest are exactly the unused ones
+    assert numbers == sorted(set(numbers)) and numbers[0] == 1
+    assert set(range(1, numbers[-1] + 1)) - set(numbers) == UNUSED_NUMBERS
+    # And the architecture guide says why each is missing
+    guide = (Path(__file__).resolve().parents[2] / "docs/architecture.md").read_text()
+    assert all(f"{n:03d} was never used" in guide for n in UNUSED_NUMBERS)
+
+
 def test_badly_named_migration_is_refused(tmp_path: Path):
     (tmp_path / "1_x.sql").write_text("SELECT 1;")
     with pytest.raises(MigrationError, match="NNN_name.sql"):

@@ -159,6 +159,16 @@ def applied_migrations(conn: psycopg.Connection) -> list[str]:
     return [row[0] for row in conn.execute("SELECT name FROM user_memory_migrations ORDER BY name").fetchall()]
 
 
+def scram_sha_256_verifier(conn: psycopg.Connection, name: str, password: str) -> str:
+    """The `SCRAM-SHA-256$...` verifier of a role's password (RFC 5802, 7677), computed on this side
+    by libpq (PQencryptPasswordConn) with a fresh salt.
+
+    PostgreSQL stores a password given in this form as it is, so the ALTER ROLE statement, and any
+    server log line quoting it (log_statement, an error), never holds the password itself.
+    """
+    return conn.pgconn.encrypt_password(password.encode(), name.encode(), b"scram-sha-256").decode()
+
+
 # The group roles of migration 013 a deployment's login roles join: what each function may do.
 LOGIN_GROUPS = {"api": "user_memory_api", "service": "user_memory_service"}
 _LOGIN_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -195,7 +205,8 @@ def create_login(dsn_or_conn: str | psycopg.Connection, name: str, password: str
                 conn.execute(sql.SQL("CREATE ROLE {} LOGIN INHERIT").format(role))
             elif row is None or row[0] or name == conn.info.user:
                 raise MigrationError(f"{name} is an administrative role; choose another name for the login")
-            conn.execute(sql.SQL("ALTER ROLE {} LOGIN INHERIT PASSWORD {}").format(role, sql.Literal(password)))
+            verifier = scram_sha_256_verifier(conn, name, password)
+            conn.execute(sql.SQL("ALTER ROLE {} LOGIN INHERIT PASSWORD {}").format(role, sql.Literal(verifier)))
             # A member of its own group only (a login moved from one group to the other leaves it).
             other = next(g for key, g in LOGIN_GROUPS.items() if key != group)
             if _scalar(conn, "SELECT pg_has_role(%s, %s, 'MEMBER')", (name, other)):
