@@ -695,18 +695,23 @@ def _overlap(a: Sequence[str], b: Sequence[str]) -> bool:
     return tuple(a[:n]) == tuple(b[:n])
 
 
+def _collection(value: Any) -> bool:
+    """A list, or an object of objects (parts, goals, to-dos, events by id)."""
+    return isinstance(value, list) or (isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()))
+
+
 def _pointer_fields(paths: Iterable[str], document: Document) -> list[Field]:
     """The fields a version's pointers name, read against the head. Without the version's own
-    documents (`versions_to_compare`), a pointer at a collection or a list names each of the head's
-    elements there (what the person left), never the answer's new ones."""
+    documents (`versions_to_compare`), a pointer at the document, a collection or a list names each
+    of the head's members there (what the person left), never the answer's new ones."""
     out: list[Field] = []
     for path in paths:
         try:
             fld = _field(parse_pointer(path), document)
         except PatchError:
             continue  # a pointer cut at its length limit, or not one
-        if fld[1] is None and _container(fld, document):
-            value = _get(document, fld[0])
+        value = _get(document, fld[0])
+        if fld[1] is None and (not fld[0] or _collection(value)):
             out.extend(changed_fields(_empty_like(value), value, fld[0]))
         else:
             out.append(fld)
