@@ -237,3 +237,26 @@ def test_an_element_a_person_deleted_is_not_brought_back_by_earlier_activity(dat
     if head.version > 3:  # the rule-based fold still stamps last_updated_by; the model's answer was all undone
         [conflict] = provenance(pool, user, head.version)["conflicts"]
         assert (conflict["path"], conflict["won"]) == ("/todos/passport", "person")
+
+
+def test_later_activity_about_something_else_does_not_let_the_model_drop_a_persons_element(database_url, pool):
+    # Given a person's to-do created through the API, and later activity about their mood only
+    user = uuid.uuid4()
+    client = api_client(database_url, pool, "companion", user)
+    assert client.post("/me/todos", json_body={"id": "passport", "text": "Renew the passport"}).status in (200, 201)
+    at = edited_at(pool, user, 1)
+    record(pool, user, "mood", {"mood": "tired"}, at + timedelta(minutes=5))
+    # And a model that sets the mood and drops the to-do besides
+    answer = edits_completion(
+        edit("replace", "/current_state/mood", "tired", reason="mood"),
+        edit("remove", "/todos/passport", reason="tidying up"),
+    )
+    # When the worker's nightly run summarizes the day
+    with night(database_url, pool, "openai", "companion", answer) as services:
+        run_night(services, user, at)
+    # Then the mood is the activity's and the to-do is still the person's, kept and recorded as such
+    head = MemoryStore(PostgresRecorder(pool)).head(user)
+    assert head.document["current_state"]["mood"] == "tired"
+    assert head.document["todos"]["passport"]["text"] == "Renew the passport"
+    record_ = provenance(pool, user, head.version)
+    assert [k["path"] for k in record_["kept_human_edits"]] == ["/todos/passport"] and record_["conflicts"] == []

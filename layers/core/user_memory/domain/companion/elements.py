@@ -612,7 +612,8 @@ def fold_targets(kind: str, payload: Any, external_id: str) -> tuple[tuple[str, 
     if kind in _STATE_KEYS:
         return (("current_state", _STATE_KEYS[kind]), ("current_state", "last_updated"))
     if kind == "preference":
-        area = p.get("area").strip()[:100] if isinstance(p.get("area"), str) else ""
+        raw = p.get("area")
+        area = raw.strip()[:100] if isinstance(raw, str) else ""
         return (("advanced_info", "preferences", area), ("current_state", "last_updated"))
     return None
 

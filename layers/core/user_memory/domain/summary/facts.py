@@ -933,7 +933,8 @@ def _drop_dangling(doc: Document, schema: str) -> None:
     """Take links to elements no longer in the document out (in place): a trigger's related_parts
     (user_state); a to-do's goal_id and a goal's parent_id (companion)."""
     if schema == "companion":
-        goals = doc.get("goals") if isinstance(doc.get("goals"), dict) else {}
+        found = doc.get("goals")
+        goals: dict[str, Any] = found if isinstance(found, dict) else {}
         for name, link in (("todos", "goal_id"), ("goals", "parent_id")):
             for element in (doc.get(name) or {}).values():
                 if isinstance(element, dict) and element.get(link) is not None and element[link] not in goals:

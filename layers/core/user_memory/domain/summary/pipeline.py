@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from user_memory.domain.memory.document import check_json_size, get_schema, validate_document
+from user_memory.domain.memory.document import check_json_size, empty_document, get_schema, validate_document
 from user_memory.domain.memory.patching import apply_patch, copy_json, make_patch
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import FORGET_KINDS as FORGET_KINDS  # defined there; re-exported as before
@@ -445,7 +445,9 @@ def people_edits(
     if wanted:
         for version, before, after in store.walk(user_id, min(wanted), max(wanted)):
             if version in wanted:
-                compared[version] = changed_fields(before, after)
+                # Version 0 is the schema's starting document: the defaults a first write fills
+                # in are not what the person wrote.
+                compared[version] = changed_fields(before or empty_document(cfg.schema), after)
     return human_edits(changes, head.document, cfg.schema, compared)
 
 
