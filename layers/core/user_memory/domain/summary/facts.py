@@ -43,13 +43,25 @@ schema.
    are kept as they left them, unless activity that occurred after their edit asks for a change
    there (user_state: a forget request or a part_named / goal_set naming the part, a
    trigger_noted for the triggers, a safety_note for the notes; a reset for anything; no activity
-   asks for the summary. Other schemas: any activity after the edit). A field is a JSON Pointer
-   cut at its first list, or that list's element the pointer went into when the element has an
-   identity (`id`, `trigger`, `goal` or `topic`; a trigger_noted releases only its own trigger). A
-   list changed as a whole keeps every element the person left (matched by identity, else by
-   value), with the answer's new elements after them.
-   Each field put back is recorded (`Kept`: the pointer, the version and source of the edit, why).
-   The service's own fields (version, last_updated_by, a part's recency_score) are not a person's.
+   asks for the summary. companion: an activity the rule-based fold understands asks for its own
+   element or field only (`elements.fold_targets`: a todo_done for its to-do, a mood for the mood),
+   any other kind (free text) for anything. Other schemas: any activity after the edit).
+   A field is what the person wrote, never the collection around it: a JSON Pointer cut at its
+   first list, or at an element of an object keyed by id (a companion goal, to-do or event: one
+   field, whole), or that list's element when the element has an identity (`id`, `trigger`,
+   `goal` or `topic`). A version whose pointers do not say exactly what it changed (a collection
+   or the whole document written as one value, as a memory's first write is; a list, whose
+   indexes were that time's; pointers cut at their bounds: `versions_to_compare`) is compared
+   with the version before it (`changed_fields`; version 0 is the schema's starting document): its
+   fields are the members and elements it added, changed or removed. So an element the answer adds
+   from activity stays whenever the activity occurred, and an element the person removed stays
+   removed (the answer does not bring it back) unless later activity asks for it.
+   When the answer changed a person's field, the later side wins: the activity, when one that asks
+   for a change there occurred after the edit (the answer stands); else the person (put back, a
+   tie included). Each field put back is recorded (`Kept`: the pointer, the version and source of
+   the edit, why), and each change an activity asked for is a conflict recorded either way
+   (`Conflict`: also which side won and the activity). The service's own fields (version,
+   last_updated_by, a part's recency_score) are not a person's.
 
 Everything here is pure: documents in, new documents and records out (inputs never modified).
 """

@@ -12,15 +12,18 @@ one: those are checked, refused one by one where the guardrail says so, applied 
 protected facts it lost without a request are restored; the structured activity it does not
 reflect goes back to the summarizer once, named, within the same `attempts`, and what is still
 missing is folded in by the rule-based fold. The fields a person set through the API or an agent
-tool since the last summary are kept as they left them unless later activity asks for a change
-(facts.keep_human_edits; in every schema). Once per run the service sets recency_score (1.0
-for parts the activity names, the others decayed x 0.9). The version records its provenance:
-mode, model, the edits and their reasons, the refused ones and why, what was restored, filled
-and kept and why, the forget requests ignored (they name no part) and why, the activity the
-prompt left out, the tokens.
+tool since the last summary (the elements they wrote, never a whole collection) are kept as they
+left them unless later activity asks for a change (facts.keep_human_edits; in every schema); a
+change an activity asked for is a conflict decided by time. Once per run the service sets
+recency_score (1.0 for parts the activity names, the others decayed x 0.9). The version records
+its provenance: mode, model, the edits and their reasons, the refused ones and why, what was
+restored, filled and kept and why, the conflicts and who won, the forget requests ignored (they
+name no part) and why, the activity the prompt left out, the tokens.
 
 Round trips per user on the happy path: head + run key (1), the activity (1), the write (1); one
-more (the newest versions' sources and changed pointers, bounded) when the head is not a summary's.
+more (the newest versions' sources and changed pointers, bounded) when the head is not a summary's,
+and two more (a document, then at most MAX_HUMAN_VERSIONS rows) when a person's version must be
+compared with the one before it (facts.versions_to_compare).
 """
 
 from __future__ import annotations
