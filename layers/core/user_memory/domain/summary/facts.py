@@ -659,10 +659,9 @@ def _empty_like(value: Any) -> Any:
     return {} if isinstance(value, dict) else [] if isinstance(value, list) else _MISSING
 
 
-def _container(fld: Field, document: Any) -> bool:
-    """Whether a pointer's field holds more than one thing a person may have written: an object
-    that is not an element (the document, a collection, a section), or a list not cut at an element."""
-    tokens, element = fld
+def _container(tokens: tuple[str, ...], document: Any) -> bool:
+    """Whether a pointer's field (`_field`) may hold more than what the person wrote: an object that
+    is not an element (the document, a collection, a section), or a list."""
     value = _get(document, tokens)
     if isinstance(value, list):
         return True  # an index in an older patch may name another element than the head's
@@ -685,10 +684,10 @@ def versions_to_compare(changes: Iterable[VersionChange], document: Document) ->
             continue
         for path in change.paths:
             try:
-                fld = _field(parse_pointer(path), document)
+                tokens = _field(parse_pointer(path), document)[0]
             except PatchError:
                 continue
-            if _container(fld, document):
+            if _container(tokens, document):
                 wanted.add(change.version)
                 break
     return wanted
@@ -769,8 +768,9 @@ def human_edits(
             break
         if not is_human_source(change.source):
             continue  # the service's own (a companion feedback version): neither a person's nor a summary
-        exact = compared is not None and change.version in compared
-        fields = compared[change.version] if compared is not None and exact else _pointer_fields(change.paths, document)
+        found_by_comparing = compared.get(change.version) if compared is not None else None
+        exact = found_by_comparing is not None
+        fields = found_by_comparing if found_by_comparing is not None else _pointer_fields(change.paths, document)
         for tokens, element in fields:
             if _not_a_persons(tokens, schema) or found.held(tokens, element):
                 continue  # a newer edit holds this field, or the field around it
@@ -820,6 +820,47 @@ def _asks(a: Activity, edit: HumanEdit, schema: str, targets: tuple[tuple[str, .
     if tokens[0] == "safety_notes":
         return a.kind == "safety_note"
     return False  # the summary, and anything else: no activity asks for it
+
+
+def _later(current: Activity | None, a: Activity | None) -> Activity | None:
+    """The later of two activities (either may be None); the first of equally late ones."""
+    if current is None or a is None:
+        return current if a is None else a
+    return a if a.occurred_at > current.occurred_at else current
+
+
+class _Askers:
+    """The activity asking for a change in a person's field, the latest first: for user_state by
+    `_asks`; for the other schemas from an index of each activity's fields (`_activity_targets`),
+    built once, so a run's every field is looked up in time linear in its depth."""
+
+    def __init__(self, activities: Sequence[Activity], schema: str) -> None:
+        self.activities = activities
+        self.schema = schema
+        self.anything: Activity | None = None  # the latest that may ask for anything
+        self.at: dict[tuple[str, ...], Activity] = {}  # the latest asking for a field
+        self.below: dict[tuple[str, ...], Activity] = {}  # the latest asking for a field inside one
+        if schema in FLOOR_SCHEMAS:
+            return
+        for a in activities:
+            targets = None if is_reset(a) else _activity_targets(a, schema)
+            if targets is None:
+                self.anything = _later(self.anything, a)
+                continue
+            for t in targets:
+                self.at[t] = _later(self.at.get(t), a) or a
+                for n in range(len(t)):
+                    self.below[t[:n]] = _later(self.below.get(t[:n]), a) or a
+
+    def latest(self, edit: HumanEdit) -> Activity | None:
+        """The latest activity that asks for a change in `edit`'s field (None: none does)."""
+        if self.schema in FLOOR_SCHEMAS:
+            asking = (a for a in self.activities if _asks(a, edit, self.schema))
+            return max(asking, key=lambda a: a.occurred_at, default=None)
+        found = _later(self.anything, self.below.get(edit.tokens))
+        for n in range(1, len(edit.tokens) + 1):
+            found = _later(found, self.at.get(edit.tokens[:n]))
+        return found
 
 
 def _get(doc: Any, tokens: Sequence[str]) -> Any:
@@ -978,17 +1019,11 @@ def keep_human_edits(
     kept: list[Kept] = []
     conflicts: list[Conflict] = []
     no_ask = "a person set it; the answer changed it and no activity after the edit asks for it"
-    targets: dict[int, tuple[tuple[str, ...], ...] | None] = {}
+    askers = _Askers(activities, schema)
     for edit in human:
         if not _differs(edit, old, out.doc):
             continue  # the answer left it as the person did: nothing to decide
-        asking = []
-        for i, a in enumerate(activities):
-            if i not in targets:
-                targets[i] = _activity_targets(a, schema)
-            if _asks(a, edit, schema, targets[i]):
-                asking.append(a)
-        latest = max(asking, key=lambda a: a.occurred_at, default=None)
+        latest = askers.latest(edit)
         if latest is not None and latest.occurred_at > edit.at:
             path = edit.path if edit.element is None else _element_path(out.doc, edit)
             why = "activity that occurred after the person's edit asks for a change there: the activity's is later"
