@@ -789,19 +789,18 @@ def _activity_targets(a: Activity, schema: str) -> tuple[tuple[str, ...], ...] |
     kind (companion); None: it may ask for a change anywhere."""
     if schema != "companion":
         return None
+    # Loaded for the companion schema only, as the rule-based summarizer loads its fold: the
+    # companion's modules (recurrences) cost a cold start that other deployments never need.
     from user_memory.domain.companion.elements import fold_targets
 
     return fold_targets(a.kind, a.payload, f"{a.source}:{a.external_id}")
 
 
-def _asks(a: Activity, edit: HumanEdit, schema: str, targets: tuple[tuple[str, ...], ...] | None = None) -> bool:
-    """Whether activity `a` asks for a change in the field `edit` holds (`targets`: `_activity_targets`)."""
+def _asks(a: Activity, edit: HumanEdit) -> bool:
+    """Whether activity `a` asks for a change in the user_state field `edit` holds (the other
+    schemas: `_Askers`)."""
     if is_reset(a):
         return True
-    if schema not in FLOOR_SCHEMAS:
-        # companion: an activity the fold understands asks for its own fields only; any other
-        # (free text a model reads) may ask for anything, as in every schema without a map
-        return targets is None or any(_overlap(t, edit.tokens) for t in targets)
     tokens = edit.tokens
     if tokens[0] == "parts":
         forgotten = forgotten_part(a)
@@ -855,7 +854,7 @@ class _Askers:
     def latest(self, edit: HumanEdit) -> Activity | None:
         """The latest activity that asks for a change in `edit`'s field (None: none does)."""
         if self.schema in FLOOR_SCHEMAS:
-            asking = (a for a in self.activities if _asks(a, edit, self.schema))
+            asking = (a for a in self.activities if _asks(a, edit))
             return max(asking, key=lambda a: a.occurred_at, default=None)
         found = _later(self.anything, self.below.get(edit.tokens))
         for n in range(1, len(edit.tokens) + 1):
