@@ -155,9 +155,7 @@ class RunOutcome:
     facts_restored: int = 0  # protected facts an answer lost without a request, put back (provenance "restored")
     facts_filled: int = 0  # activity an answer did not reflect, folded in by the service (provenance "filled")
     human_edits_kept: int = 0  # fields a person set that an answer changed, put back (provenance "kept_human_edits")
-    human_edit_conflicts: int = (
-        0  # a person's field an answer changed as an activity asks, decided by time ("conflicts")
-    )
+    human_edit_conflicts: int = 0  # a person's field an answer changed as activity asks (provenance "conflicts")
     requests_ignored: int = 0  # stored forget requests naming no part (provenance "ignored_requests")
     seconds: float = 0.0
     rebased: int = 0
