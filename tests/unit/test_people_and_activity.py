@@ -19,7 +19,7 @@ from user_memory.domain.memory.patching import copy_json
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity, Window
 from user_memory.domain.ports import SummaryResult
-from user_memory.domain.summary.facts import changed_fields, human_edits, keep_human_edits
+from user_memory.domain.summary.facts import HumanEdit, changed_fields, human_edits, keep_human_edits
 from user_memory.domain.summary.pipeline import people_edits, refresh_user
 from user_memory.domain.summary.rules import RuleBasedSummarizer
 
@@ -252,3 +252,55 @@ def test_a_goal_set_after_a_persons_edit_does_not_let_the_answer_drop_another_go
     result = keep_human_edits(old, answer, [later], human, "user_state")
     assert result.document["parts"]["p"]["goals"] == [{"goal": "y"}, {"goal": "z"}, {"goal": "x"}]
     assert [k.path for k in result.kept] == ["/parts/p/goals/2"] and result.conflicts == ()
+
+
+# -- the fields found by comparing are every difference, and nothing else ------------------------------
+
+_texts = st.sampled_from(["", "p", "q"])
+_sections = st.fixed_dictionaries({}, optional={"a": _texts, "b": st.lists(_texts, max_size=2)})
+documents = st.fixed_dictionaries(
+    {},
+    optional={
+        "summary": _texts,
+        "todos": st.dictionaries(st.sampled_from(IDS), _texts.map(lambda t: {"text": t}), max_size=3).map(
+            lambda d: {k: {"id": k, **v} for k, v in d.items()}
+        ),
+        "triggers": st.dictionaries(st.sampled_from(IDS), st.integers(0, 2), max_size=3).map(
+            lambda d: [{"trigger": k, "v": v} for k, v in d.items()]
+        ),
+        "section": _sections,
+    },
+)
+
+
+def _normal(value: Any) -> Any:
+    """A document with each list of elements by identity in identity order (their order is not a
+    field), and without empty objects and lists (an empty collection holds nothing anyone wrote: the
+    schema fills it in)."""
+    if isinstance(value, dict):
+        return {k: n for k, v in value.items() if (n := _normal(v)) not in ({}, [])}
+    if isinstance(value, list):
+        items = [_normal(v) for v in value]
+        if items and all(isinstance(x, dict) and "trigger" in x for x in items):
+            return sorted(items, key=lambda x: x["trigger"])
+        return items
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=documents, after=documents)
+def test_putting_back_every_field_found_by_comparing_two_documents_gives_the_second(before, after):
+    # Given the fields found by comparing two documents, each as a person's edit
+    at = datetime(2031, 1, 1, tzinfo=UTC)
+    edits = [HumanEdit(tokens, 2, at, "api", element) for tokens, element in changed_fields(before, after)]
+    # When each is put back into the first document as the second has it (no activity asks)
+    result = copy_json(keep_human_edits(after, copy_json(before), [], edits, "tutor").document)
+    before, after = copy_json(before), copy_json(after)
+    # Then the result is the second document: every difference is a field, and nothing else changed;
+    # but for a list whose elements have no identity (one field), which keeps every element the
+    # person left and the answer's own besides
+    mine, theirs, got = (d.get("section", {}).pop("b", []) for d in (after, before, result))
+    assert set(mine) <= set(got) <= set(mine) | set(theirs)
+    assert _normal(result) == _normal(after)
+    # And comparing a document with itself finds nothing
+    assert changed_fields(after, copy_json(after)) == []

@@ -917,9 +917,7 @@ def _element_in(items: Any, element: tuple[str, str] | None) -> tuple[int | None
 def _differs(edit: HumanEdit, old: Document, answer: Document) -> bool:
     """Whether the answer changed the field a person set (as `old` has it)."""
     before, current = _get(old, edit.tokens), _get(answer, edit.tokens)
-    if edit.element is not None:
-        if not isinstance(before, list) or not isinstance(current, list):
-            return False
+    if edit.element is not None:  # a list the document lacks holds no element
         was, now = _element_in(before, edit.element)[1], _element_in(current, edit.element)[1]
         if was is _MISSING or now is _MISSING:
             return was is not now
@@ -944,10 +942,11 @@ def _put_back(out: _Copy, tokens: tuple[str, ...], old: Document) -> bool:
         if not last and isinstance(wanted, dict) and isinstance(current, dict):
             node, before = current, wanted
             continue
-        if wanted is _MISSING:
-            if not last or current is _MISSING:
+        if wanted is _MISSING:  # the field is not in `old`: take it out of the answer, where it is
+            parent = _get(out.doc, tokens[:-1])
+            if not isinstance(parent, dict) or tokens[-1] not in parent:
                 return False
-            del _get(out.edit(), tokens[:i])[token]
+            del _get(out.edit(), tokens[:-1])[tokens[-1]]
             return True
         value = _merged(wanted, current) if last and isinstance(wanted, list) and isinstance(current, list) else wanted
         if current is not _MISSING and json_equal(value, current):
@@ -962,8 +961,6 @@ def _put_element_back(out: _Copy, edit: HumanEdit, old: Document) -> int | None:
     place, at the end when the answer dropped it, or taken out when the person removed it (`old`
     has none). Its index in the answer, or None when nothing changed."""
     before, current = _get(old, edit.tokens), _get(out.doc, edit.tokens)
-    if not isinstance(before, list) or not isinstance(current, list):
-        return None
     wanted = _element_in(before, edit.element)[1]
     at, now = _element_in(current, edit.element)
     if wanted is _MISSING:
@@ -972,6 +969,13 @@ def _put_element_back(out: _Copy, edit: HumanEdit, old: Document) -> int | None:
         del _get(out.edit(), edit.tokens)[at]
         return at
     if at is not None and json_equal(now, wanted):
+        return None
+    if current is _MISSING:  # the answer has no such list: it gets one, where its parent is
+        parent = _get(out.doc, edit.tokens[:-1])
+        if not edit.tokens or not isinstance(parent, dict):
+            return None
+        _get(out.edit(), edit.tokens[:-1])[edit.tokens[-1]] = []
+    elif not isinstance(current, list):
         return None
     items = _get(out.edit(), edit.tokens)
     if at is None:
