@@ -364,6 +364,20 @@ def test_versions_yields_every_version_oldest_first_each_equal_to_at(make_store,
     assert json_equal(store.head(user_id).document, doc_for(10))
 
 
+@pytest.mark.parametrize(("first", "last"), [(1, 10), (1, 1), (4, 7), (7, 10), (10, 10)])
+def test_walk_yields_each_version_of_a_range_with_the_document_before_it(make_store, user_id, first, last):
+    # Given 10 versions with checkpoints at 3, 6 and 9
+    store = make_store(checkpoint_interval=3)
+    for v in range(1, 11):
+        store.append(user_id, doc_for(v), expected_version=v - 1, source=f"s{v}")
+    # When a range of them is walked, Then each comes with the document before it and its own
+    walked = list(store.walk(user_id, first, last))
+    assert [v for v, _, _ in walked] == list(range(first, last + 1))
+    for version, before, after in walked:
+        assert json_equal(before, doc_for(version - 1) if version > 1 else {}), version
+        assert json_equal(after, doc_for(version)), version
+
+
 def test_versions_of_a_user_with_no_memory_is_empty_and_a_revert_is_walked_as_written(make_store, user_id):
     store = make_store(checkpoint_interval=3)
     assert list(store.versions(user_id)) == []

@@ -389,7 +389,7 @@ def test_a_summary_set_by_a_person_is_kept_and_recorded():
         (
             "/parts/planner/goals",
             lambda d: d["parts"]["planner"]["goals"].pop(0),
-            later("goal_set", part_id="planner", goal="call a friend"),
+            later("forget_request", part_id="planner"),
         ),
         (
             "/triggers_and_goals",

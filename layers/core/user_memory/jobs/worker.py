@@ -104,6 +104,7 @@ class _Tally:
         self.facts_restored = 0
         self.facts_filled = 0
         self.human_edits_kept = 0
+        self.human_edit_conflicts = 0
         self.requests_ignored = 0
         self.messages_recorded = 0
         self.conversations: Counter[str] = Counter()
@@ -124,6 +125,7 @@ class _Tally:
         self.facts_restored += outcome.facts_restored
         self.facts_filled += outcome.facts_filled
         self.human_edits_kept += outcome.human_edits_kept
+        self.human_edit_conflicts += outcome.human_edit_conflicts
         self.requests_ignored += outcome.requests_ignored
 
 
@@ -431,6 +433,7 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         facts_restored=tally.facts_restored,
         facts_filled=tally.facts_filled,
         human_edits_kept=tally.human_edits_kept,
+        human_edit_conflicts=tally.human_edit_conflicts,
         requests_ignored=tally.requests_ignored,
         messages_recorded=tally.messages_recorded,
         conversations=dict(tally.conversations),
@@ -459,6 +462,7 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         "FactsRestored": tally.facts_restored,
         "FactsFilled": tally.facts_filled,
         "HumanEditsKept": tally.human_edits_kept,
+        "HumanEditConflicts": tally.human_edit_conflicts,
         "RequestsIgnored": tally.requests_ignored,
         "ConversationLLMTokens": tally.conversation_tokens,
         "RatingsSummarized": tally.ratings,

@@ -595,15 +595,37 @@ def _note_progress(goal: dict[str, Any], entry: dict[str, Any]) -> None:
     del progress[:-MAX_PROGRESS]  # the newest are kept
 
 
+_ADDS: dict[str, Collection] = {"todo_added": "todos", "goal_set": "goals", "event_added": "events"}
+_STATE_KEYS = {"mood": "mood", "win": "recent_wins", "loss": "recent_losses", "pain_point": "pain_points",
+               "focus_area": "focus_areas", "skill": "skills"}  # fmt: skip
+
+
+def fold_targets(kind: str, payload: Any, external_id: str) -> tuple[tuple[str, ...], ...] | None:
+    """The fields an activity asks to change, as `fold_companion` folds it (`external_id` as it is
+    given there): an element by its id, a field of the current state, a preference area. None for a
+    kind the fold does not understand: its text may be about anything (a model reads it)."""
+    p = payload if isinstance(payload, dict) else {}
+    if kind in _ADDS:
+        return ((_ADDS[kind], _element_id_for(p, external_id)),)
+    if kind in ("todo_done", "goal_progress"):
+        return (("todos" if kind == "todo_done" else "goals", str(p.get("id"))),)
+    if kind in _STATE_KEYS:
+        return (("current_state", _STATE_KEYS[kind]), ("current_state", "last_updated"))
+    if kind == "preference":
+        raw = p.get("area")
+        area = raw.strip()[:100] if isinstance(raw, str) else ""
+        return (("advanced_info", "preferences", area), ("current_state", "last_updated"))
+    return None
+
+
 def fold_companion(doc: Document, kind: str, payload: Any, external_id: str, occurred_at: datetime) -> bool:
     """Fold one activity into a companion document in place; False when it was not understood or
     its element does not validate (the activity is then left to the summary's other readers)."""
     p = payload if isinstance(payload, dict) else {}
     fields = {k: v for k, v in p.items() if k != "id"}
     try:
-        if kind in ("todo_added", "goal_set", "event_added"):
-            targets: dict[str, Collection] = {"todo_added": "todos", "goal_set": "goals", "event_added": "events"}
-            collection = targets[kind]
+        if kind in _ADDS:
+            collection = _ADDS[kind]
             element_id = _element_id_for(p, external_id)
             elements = doc.setdefault(collection, {})
             if element_id in elements or len(elements) >= MAX_ELEMENTS:
@@ -639,8 +661,7 @@ def fold_companion(doc: Document, kind: str, payload: Any, external_id: str, occ
     if kind == "mood" and isinstance(p.get("mood"), str) and p["mood"].strip():
         state["mood"] = p["mood"].strip()[:200]
     elif kind in ("win", "loss", "pain_point", "focus_area", "skill"):
-        key = {"win": "recent_wins", "loss": "recent_losses", "pain_point": "pain_points", "focus_area": "focus_areas",
-               "skill": "skills"}[kind]  # fmt: skip
+        key = _STATE_KEYS[kind]
         before = list(state.get(key) or [])
         state[key] = before
         _push(state[key], p.get("skill" if kind == "skill" else "text"))

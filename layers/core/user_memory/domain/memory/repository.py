@@ -143,6 +143,18 @@ class MemoryStore:
                 )
             first = rows[-1].version + 1
 
+    def walk(self, user_id: object, first: int, last: int) -> Iterator[tuple[int, Document, Document]]:
+        """Each version from `first` to `last` (>= 1) with the document before it and its own, oldest
+        first: two reads (the document at `first` - 1, then the span's rows). The documents share
+        their untouched parts and are read-only."""
+        uid = parse_user_id(user_id)
+        document = self.at(uid, first - 1).document
+        for row in self.recorder.read_span(uid, first, last):
+            # Not in place: the document before a version is handed out beside the version's own.
+            after = row.checkpoint if row.checkpoint is not None else apply_patch(document, row.patch, share=True)
+            yield row.version, document, after
+            document = after
+
     def sizes(self, user_id: object, *, points: int, byte_budget: int) -> list[tuple[int, datetime | None, int]]:
         """The compact JSON size of each of the newest versions, oldest first: (version, time, bytes).
 

@@ -43,13 +43,25 @@ schema.
    are kept as they left them, unless activity that occurred after their edit asks for a change
    there (user_state: a forget request or a part_named / goal_set naming the part, a
    trigger_noted for the triggers, a safety_note for the notes; a reset for anything; no activity
-   asks for the summary. Other schemas: any activity after the edit). A field is a JSON Pointer
-   cut at its first list, or that list's element the pointer went into when the element has an
-   identity (`id`, `trigger`, `goal` or `topic`; a trigger_noted releases only its own trigger). A
-   list changed as a whole keeps every element the person left (matched by identity, else by
-   value), with the answer's new elements after them.
-   Each field put back is recorded (`Kept`: the pointer, the version and source of the edit, why).
-   The service's own fields (version, last_updated_by, a part's recency_score) are not a person's.
+   asks for the summary. companion: an activity the rule-based fold understands asks for its own
+   element or field only (`elements.fold_targets`: a todo_done for its to-do, a mood for the mood),
+   any other kind (free text) for anything. Other schemas: any activity after the edit).
+   A field is what the person wrote, never the collection around it: a JSON Pointer cut at its
+   first list, or at an element of an object keyed by id (a companion goal, to-do or event: one
+   field, whole), or that list's element when the element has an identity (`id`, `trigger`,
+   `goal` or `topic`). A version whose pointers do not say exactly what it changed (a collection
+   or the whole document written as one value, as a memory's first write is; a list, whose
+   indexes were that time's; pointers cut at their bounds: `versions_to_compare`) is compared
+   with the version before it (`changed_fields`; version 0 is the schema's starting document): its
+   fields are the members and elements it added, changed or removed. So an element the answer adds
+   from activity stays whenever the activity occurred, and an element the person removed stays
+   removed (the answer does not bring it back) unless later activity asks for it.
+   When the answer changed a person's field, the later side wins: the activity, when one that asks
+   for a change there occurred after the edit (the answer stands); else the person (put back, a
+   tie included). Each field put back is recorded (`Kept`: the pointer, the version and source of
+   the edit, why), and each change an activity asked for is a conflict recorded either way
+   (`Conflict`: also which side won and the activity). The service's own fields (version,
+   last_updated_by, a part's recency_score) are not a person's.
 
 Everything here is pure: documents in, new documents and records out (inputs never modified).
 """
@@ -57,14 +69,21 @@ Everything here is pure: documents in, new documents and records out (inputs nev
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from user_memory.domain.memory.document import get_schema
 from user_memory.domain.memory.patching import copy_json, escape_token, json_equal, parse_pointer
-from user_memory.domain.model import FORGET_KINDS, Activity, Document, VersionChange
+from user_memory.domain.model import (
+    FORGET_KINDS,
+    MAX_CHANGED_PATH_CHARS,
+    MAX_CHANGED_PATHS,
+    Activity,
+    Document,
+    VersionChange,
+)
 from user_memory.domain.summary.requests import forgotten_part, has_reset, is_reset
 from user_memory.domain.summary.rules import FACT_KINDS, RECENCY_DECAY, fold
 from user_memory.errors import PatchError
@@ -72,11 +91,13 @@ from user_memory.errors import PatchError
 __all__ = [
     "FLOOR_SCHEMAS",
     "MAX_HUMAN_VERSIONS",
+    "Conflict",
     "Filled",
     "FloorResult",
     "HumanEdit",
     "Kept",
     "Restored",
+    "changed_fields",
     "fill",
     "human_edits",
     "is_human_source",
@@ -86,6 +107,7 @@ __all__ = [
     "set_recency",
     "unreflected",
     "unreflected_feedback",
+    "versions_to_compare",
 ]
 
 # The schemas whose facts the floor knows.
@@ -489,14 +511,18 @@ def set_recency(base: Document, document: Document, activities: Iterable[Activit
 # the prefixes the database lets an end user write.
 HUMAN_SOURCES = ("api", "agent:")
 # Versions read back (one query, newest first) to find a person's edits since the last summary;
-# beyond them older edits are not looked for. Fields kept track of at most.
+# beyond them older edits are not looked for. Fields taken from patch pointers at most, and fields
+# in all (a version compared with the one before it can name every element of a collection).
 MAX_HUMAN_VERSIONS = 50
 MAX_HUMAN_FIELDS = 200
+MAX_COMPARED_FIELDS = 5_000
 # Top-level fields the service writes on every version; never a person's to keep.
 _SERVICE_FIELDS = frozenset({"version", "last_updated_by"})
-# Keys that identify an element of a list a person changed (the first one an element has).
+# Keys that identify an element (of a list, or of an object keyed by id); the first one it has.
 _IDENTITY_KEYS = ("id", "trigger", "goal", "topic")
 _MISSING = object()
+
+Field = tuple[tuple[str, ...], tuple[str, str] | None]
 
 
 def is_human_source(source: str | None) -> bool:
@@ -506,9 +532,9 @@ def is_human_source(source: str | None) -> bool:
 
 @dataclass(frozen=True)
 class HumanEdit:
-    """A field a person changed since the last summary: its pointer (cut at its first list), the
-    list element it changed when that element has an identity (`element`: key and value), and the
-    newest version that changed it (when, and through what)."""
+    """A field a person changed since the last summary: its pointer (cut at its first list, or at an
+    element of an object keyed by id), the list element it changed when that element has an identity
+    (`element`: key and value), and the newest version that changed it (when, and through what)."""
 
     tokens: tuple[str, ...]
     version: int
@@ -541,10 +567,38 @@ class Kept:
         return {"path": self.path, "version": self.edit.version, "source": self.edit.source, "why": self.why}
 
 
-def _field(tokens: list[str], document: Any) -> tuple[tuple[str, ...], tuple[str, str] | None]:
-    """The field a pointer changed: the pointer itself, cut at its first list and just below the
-    first member `document` does not have; and, when the pointer goes into an element of that list
-    that has an identity (`_IDENTITY_KEYS`), that identity (the element at that index in `document`)."""
+@dataclass(frozen=True)
+class Conflict:
+    """A field a person set that the answer changed as an activity asks: the later of the person's
+    edit and the activity won (`won`: "person" or "activity"; a tie is the person's)."""
+
+    edit: HumanEdit
+    path: str
+    won: str
+    activity: Activity
+    why: str
+
+    def describe(self) -> dict[str, Any]:
+        """What provenance records (never the value)."""
+        return {
+            "path": self.path,
+            "version": self.edit.version,
+            "source": self.edit.source,
+            "won": self.won,
+            "activity_id": self.activity.id,
+            "why": self.why,
+        }
+
+
+def _is_element(value: Any) -> bool:
+    return _identity(value) is not None
+
+
+def _field(tokens: list[str], document: Any) -> Field:
+    """The field a pointer changed: the pointer itself, cut at its first list, at an element of an
+    object (a member with an identity, `_IDENTITY_KEYS`: a companion goal, to-do or event) and just
+    below the first member `document` does not have; and, when the pointer goes into an element of
+    that list that has an identity, that identity (the element at that index in `document`)."""
     node = document
     for i, token in enumerate(tokens):
         if isinstance(node, list):
@@ -553,7 +607,90 @@ def _field(tokens: list[str], document: Any) -> tuple[tuple[str, ...], tuple[str
         if not (isinstance(node, dict) and token in node):
             return tuple(tokens[: i + 1]), None
         node = node[token]
+        if i > 0 and _is_element(node):
+            return tuple(tokens[: i + 1]), None
     return tuple(tokens), None
+
+
+def _identities(items: list[Any]) -> dict[tuple[str, str], Any] | None:
+    """A list's elements by identity, when every element has one of its own (else None)."""
+    out: dict[tuple[str, str], Any] = {}
+    for x in items:
+        ident = _identity(x)
+        if ident is None or ident in out:
+            return None
+        out[ident] = x
+    return out
+
+
+def changed_fields(before: Any, after: Any, tokens: tuple[str, ...] = ()) -> list[Field]:
+    """The fields that differ from `before` to `after` (two versions' documents), cut as a person's
+    pointers are (`_field`): a member added, removed or changed, an element (of an object keyed by
+    id, or of a list where each element has an identity) as a whole, any other list as a whole."""
+    out: list[Field] = []
+
+    def walk(b: Any, a: Any, at: tuple[str, ...]) -> None:
+        if b is not _MISSING and a is not _MISSING and json_equal(b, a):
+            return
+        # A section or collection added or removed whole is its members added or removed (a
+        # collection written as one value is still each of its elements).
+        if b is _MISSING and not (at and _is_element(a)):
+            b = _empty_like(a)
+        elif a is _MISSING and not (at and _is_element(b)):
+            a = _empty_like(b)
+        if isinstance(b, dict) and isinstance(a, dict) and not (at and (_is_element(b) or _is_element(a))):
+            for key in dict.fromkeys([*b, *a]):
+                walk(b.get(key, _MISSING), a.get(key, _MISSING), (*at, key))
+            return
+        if isinstance(b, list) and isinstance(a, list):
+            old, new = _identities(b), _identities(a)
+            if old is not None and new is not None:
+                for ident in dict.fromkeys([*old, *new]):
+                    if ident not in old or ident not in new or not json_equal(old[ident], new[ident]):
+                        out.append((at, ident))
+                return
+        out.append((at, None))
+
+    walk(before, after, tokens)
+    return out
+
+
+def _empty_like(value: Any) -> Any:
+    return {} if isinstance(value, dict) else [] if isinstance(value, list) else _MISSING
+
+
+def _container(tokens: tuple[str, ...], document: Any) -> bool:
+    """Whether a pointer's field (`_field`) may hold more than what the person wrote: an object that
+    is not an element (the document, a collection, a section), or a list."""
+    value = _get(document, tokens)
+    if isinstance(value, list):
+        return True  # an index in an older patch may name another element than the head's
+    return isinstance(value, dict) and not (tokens and _is_element(value))
+
+
+def versions_to_compare(changes: Iterable[VersionChange], document: Document) -> set[int]:
+    """The people's versions since the last summary whose pointers do not name exactly what they
+    changed: a pointer at the document, a collection, a section or a list (an index in an older
+    patch names an element of that time), or pointers cut at their bounds. Comparing each with the
+    version before it (`changed_fields`) names every element the person added, changed or removed."""
+    wanted: set[int] = set()
+    for change in changes:
+        if change.summary:
+            break
+        if not is_human_source(change.source):
+            continue
+        if len(change.paths) >= MAX_CHANGED_PATHS or any(len(p) >= MAX_CHANGED_PATH_CHARS for p in change.paths):
+            wanted.add(change.version)
+            continue
+        for path in change.paths:
+            try:
+                tokens = _field(parse_pointer(path), document)[0]
+            except PatchError:
+                continue
+            if _container(tokens, document):
+                wanted.add(change.version)
+                break
+    return wanted
 
 
 def _not_a_persons(tokens: tuple[str, ...], schema: str) -> bool:
@@ -569,37 +706,101 @@ def _overlap(a: Sequence[str], b: Sequence[str]) -> bool:
     return tuple(a[:n]) == tuple(b[:n])
 
 
-def human_edits(changes: Iterable[VersionChange], document: Document, schema: str) -> tuple[HumanEdit, ...]:
+def _collection(value: Any) -> bool:
+    """A list, or an object of objects (parts, goals, to-dos, events by id)."""
+    return isinstance(value, list) or (isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()))
+
+
+def _pointer_fields(paths: Iterable[str], document: Document) -> list[Field]:
+    """The fields a version's pointers name, read against the head. Without the version's own
+    documents (`versions_to_compare`), a pointer at the document, a collection or a list names each
+    of the head's members there (what the person left), never the answer's new ones."""
+    out: list[Field] = []
+    for path in paths:
+        try:
+            fld = _field(parse_pointer(path), document)
+        except PatchError:
+            continue  # a pointer cut at its length limit, or not one
+        value = _get(document, fld[0])
+        if fld[1] is None and (not fld[0] or _collection(value)):
+            out.extend(changed_fields(_empty_like(value), value, fld[0]))
+        else:
+            out.append(fld)
+    return out
+
+
+class _Found:
+    """The fields found so far, newest first, and which of them hold a field (`HumanEdit.covers`),
+    in time linear in the field's depth."""
+
+    def __init__(self) -> None:
+        self.edits: list[HumanEdit] = []
+        self._tokens: set[tuple[str, ...]] = set()
+        self._keys: set[tuple[tuple[str, ...], tuple[str, str] | None]] = set()
+
+    def held(self, tokens: tuple[str, ...], element: tuple[str, str] | None) -> bool:
+        if any(tokens[:n] in self._tokens for n in range(len(tokens))):
+            return True  # a field around it
+        return (tokens, None) in self._keys or (tokens, element) in self._keys
+
+    def add(self, edit: HumanEdit) -> None:
+        self.edits.append(edit)
+        self._tokens.add(edit.tokens)
+        self._keys.add((edit.tokens, edit.element))
+
+
+def human_edits(
+    changes: Iterable[VersionChange],
+    document: Document,
+    schema: str,
+    compared: Mapping[int, Sequence[Field]] | None = None,
+) -> tuple[HumanEdit, ...]:
     """The fields people changed in the versions after the last summary (`changes` newest first, as
     the store's `recent_changes` returns them), against the head `document`; the newest edit of a
-    field wins, at most MAX_HUMAN_FIELDS fields. An index in an older patch is read against the head
-    (a later edit that moved the list's elements can make it name another element)."""
-    found: list[HumanEdit] = []
+    field wins. A version in `compared` (its fields found by comparing it with the version before
+    it, `changed_fields`) is read from there, any other from its pointers (an index in an older patch
+    is then read against the head). At most MAX_HUMAN_FIELDS fields from pointers, MAX_COMPARED_FIELDS
+    in all."""
+    found = _Found()
+    from_pointers = 0
     for change in changes:
         if change.summary:
             break
         if not is_human_source(change.source):
             continue  # the service's own (a companion feedback version): neither a person's nor a summary
-        for path in change.paths:
-            try:
-                tokens, element = _field(parse_pointer(path), document)
-            except PatchError:
-                continue  # a pointer cut at its length limit, or not one
-            edit = HumanEdit(tokens, change.version, change.created_at, str(change.source), element)
-            if _not_a_persons(tokens, schema) or any(e.covers(edit) for e in found):
+        found_by_comparing = compared.get(change.version) if compared is not None else None
+        exact = found_by_comparing is not None
+        fields = found_by_comparing if found_by_comparing is not None else _pointer_fields(change.paths, document)
+        for tokens, element in fields:
+            if _not_a_persons(tokens, schema) or found.held(tokens, element):
                 continue  # a newer edit holds this field, or the field around it
-            found.append(edit)
-            if len(found) >= MAX_HUMAN_FIELDS:
-                return tuple(found)
-    return tuple(found)
+            if not exact:
+                if from_pointers >= MAX_HUMAN_FIELDS:
+                    continue
+                from_pointers += 1
+            found.add(HumanEdit(tokens, change.version, change.created_at, str(change.source), element))
+            if len(found.edits) >= MAX_COMPARED_FIELDS:
+                return tuple(found.edits)
+    return tuple(found.edits)
 
 
-def _asks(a: Activity, edit: HumanEdit, schema: str) -> bool:
-    """Whether activity `a` asks for a change in the field `edit` holds (when it occurred after it)."""
+def _activity_targets(a: Activity, schema: str) -> tuple[tuple[str, ...], ...] | None:
+    """The fields activity `a` asks to change, for the schemas whose summarizer folds activity by
+    kind (companion); None: it may ask for a change anywhere."""
+    if schema != "companion":
+        return None
+    # Loaded for the companion schema only, as the rule-based summarizer loads its fold: the
+    # companion's modules (recurrences) cost a cold start that other deployments never need.
+    from user_memory.domain.companion.elements import fold_targets
+
+    return fold_targets(a.kind, a.payload, f"{a.source}:{a.external_id}")
+
+
+def _asks(a: Activity, edit: HumanEdit) -> bool:
+    """Whether activity `a` asks for a change in the user_state field `edit` holds (the other
+    schemas: `_Askers`)."""
     if is_reset(a):
         return True
-    if schema not in FLOOR_SCHEMAS:
-        return True  # no map of which activity asks for which field: any later activity may
     tokens = edit.tokens
     if tokens[0] == "parts":
         forgotten = forgotten_part(a)
@@ -610,13 +811,55 @@ def _asks(a: Activity, edit: HumanEdit, schema: str) -> bool:
             return True
         if a.kind == "part_named":
             return tokens[2] in ("name", "status")
-        return tokens[2] == "goals" and edit.element is None  # a goal_set adds a goal; it changes none
+        # a goal_set adds its goal: it asks for the goals as a whole, or for that goal
+        return tokens[2] == "goals" and edit.element in (None, ("goal", str(_payload(a).get("goal"))))
     if tokens[0] == "triggers_and_goals":
         trigger = _payload(a).get("trigger")
         return a.kind == "trigger_noted" and (edit.element is None or edit.element == ("trigger", str(trigger)))
     if tokens[0] == "safety_notes":
         return a.kind == "safety_note"
     return False  # the summary, and anything else: no activity asks for it
+
+
+def _later(current: Activity | None, a: Activity | None) -> Activity | None:
+    """The later of two activities (either may be None); the first of equally late ones."""
+    if current is None or a is None:
+        return current if a is None else a
+    return a if a.occurred_at > current.occurred_at else current
+
+
+class _Askers:
+    """The activity asking for a change in a person's field, the latest first: for user_state by
+    `_asks`; for the other schemas from an index of each activity's fields (`_activity_targets`),
+    built once, so a run's every field is looked up in time linear in its depth."""
+
+    def __init__(self, activities: Sequence[Activity], schema: str) -> None:
+        self.activities = activities
+        self.schema = schema
+        self.anything: Activity | None = None  # the latest that may ask for anything
+        self.at: dict[tuple[str, ...], Activity] = {}  # the latest asking for a field
+        self.below: dict[tuple[str, ...], Activity] = {}  # the latest asking for a field inside one
+        if schema in FLOOR_SCHEMAS:
+            return
+        for a in activities:
+            targets = None if is_reset(a) else _activity_targets(a, schema)
+            if targets is None:
+                self.anything = _later(self.anything, a)
+                continue
+            for t in targets:
+                self.at[t] = _later(self.at.get(t), a) or a
+                for n in range(len(t)):
+                    self.below[t[:n]] = _later(self.below.get(t[:n]), a) or a
+
+    def latest(self, edit: HumanEdit) -> Activity | None:
+        """The latest activity that asks for a change in `edit`'s field (None: none does)."""
+        if self.schema in FLOOR_SCHEMAS:
+            asking = (a for a in self.activities if _asks(a, edit))
+            return max(asking, key=lambda a: a.occurred_at, default=None)
+        found = _later(self.anything, self.below.get(edit.tokens))
+        for n in range(1, len(edit.tokens) + 1):
+            found = _later(found, self.at.get(edit.tokens[:n]))
+        return found
 
 
 def _get(doc: Any, tokens: Sequence[str]) -> Any:
@@ -662,6 +905,31 @@ def _merged(kept: list[Any], answer: list[Any]) -> list[Any]:
     return out
 
 
+def _element_in(items: Any, element: tuple[str, str] | None) -> tuple[int | None, Any]:
+    """The index and value of the element of that identity in a list (None, _MISSING: not there)."""
+    if isinstance(items, list):
+        for i, x in enumerate(items):
+            if _identity(x) == element:
+                return i, x
+    return None, _MISSING
+
+
+def _differs(edit: HumanEdit, old: Document, answer: Document) -> bool:
+    """Whether the answer changed the field a person set (as `old` has it)."""
+    before, current = _get(old, edit.tokens), _get(answer, edit.tokens)
+    if edit.element is not None:  # a list the document lacks holds no element
+        was, now = _element_in(before, edit.element)[1], _element_in(current, edit.element)[1]
+        if was is _MISSING or now is _MISSING:
+            return was is not now
+        return not json_equal(was, now)
+    if before is _MISSING or current is _MISSING:
+        return before is not current
+    if isinstance(before, list) and isinstance(current, list):
+        present = {_canonical(x) for x in current}
+        return any(_canonical(x) not in present for x in before)  # the answer's own new ones may stay
+    return not json_equal(before, current)
+
+
 def _put_back(out: _Copy, tokens: tuple[str, ...], old: Document) -> bool:
     """Make `out`'s field at `tokens` what it is in `old` (a list: merged); whether anything changed."""
     node, before = out.doc, old
@@ -674,10 +942,11 @@ def _put_back(out: _Copy, tokens: tuple[str, ...], old: Document) -> bool:
         if not last and isinstance(wanted, dict) and isinstance(current, dict):
             node, before = current, wanted
             continue
-        if wanted is _MISSING:
-            if not last or current is _MISSING:
+        if wanted is _MISSING:  # the field is not in `old`: take it out of the answer, where it is
+            parent = _get(out.doc, tokens[:-1])
+            if not isinstance(parent, dict) or tokens[-1] not in parent:
                 return False
-            del _get(out.edit(), tokens[:i])[token]
+            del _get(out.edit(), tokens[:-1])[tokens[-1]]
             return True
         value = _merged(wanted, current) if last and isinstance(wanted, list) and isinstance(current, list) else wanted
         if current is not _MISSING and json_equal(value, current):
@@ -689,15 +958,24 @@ def _put_back(out: _Copy, tokens: tuple[str, ...], old: Document) -> bool:
 
 def _put_element_back(out: _Copy, edit: HumanEdit, old: Document) -> int | None:
     """Make the element of `edit.element`'s identity in `out`'s list what it is in `old`'s: in its
-    place, or at the end when the answer dropped it. Its index, or None when nothing changed."""
+    place, at the end when the answer dropped it, or taken out when the person removed it (`old`
+    has none). Its index in the answer, or None when nothing changed."""
     before, current = _get(old, edit.tokens), _get(out.doc, edit.tokens)
-    if not isinstance(before, list) or not isinstance(current, list):
-        return None
-    wanted = next((x for x in before if _identity(x) == edit.element), _MISSING)
+    wanted = _element_in(before, edit.element)[1]
+    at, now = _element_in(current, edit.element)
     if wanted is _MISSING:
-        return None  # the person's element is not in the document the summarizer was given
-    at = next((i for i, x in enumerate(current) if _identity(x) == edit.element), None)
-    if at is not None and json_equal(current[at], wanted):
+        if at is None:
+            return None
+        del _get(out.edit(), edit.tokens)[at]
+        return at
+    if at is not None and json_equal(now, wanted):
+        return None
+    if current is _MISSING:  # the answer has no such list: it gets one, where its parent is
+        parent = _get(out.doc, edit.tokens[:-1])
+        if not edit.tokens or not isinstance(parent, dict):
+            return None
+        _get(out.edit(), edit.tokens[:-1])[edit.tokens[-1]] = []
+    elif not isinstance(current, list):
         return None
     items = _get(out.edit(), edit.tokens)
     if at is None:
@@ -707,8 +985,17 @@ def _put_element_back(out: _Copy, edit: HumanEdit, old: Document) -> int | None:
     return at
 
 
-def _drop_dangling(doc: Document) -> None:
-    """Take ids of parts no longer in the document out of every trigger's related_parts (in place)."""
+def _drop_dangling(doc: Document, schema: str) -> None:
+    """Take links to elements no longer in the document out (in place): a trigger's related_parts
+    (user_state); a to-do's goal_id and a goal's parent_id (companion)."""
+    if schema == "companion":
+        found = doc.get("goals")
+        goals: dict[str, Any] = found if isinstance(found, dict) else {}
+        for name, link in (("todos", "goal_id"), ("goals", "parent_id")):
+            for element in (doc.get(name) or {}).values():
+                if isinstance(element, dict) and element.get(link) is not None and element[link] not in goals:
+                    element[link] = None
+        return
     parts = _parts(doc)
     for t in _triggers(doc):
         related = t.get("related_parts") if isinstance(t, dict) else None
@@ -720,6 +1007,7 @@ def _drop_dangling(doc: Document) -> None:
 class KeepResult:
     document: Document
     kept: tuple[Kept, ...] = ()
+    conflicts: tuple[Conflict, ...] = ()
 
 
 def keep_human_edits(
@@ -727,18 +1015,44 @@ def keep_human_edits(
 ) -> KeepResult:
     """`new` with every field a person set (`human`, as `old` has it) that the answer changed put
     back, unless an activity that occurred after the person's edit asks for a change there (see the
-    module's docstring); `new` itself is returned when none was."""
+    module's docstring); `new` itself is returned when none was. A field the answer changed as an
+    activity asks is a conflict, decided by time (the later side wins; a tie is the person's) and
+    recorded either way."""
     out = _Copy(new)
     kept: list[Kept] = []
-    why = "a person set it; the answer changed it and no activity after the edit asks for it"
+    conflicts: list[Conflict] = []
+    no_ask = "a person set it; the answer changed it and no activity after the edit asks for it"
+    askers = _Askers(activities, schema)
     for edit in human:
-        if any(a.occurred_at > edit.at and _asks(a, edit, schema) for a in activities):
+        if not _differs(edit, old, out.doc):
+            continue  # the answer left it as the person did: nothing to decide
+        latest = askers.latest(edit)
+        if latest is not None and latest.occurred_at > edit.at:
+            path = edit.path if edit.element is None else _element_path(out.doc, edit)
+            why = "activity that occurred after the person's edit asks for a change there: the activity's is later"
+            conflicts.append(Conflict(edit, path, "activity", latest, why))
             continue
         if edit.element is None:
-            if _put_back(out, edit.tokens, old):
-                kept.append(Kept(edit, edit.path, why))
-        elif (at := _put_element_back(out, edit, old)) is not None:
-            kept.append(Kept(edit, _ptr(*edit.tokens, at), why))
-    if kept and schema in FLOOR_SCHEMAS:
-        _drop_dangling(out.edit())
-    return KeepResult(out.doc, tuple(kept))
+            if not _put_back(out, edit.tokens, old):
+                continue
+            path = edit.path
+        else:
+            at = _put_element_back(out, edit, old)
+            if at is None:
+                continue
+            path = _ptr(*edit.tokens, at)
+        if latest is None:
+            kept.append(Kept(edit, path, no_ask))
+            continue
+        why = "the person's edit is later than the activity asking for a change there: the person's is kept"
+        kept.append(Kept(edit, path, why))
+        conflicts.append(Conflict(edit, path, "person", latest, why))
+    if kept and (schema in FLOOR_SCHEMAS or schema == "companion"):
+        _drop_dangling(out.edit(), schema)
+    return KeepResult(out.doc, tuple(kept), tuple(conflicts))
+
+
+def _element_path(doc: Document, edit: HumanEdit) -> str:
+    """Where a list element of a person's is in `doc` (the list's pointer when it is not there)."""
+    at = _element_in(_get(doc, edit.tokens), edit.element)[0]
+    return edit.path if at is None else _ptr(*edit.tokens, at)

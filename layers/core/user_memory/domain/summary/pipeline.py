@@ -12,15 +12,18 @@ one: those are checked, refused one by one where the guardrail says so, applied 
 protected facts it lost without a request are restored; the structured activity it does not
 reflect goes back to the summarizer once, named, within the same `attempts`, and what is still
 missing is folded in by the rule-based fold. The fields a person set through the API or an agent
-tool since the last summary are kept as they left them unless later activity asks for a change
-(facts.keep_human_edits; in every schema). Once per run the service sets recency_score (1.0
-for parts the activity names, the others decayed x 0.9). The version records its provenance:
-mode, model, the edits and their reasons, the refused ones and why, what was restored, filled
-and kept and why, the forget requests ignored (they name no part) and why, the activity the
-prompt left out, the tokens.
+tool since the last summary (the elements they wrote, never a whole collection) are kept as they
+left them unless later activity asks for a change (facts.keep_human_edits; in every schema); a
+change an activity asked for is a conflict decided by time. Once per run the service sets
+recency_score (1.0 for parts the activity names, the others decayed x 0.9). The version records
+its provenance: mode, model, the edits and their reasons, the refused ones and why, what was
+restored, filled and kept and why, the conflicts and who won, the forget requests ignored (they
+name no part) and why, the activity the prompt left out, the tokens.
 
 Round trips per user on the happy path: head + run key (1), the activity (1), the write (1); one
-more (the newest versions' sources and changed pointers, bounded) when the head is not a summary's.
+more (the newest versions' sources and changed pointers, bounded) when the head is not a summary's,
+and two more (a document, then at most MAX_HUMAN_VERSIONS rows) when a person's version must be
+compared with the one before it (facts.versions_to_compare).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from user_memory.domain.memory.document import check_json_size, get_schema, validate_document
+from user_memory.domain.memory.document import check_json_size, empty_document, get_schema, validate_document
 from user_memory.domain.memory.patching import apply_patch, copy_json, make_patch
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import FORGET_KINDS as FORGET_KINDS  # defined there; re-exported as before
@@ -45,10 +48,12 @@ from user_memory.domain.summary.edits import MemoryEdit, RefusedEdit, apply_edit
 from user_memory.domain.summary.facts import (
     FLOOR_SCHEMAS,
     MAX_HUMAN_VERSIONS,
+    Conflict,
     Filled,
     HumanEdit,
     Kept,
     Restored,
+    changed_fields,
     fill,
     human_edits,
     keep_human_edits,
@@ -56,6 +61,7 @@ from user_memory.domain.summary.facts import (
     set_recency,
     unreflected,
     unreflected_feedback,
+    versions_to_compare,
 )
 from user_memory.domain.summary.requests import ignored_requests
 from user_memory.errors import (
@@ -149,6 +155,7 @@ class RunOutcome:
     facts_restored: int = 0  # protected facts an answer lost without a request, put back (provenance "restored")
     facts_filled: int = 0  # activity an answer did not reflect, folded in by the service (provenance "filled")
     human_edits_kept: int = 0  # fields a person set that an answer changed, put back (provenance "kept_human_edits")
+    human_edit_conflicts: int = 0  # a person's field an answer changed as activity asks (provenance "conflicts")
     requests_ignored: int = 0  # stored forget requests naming no part (provenance "ignored_requests")
     seconds: float = 0.0
     rebased: int = 0
@@ -265,6 +272,7 @@ class Summarized:
     filled: tuple[Filled, ...] = ()  # activity the answer did not reflect, folded in
     unreflected: tuple[Filled, ...] = ()  # activity left as the answer wrote it (a name of its own)
     kept: tuple[Kept, ...] = ()  # fields a person set that the answer changed, put back
+    conflicts: tuple[Conflict, ...] = ()  # fields a person set that the answer changed as an activity asks
 
 
 @dataclass(frozen=True)
@@ -277,6 +285,7 @@ class _Answer:
     refused: tuple[RefusedEdit, ...]
     restored: tuple[Restored, ...]
     kept: tuple[Kept, ...]
+    conflicts: tuple[Conflict, ...]
     missing: list[Activity]
 
 
@@ -306,16 +315,18 @@ def _next_document(
 
 def _keep(
     document: Document, answer: Document, activities: list[Activity], human: Sequence[HumanEdit], cfg: PipelineConfig
-) -> tuple[Document, tuple[Kept, ...]]:
+) -> tuple[Document, tuple[Kept, ...], tuple[Conflict, ...]]:
     """The answer with what a person set put back (facts.keep_human_edits), when the result still
-    validates; a value the schema no longer accepts cannot be kept (the answer stands)."""
+    validates; a value the schema no longer accepts cannot be kept (the answer stands). The
+    conflicts the activity won are the answer's either way."""
     keeping = keep_human_edits(document, answer, activities, human, cfg.schema)
     if not keeping.kept:
-        return answer, ()
+        return answer, (), keeping.conflicts
     try:
-        return validate_document(keeping.document, cfg.schema, max_bytes=cfg.max_document_bytes), keeping.kept
+        valid = validate_document(keeping.document, cfg.schema, max_bytes=cfg.max_document_bytes)
     except InvalidDocument:
-        return answer, ()
+        return answer, (), tuple(c for c in keeping.conflicts if c.won == "activity")
+    return valid, keeping.kept, keeping.conflicts
 
 
 def summarize_valid(
@@ -371,15 +382,16 @@ def summarize_valid(
             continue
         restored: tuple[Restored, ...] = ()
         kept: tuple[Kept, ...] = ()
+        conflicts: tuple[Conflict, ...] = ()
         missing: list[Activity] = []
         if floor:
             floored = restore_facts(document, next_document, activities)
             next_document, restored = floored.document, floored.restored
         if cfg.fact_floor and human:
-            next_document, kept = _keep(document, next_document, activities, human, cfg)
+            next_document, kept, conflicts = _keep(document, next_document, activities, human, cfg)
         if floor:
             missing = unreflected(next_document, activities, human)
-        answer = _Answer(result, next_document, applied, refused, restored, kept, missing)
+        answer = _Answer(result, next_document, applied, refused, restored, kept, conflicts, missing)
         if best is None or len(answer.missing) <= len(best.missing):
             best = answer
         if not best.missing:
@@ -408,6 +420,7 @@ def summarize_valid(
         filled=filled.filled,
         unreflected=filled.unreflected,
         kept=best.kept,
+        conflicts=best.conflicts,
     )
 
 
@@ -421,10 +434,22 @@ def people_edits(
     store: MemoryStore, user_id: uuid.UUID, head: MemoryVersion, cfg: PipelineConfig
 ) -> tuple[HumanEdit, ...]:
     """The fields people changed since the last summary (facts.human_edits), read in one bounded
-    query, and only when the head is not itself a summary's (then there is none)."""
+    query, and only when the head is not itself a summary's (then there is none). A person's version
+    whose pointers do not name exactly what it changed (a collection, a list, the whole document:
+    facts.versions_to_compare) is compared with the version before it, read in two more (the
+    document before the first such version, then the versions up to the last one)."""
     if not cfg.fact_floor or head.version == 0 or is_summary_source(head.source):
         return ()
-    return human_edits(store.recent_changes(user_id, limit=MAX_HUMAN_VERSIONS), head.document, cfg.schema)
+    changes = store.recent_changes(user_id, limit=MAX_HUMAN_VERSIONS)
+    wanted = versions_to_compare(changes, head.document)
+    compared = {}
+    if wanted:
+        for version, before, after in store.walk(user_id, min(wanted), max(wanted)):
+            if version in wanted:
+                # Version 0 is the schema's starting document: the defaults a first write fills
+                # in are not what the person wrote.
+                compared[version] = changed_fields(before or empty_document(cfg.schema), after)
+    return human_edits(changes, head.document, cfg.schema, compared)
 
 
 def describe(window: Window, activities: int, model: str, tokens: int, run_key: str) -> str:
@@ -455,6 +480,7 @@ class _Draft:
     filled: list[Filled] = field(default_factory=list)
     unreflected: list[Filled] = field(default_factory=list)
     kept: list[Kept] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
     ignored: list[tuple[Activity, str]] = field(default_factory=list)
     recency_set: int = 0  # parts whose recency_score the service set (facts.set_recency)
 
@@ -475,6 +501,7 @@ class _Draft:
         self.filled.extend(summarized.filled)
         self.unreflected.extend(summarized.unreflected)
         self.kept.extend(summarized.kept)
+        self.conflicts.extend(summarized.conflicts)
         self.ignored.extend(ignored_requests(chunk))
         self.activity_cut += result.activity_cut
         self.activity_duplicates += result.activity_duplicates
@@ -489,6 +516,7 @@ class _Draft:
         record["filled"] = [f.describe() for f in self.filled]
         record["unreflected"] = [f.describe() for f in self.unreflected]
         record["kept_human_edits"] = [k.describe() for k in self.kept]
+        record["conflicts"] = [c.describe() for c in self.conflicts]
         record["ignored_requests"] = [{"activity_id": a.id, "kind": a.kind, "why": why} for a, why in self.ignored]
         record["recency_set"] = self.recency_set
         record.update(
@@ -517,6 +545,7 @@ class _Draft:
             "facts_restored": len(self.restored),
             "facts_filled": len(self.filled),
             "human_edits_kept": len(self.kept),
+            "human_edit_conflicts": len(self.conflicts),
             "requests_ignored": len(self.ignored),
         }
 
@@ -575,10 +604,16 @@ def _replayed(
     if not human:
         return proposed
     keeping = keep_human_edits(newer.document, proposed, draft.included, human, cfg.schema)
+    # An edit the run's own floor already decided comes back here when the activity won it: once.
+    decided = {(c.path, c.edit.version) for c in draft.conflicts}
+    draft.conflicts.extend(
+        c for c in keeping.conflicts if c.won == "activity" and (c.path, c.edit.version) not in decided
+    )
     if not keeping.kept:
         return proposed
     kept = validate_document(keeping.document, cfg.schema, max_bytes=cfg.max_document_bytes)
     draft.kept.extend(keeping.kept)
+    draft.conflicts.extend(c for c in keeping.conflicts if c.won == "person")
     return kept
 
 
