@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import string
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from user_memory.adapters.migrations import load_migrations, packaged_migrations
@@ -130,3 +131,20 @@ def test_an_expanding_statement_is_never_found(template, a, b, upper):
     statement = _cased(template.format(a=a, b=b), upper)
     # Then nothing is found
     assert contractions(statement + ";") == []
+
+
+@pytest.mark.parametrize(("ci", "outcome"), [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
+def test_a_previous_release_missing_from_the_clone_fails_in_ci_and_is_skipped_elsewhere(
+    tmp_path, monkeypatch, ci, outcome
+):
+    # Given a previous release whose commit this clone does not have (a shallow clone)
+    named = tmp_path / "previous-release"
+    named.write_text("# a comment\n" + "0" * 40 + "\n")
+    monkeypatch.setattr(previous_release, "NAMED_IN", named)
+    monkeypatch.setenv("CI", ci)
+    # When the checks ask for it
+    with pytest.raises(outcome) as missing:
+        previous_release.require()
+    # Then CI fails (and elsewhere the checks are skipped), saying how to fetch it
+    assert str(missing.value).startswith(f"the previous release's commit {'0' * 40} (.ci/previous-release)")
+    assert "git fetch --unshallow" in str(missing.value)

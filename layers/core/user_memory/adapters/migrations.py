@@ -14,6 +14,7 @@ now would run it out of order.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from dataclasses import dataclass
@@ -139,8 +140,13 @@ def migrate(dsn_or_conn: str | psycopg.Connection, directory: Path | None = None
             # Repeatable: pgvector may have been installed by an administrator since 012 ran.
             if _scalar(conn, "SELECT to_regprocedure('public.user_memory_enable_vectors()') IS NOT NULL"):
                 conn.execute("SELECT public.user_memory_enable_vectors()")
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_ADVISORY_LOCK_KEY,))
+        except BaseException:
+            # The run's own error is the one to report, not the unlock's (a cancelled run's unlock
+            # can be cancelled too); the lock ends with the session anyway.
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_ADVISORY_LOCK_KEY,))
+            raise
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_ADVISORY_LOCK_KEY,))
     finally:
         if own:
             conn.close()
