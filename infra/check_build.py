@@ -55,6 +55,8 @@ sys.path[:] = [function_dir, layer_dir, host_dir] + [p for p in sys.path if "sit
 sys.meta_path.insert(0, HostCompiledPackages)
 import app
 assert callable(getattr(app, "handler", None)), "app.handler is missing or not callable"
+if hasattr(app, "_library"):  # the migrate function imports the library on its first request
+    app._library()
 origins = {}
 for name, module in list(sys.modules.items()):
     file = getattr(module, "__file__", None) or ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from moto import mock_aws
 from psycopg import sql
 from user_memory.adapters.migrations import load_migrations, packaged_migrations
 from user_memory.config import MigrateSettings
-from user_memory.errors import ConfigError, CustomResourceResponseFailed, InvalidMessage
+from user_memory.errors import ConfigError, CustomResourceResponseFailed, InvalidMessage, MigrationTimedOut
 from user_memory.jobs.migrate import parse_event
 from user_memory.runtime import build_migrate
 from user_memory_functions.migrate.app import MIGRATIONS, handler
@@ -46,8 +47,8 @@ def event(name: str) -> dict[str, Any]:
     return json.loads((EVENTS / name).read_text())
 
 
-def context(timeout_seconds: float = 600) -> FakeLambdaContext:
-    return FakeLambdaContext(
+def context(timeout_seconds: float = 600) -> Context:
+    return Context(
         function_name="user-memory-migrate",
         invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:user-memory-migrate",
         timeout_seconds=timeout_seconds,
@@ -55,22 +56,35 @@ def context(timeout_seconds: float = 600) -> FakeLambdaContext:
 
 
 class CloudFormationEndpoint(JsonHandler):
-    """The pre-signed URL's S3: records each PUT (path, headers, body) and answers `status`."""
+    """The pre-signed URL's S3: records each PUT (path, headers, body, monotonic time of arrival)
+    and answers the next of `statuses`, then `status`."""
 
     received: list[dict[str, Any]] = []
     status = 200
+    statuses: list[int] = []
 
     def do_PUT(self) -> None:  # noqa: N802 (http.server's name)
-        type(self).received.append(
-            {"path": self.path, "content_type": self.headers.get("content-type"), "body": self.read_json()}
+        endpoint = type(self)
+        at = time.monotonic()
+        body = self.read_json()
+        endpoint.received.append(
+            {"path": self.path, "content_type": self.headers.get("content-type"), "body": body, "at": at}
         )
-        self.send_json(type(self).status, b"")
+        self.send_json(endpoint.statuses.pop(0) if endpoint.statuses else endpoint.status, b"")
+
+
+class Context(FakeLambdaContext):
+    """The Lambda context, with the monotonic time at which Lambda would end the invocation."""
+
+    @property
+    def deadline(self) -> float:
+        return self._deadline
 
 
 @pytest.fixture
 def cloudformation() -> Iterator[type[CloudFormationEndpoint]]:
     """A local stand-in for the response URL; yields the handler class (its `received`, `status`)."""
-    endpoint = type("Endpoint", (CloudFormationEndpoint,), {"received": [], "status": 200})
+    endpoint = type("Endpoint", (CloudFormationEndpoint,), {"received": [], "status": 200, "statuses": []})
     with serving(endpoint) as base:
         endpoint.base = base.removesuffix("/v1")  # type: ignore[attr-defined]
         yield endpoint
@@ -366,26 +380,42 @@ def test_a_migration_waiting_on_another_runners_lock_fails_before_the_deadline(
     request = aimed_at(event("migrate_custom_resource_create.json"), cloudformation)
     try:
         # When the deploy's Create runs
-        handler(request, context(timeout_seconds=3))
+        ctx = context(timeout_seconds=3)
+        handler(request, ctx)
     finally:
         holder.close()
-    # Then the wait ends at the statement timeout and CloudFormation hears FAILED, in time
+    # Then the watchdog cancels the wait at the run's deadline and CloudFormation hears FAILED, in time
     (put,) = cloudformation.received
     assert put["body"]["Status"] == "FAILED"
-    assert "statement timeout" in put["body"]["Reason"]
+    assert put["body"]["Reason"].startswith("MigrationTimedOut: the run did not end DEADLINE_MARGIN_MS before")
+    assert "canceling statement due to user request" in put["body"]["Reason"]
+    assert put["at"] < ctx.deadline
     assert recorded(fresh_db) == []
 
 
-def test_an_answer_that_cannot_be_delivered_fails_the_invocation_so_lambda_retries(secrets, cloudformation, logs):
+def test_an_answer_that_cannot_be_delivered_fails_the_invocation(secrets, cloudformation, logs):
     # Given a response URL that refuses the answer
     cloudformation.status = 403
     request = aimed_at(event("migrate_custom_resource_delete.json"), cloudformation)
     # When the request is handled
     with pytest.raises(CustomResourceResponseFailed, match="HTTP 403"):
         handler(request, context())
-    # Then the invocation failed (Lambda retries it; the work is idempotent) and it is logged
+    # Then the invocation failed (no asynchronous retries: MigrateErrorsAlarm; CloudFormation stops
+    # waiting at the resource's ServiceTimeout) and it is logged; a refusal is not tried again
     (line,) = logs.named("migrate failed")
     assert line["error_type"] == "CustomResourceResponseFailed"
+    assert len(cloudformation.received) == 1
+
+
+def test_an_answer_the_url_fails_with_a_server_error_is_sent_once_more(secrets, cloudformation):
+    # Given a response URL that answers 503 to the first PUT, then 200
+    cloudformation.statuses = [503]
+    request = aimed_at(event("migrate_custom_resource_delete.json"), cloudformation)
+    # When the request is handled
+    result = handler(request, context())
+    # Then the same answer was PUT twice and the second was taken
+    first, second = cloudformation.received
+    assert first["body"] == second["body"] and second["body"]["Status"] == result["Status"] == "SUCCESS"
 
 
 def test_an_unreachable_response_url_fails_within_the_deadline(secrets):
@@ -426,3 +456,234 @@ def test_two_concurrent_deploys_apply_each_migration_once(secrets, fresh_db):
         t.join()
     # Then one applied everything, the other nothing
     assert sorted(len(r["applied"]) for r in results) == [0, len(ALL)]
+
+
+# ---------------------------------------------------------------- every request is answered, in time
+
+
+def release_with(folder: Path, *extra: str) -> list[str]:
+    """The release's migrations in `folder` plus migrations after them of these texts; their names."""
+    for path in packaged_migrations().glob("*.sql"):
+        shutil.copy(path, folder / path.name)
+    names = []
+    for number, text in enumerate(extra, start=int(ALL[-1][:3]) + 1):
+        names.append(f"{number:03d}_later_release_{number}")
+        (folder / f"{names[-1]}.sql").write_text(text)
+    return names
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        pytest.param("SELECT pg_sleep(2);", id="two slow migrations"),
+        pytest.param("ALTER TABLE user_memory_settings ADD COLUMN note text;", id="a table lock held by another"),
+    ],
+)
+def test_a_run_longer_than_the_function_is_cancelled_and_answered_failed_before_the_deadline(
+    secrets, fresh_db, cloudformation, tmp_path, monkeypatch, second
+):
+    # Given a migrated database, and a release whose two new migrations each end within a statement's
+    # timeout but not both within the run's: a slow one, then a slow one or one that waits for a
+    # table another connection holds locked
+    handler(event("migrate_invoke.json"), context())
+    slow, waiting = release_with(tmp_path, "SELECT pg_sleep(2);", second)
+    holder = psycopg.connect(fresh_db)
+    holder.execute("LOCK TABLE user_memory_settings IN ACCESS EXCLUSIVE MODE")
+    monkeypatch.setenv("DEADLINE_MARGIN_MS", "1000")
+    services = build_migrate(MigrateSettings.from_env(), migrations=tmp_path)
+    request = aimed_at(event("migrate_custom_resource_update.json"), cloudformation)
+    ctx = context(timeout_seconds=4)
+    try:
+        # When the deploy's Update runs in a function with 4 s, 1 s of it kept for answering
+        result = handler(request, ctx, services=services)
+    finally:
+        holder.close()
+    # Then CloudFormation heard FAILED before Lambda would have ended the invocation, naming the
+    # migration the watchdog cancelled
+    (put,) = cloudformation.received
+    assert put["at"] < ctx.deadline
+    assert put["body"] == {
+        "Status": "FAILED",
+        "Reason": "MigrationTimedOut: the run did not end DEADLINE_MARGIN_MS before the function's timeout, so its "
+        f"watchdog cancelled it (MigrationError: migration {waiting} failed: canceling statement due to user request)",
+        "PhysicalResourceId": request["PhysicalResourceId"],
+        "StackId": request["StackId"],
+        "RequestId": request["RequestId"],
+        "LogicalResourceId": request["LogicalResourceId"],
+        "NoEcho": False,
+        "Data": {},
+    }
+    assert result["Status"] == "FAILED"
+    # And the first one stays applied, the cancelled one left nothing
+    assert recorded(fresh_db) == [*ALL, slow]
+
+
+def test_a_run_stuck_outside_the_database_is_answered_failed_by_its_watchdog(fresh_db, cloudformation, logs):
+    # Given a run whose secret read never returns (a stuck endpoint)
+    from user_memory.jobs.migrate import handle_event
+
+    released = threading.Event()
+
+    def stuck() -> Any:
+        released.wait(30)
+        raise ConfigError("released by the test")
+
+    request = aimed_at(event("migrate_custom_resource_create.json"), cloudformation)
+    ctx = context(timeout_seconds=3)
+    # When the deploy's Create runs (in a thread: the run itself stays stuck until released)
+    results: list[dict[str, Any]] = []
+    run = threading.Thread(target=lambda: results.append(handle_event(request, stuck, ctx)))
+    run.start()
+    try:
+        while not cloudformation.received and time.monotonic() < ctx.deadline + 5:
+            time.sleep(0.05)
+    finally:
+        released.set()
+        run.join()
+    # Then the watchdog answered FAILED before the deadline, and the run's own answer was not sent
+    (put,) = cloudformation.received
+    assert put["at"] < ctx.deadline
+    assert put["body"]["Status"] == "FAILED"
+    assert put["body"]["Reason"] == (
+        "MigrationTimedOut: the run did not end DEADLINE_MARGIN_MS before the function's timeout, so its watchdog "
+        "cancelled it (it was still running)"
+    )
+    assert results == [{"Status": "FAILED", "Reason": put["body"]["Reason"], "Data": {}}]
+    assert recorded(fresh_db) == []
+    assert [line["error_type"] for line in logs.named("migrate failed")] == ["MigrationTimedOut", "MigrationTimedOut"]
+
+
+def test_a_direct_invocation_longer_than_the_function_fails_with_the_watchdogs_error(
+    secrets, fresh_db, tmp_path, monkeypatch
+):
+    # Given a release whose new migration takes longer than the invocation has
+    handler(event("migrate_invoke.json"), context())
+    (slow,) = release_with(tmp_path, "SELECT pg_sleep(30);")
+    monkeypatch.setenv("DEADLINE_MARGIN_MS", "1000")
+    services = build_migrate(MigrateSettings.from_env(), migrations=tmp_path)
+    # When it is invoked directly with 3 s
+    with pytest.raises(MigrationTimedOut, match=f"migration {slow} failed: canceling statement"):
+        handler(event("migrate_invoke.json"), context(timeout_seconds=3), services=services)
+    # Then the invocation failed with the reason, and nothing of the migration is left
+    assert recorded(fresh_db) == ALL
+
+
+CREATE = json.loads((EVENTS / "migrate_custom_resource_create.json").read_text())
+REQUIRED = ("RequestType", "StackId", "RequestId", "LogicalResourceId")
+
+
+@pytest.fixture(scope="module")
+def cloudformation_for_the_module() -> Iterator[type[CloudFormationEndpoint]]:
+    """One stand-in for the response URL for a property's every example (its `received` is the test's to clear)."""
+    endpoint = type("Endpoint", (CloudFormationEndpoint,), {"received": [], "status": 200, "statuses": []})
+    with serving(endpoint) as base:
+        endpoint.base = base.removesuffix("/v1")  # type: ignore[attr-defined]
+        yield endpoint
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    broken=st.sampled_from(REQUIRED),
+    value=st.none() | st.integers() | st.lists(st.integers(), max_size=2) | st.just(""),
+    drop=st.booleans(),
+)
+def test_a_malformed_custom_resource_request_is_answered_failed_echoing_what_it_carries(
+    cloudformation_for_the_module, broken, value, drop
+):
+    # Given CloudFormation's request with one required field missing or of a wrong value
+    endpoint = cloudformation_for_the_module
+    endpoint.received.clear()
+    request = aimed_at(CREATE, endpoint)
+    if drop:
+        del request[broken]
+    else:
+        request[broken] = value
+    # When the handler gets it
+    result = handler(request, context())
+    # Then CloudFormation hears FAILED at once (not after its ServiceTimeout), with the ids the request
+    # does carry and a reason naming the field
+    (put,) = endpoint.received
+    answer = put["body"]
+    assert answer["Status"] == result["Status"] == "FAILED"
+    assert answer["Reason"].startswith("InvalidMessage: not a migrate request") and broken in answer["Reason"]
+    for field in REQUIRED[1:]:
+        assert answer[field] == (request[field] if isinstance(request.get(field), str) else "")
+    assert answer["PhysicalResourceId"]
+
+
+def test_a_request_that_is_not_even_an_object_is_refused_without_an_answer(cloudformation):
+    # Given a payload with no response URL to answer
+    # When the handler gets it
+    with pytest.raises(InvalidMessage):
+        handler([aimed_at(CREATE, cloudformation)], context())
+    # Then nothing is sent anywhere
+    assert cloudformation.received == []
+
+
+def test_a_library_that_cannot_be_imported_still_answers_failed(cloudformation, monkeypatch, capsys):
+    # Given a layer whose migrate job cannot be imported (a broken or mismatched layer)
+    import sys
+
+    from user_memory_functions.migrate import app
+
+    monkeypatch.setattr(app, "_library_handler", None)
+    monkeypatch.setitem(sys.modules, "user_memory.jobs.migrate", None)
+    request = aimed_at(CREATE, cloudformation)
+    # When CloudFormation's Create arrives
+    with pytest.raises(ImportError):
+        handler(request, context())
+    # Then CloudFormation heard FAILED, with the request's ids and the error's type
+    (put,) = cloudformation.received
+    assert put["content_type"] == ""
+    assert put["body"] == {
+        "Status": "FAILED",
+        "Reason": "the migrate function could not load its library: ModuleNotFoundError (user_memory.jobs.migrate)",
+        "PhysicalResourceId": "user-memory-Migrations",
+        "StackId": CREATE["StackId"],
+        "RequestId": CREATE["RequestId"],
+        "LogicalResourceId": "Migrations",
+        "NoEcho": False,
+        "Data": {},
+    }
+    # And the failure is logged and counted (CloudWatch's embedded metric format) without the library
+    line, metric = (json.loads(text) for text in capsys.readouterr().out.splitlines()[-2:])
+    assert (line["message"], line["error_type"]) == ("migrate failed", "ModuleNotFoundError")
+    assert metric["MigrateFailed"] == 1
+    assert metric["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [{"Name": "MigrateFailed", "Unit": "Count"}]
+
+
+# ---------------------------------------------------------------- an older release on a newer database
+
+
+def test_a_rollback_to_the_older_release_accepts_the_database_the_newer_one_migrated(
+    secrets, fresh_db, cloudformation, tmp_path, logs
+):
+    # Given a newer release that rewrote the last migration of this one (a comment) and added one
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    (added,) = release_with(newer, "CREATE TABLE later_release_table (id int);")
+    last = newer / f"{ALL[-1]}.sql"
+    last.write_text(last.read_text() + "\n-- rewritten by the newer release\n")
+    newer_services = build_migrate(MigrateSettings.from_env(), migrations=newer)
+    handler(event("migrate_invoke.json"), context(), services=newer_services)
+    # When the stack rolls back and this (older) release's migrate function gets the rollback's Update
+    request = aimed_at(event("migrate_custom_resource_update.json"), cloudformation)
+    handler(request, context())
+    # Then CloudFormation hears SUCCESS: nothing applied, the newer migrations kept
+    (put,) = cloudformation.received
+    assert put["body"] == {
+        "Status": "SUCCESS",
+        "Reason": "applied 0 migration(s), up to date",
+        "PhysicalResourceId": request["PhysicalResourceId"],
+        "StackId": request["StackId"],
+        "RequestId": request["RequestId"],
+        "LogicalResourceId": request["LogicalResourceId"],
+        "NoEcho": False,
+        "Data": {"AppliedCount": "0", "Applied": ""},
+    }
+    assert recorded(fresh_db) == [*ALL, added]
+    # And the database being ahead is logged, with the migration whose text differs
+    (ahead,) = logs.named("database ahead of this release")
+    assert ahead["not_in_this_release"] == [added]
+    (rewritten,) = logs.named("migration recorded by a newer release")
+    assert rewritten["migration"] == ALL[-1]

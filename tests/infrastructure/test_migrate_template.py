@@ -100,3 +100,26 @@ def test_the_migrate_functions_code_carries_the_repositorys_migrations():
     # checks the built copy byte for byte), not a copy that could drift
     assert link.is_symlink()
     assert link.resolve() == (ROOT / "migrations").resolve()
+
+
+def test_the_invocation_cloudformation_makes_is_never_retried_and_never_starts_too_late(template):
+    # Given the custom resource's service token and the asynchronous invocation settings
+    resources = template["Resources"]
+    token = resources["Migrations"]["Properties"]["ServiceToken"]
+    (name, config), *others = (
+        (name, res["Properties"]) for name, res in resources.items() if res["Type"] == "AWS::Lambda::EventInvokeConfig"
+    )
+    # Then the settings apply to what the token invokes: the function's unqualified ARN is its $LATEST
+    # (SAM's EventInvokeConfig property would configure the AutoPublishAlias instead, which nobody invokes)
+    assert others == []
+    assert token == {"GetAtt": "MigrateFunction.Arn"}
+    assert (config["FunctionName"], config["Qualifier"]) == ({"Ref": "MigrateFunction"}, "$LATEST")
+    assert "EventInvokeConfig" not in resources["MigrateFunction"]["Properties"]
+    # And a failed run is not retried (a retry could migrate after the stack has rolled back)
+    assert config["MaximumRetryAttempts"] == 0
+    # And an event that waited in Lambda's queue starts early enough to answer before CloudFormation gives up
+    timeout = resources["MigrateFunction"]["Properties"]["Timeout"]
+    assert config["MaximumEventAgeInSeconds"] >= 60  # Lambda's lower bound
+    assert config["MaximumEventAgeInSeconds"] + timeout < resources["Migrations"]["Properties"]["ServiceTimeout"]
+    # And it is in place before the resource first invokes the function
+    assert resources["Migrations"]["DependsOn"] == name

@@ -236,3 +236,62 @@ def test_an_owner_that_may_not_create_pgvector_migrates_without_vectors_and_says
             c.execute("CREATE EXTENSION vector")
         assert main(["migrate", "--database-url", fresh_db]) == 0
         assert vectors_enabled(fresh_db)
+
+
+def copy_of_the_release(folder: Path, *, without: str | None = None) -> list[str]:
+    """This release's migrations copied into `folder` (less `without`); their names."""
+    folder.mkdir(exist_ok=True)
+    for path in MIGRATIONS_DIR.glob("*.sql"):
+        if path.stem != without:
+            (folder / path.name).write_text(path.read_text())
+    return sorted(p.stem for p in folder.glob("*.sql"))
+
+
+def test_an_older_release_accepts_newer_migrations_and_a_newer_text_of_its_own_and_applies_nothing(fresh_db, tmp_path):
+    # Given a database a newer release migrated: two migrations this release does not have, and the
+    # last of this release's under a text that release rewrote
+    newer = tmp_path / "newer"
+    names = copy_of_the_release(newer)
+    last = int(names[-1][:3])
+    (newer / f"{last + 1:03d}_newer_table.sql").write_text("CREATE TABLE newer_table (id int);")
+    (newer / f"{last + 2:03d}_newer_column.sql").write_text("ALTER TABLE newer_table ADD COLUMN note text;")
+    rewritten = newer / f"{names[-1]}.sql"
+    rewritten.write_text(rewritten.read_text() + "\n-- rewritten by the newer release\n")
+    migrate(fresh_db, newer)
+    # When this (older) release migrates it, as a rollback's custom resource does
+    applied = migrate(fresh_db)
+    # Then it applies nothing, refuses nothing, and every record stays as the newer release wrote it
+    assert applied == []
+    with psycopg.connect(fresh_db) as c:
+        recorded = dict(c.execute("SELECT name, checksum FROM user_memory_migrations").fetchall())
+    assert sorted(recorded) == sorted(p.stem for p in newer.glob("*.sql"))
+    assert recorded[names[-1]] == {m.name: m.checksum for m in load_migrations(newer)}[names[-1]]
+
+
+def test_a_changed_migration_is_still_refused_when_the_database_is_not_ahead(fresh_db, tmp_path):
+    # Given a database this release migrated
+    folder = tmp_path / "release"
+    names = copy_of_the_release(folder)
+    migrate(fresh_db, folder)
+    # When one of its applied migrations is edited in place, with no newer migration recorded
+    edited = folder / f"{names[3]}.sql"
+    edited.write_text(edited.read_text() + "\n-- edited\n")
+    # Then it is refused: only a database ahead of the release holds texts it does not know
+    with pytest.raises(MigrationError, match=f"{names[3]} was changed after it was applied"):
+        migrate(fresh_db, folder)
+
+
+def test_a_migration_missing_below_the_newest_applied_is_refused_not_run_out_of_order(fresh_db, tmp_path):
+    # Given a database migrated without one of this release's migrations (merged late, numbered
+    # before one that was already applied)
+    folder = tmp_path / "without"
+    names = copy_of_the_release(folder, without=sorted(p.stem for p in MIGRATIONS_DIR.glob("*.sql"))[-2])
+    migrate(fresh_db, folder)
+    missing = sorted(p.stem for p in MIGRATIONS_DIR.glob("*.sql"))[-2]
+    # When this release migrates it
+    with pytest.raises(MigrationError) as refused:
+        migrate(fresh_db)
+    # Then it names the migration and the newer one applied, and applied nothing
+    assert str(refused.value).startswith(f"migration {missing} is not applied but {names[-1]}, numbered after it")
+    with psycopg.connect(fresh_db) as c:
+        assert [r[0] for r in c.execute("SELECT name FROM user_memory_migrations ORDER BY name")] == names

@@ -305,6 +305,6 @@ class MigrateSettings(DatabaseSettings):
 
     api_login_secret_name: str | None = None
     service_login_secret_name: str | None = None
-    # Kept free before the invocation's deadline to answer CloudFormation: every statement ends
-    # before it (statement_timeout), so a stuck lock or a long migration fails with a response.
+    # Kept free before the invocation's deadline to answer CloudFormation: the run ends before it
+    # (a watchdog cancels its statement), so a stuck lock or a long migration fails with a response.
     deadline_margin_ms: int = Field(default=30_000, ge=0)

@@ -117,6 +117,10 @@ class CustomResourceResponseFailed(UserMemoryError):
     """The answer to a CloudFormation custom resource request could not be delivered."""
 
 
+class MigrationTimedOut(MigrationError):
+    """The migrations did not finish before the function's deadline; the running statement was cancelled."""
+
+
 class SummarizerError(UserMemoryError):
     """The summarizer could not produce a valid next document.
 

@@ -2,8 +2,8 @@
 request's pre-signed URL (an S3 object), ended by a wall-clock deadline.
 
 Until it arrives CloudFormation waits (up to the resource's ServiceTimeout), so the caller sends it
-whatever happened, and a failure to send it is raised: the invocation fails, Lambda retries it,
-and the retry (the work is idempotent) answers again.
+whatever happened; a PUT that fails on the way is tried once more, and a failure to send it is
+raised (the invocation fails; the function has no asynchronous retries, see template.yaml).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from user_memory.adapters.http_deadline import within
+from user_memory.adapters.http_deadline import time_left, within
 from user_memory.errors import CustomResourceResponseFailed
 
 # CloudFormation refuses a response document over 4096 bytes; the reason is cut to fit.
@@ -40,19 +40,30 @@ def response_document(
     return encoded
 
 
-def send_response(url: str, document: bytes, *, seconds: float) -> None:
-    """PUT `document` to the pre-signed `url` within `seconds`; CustomResourceResponseFailed otherwise."""
+def send_response(url: str, document: bytes, *, seconds: float, attempts: int = 2) -> None:
+    """PUT `document` to the pre-signed `url` within `seconds` in all; CustomResourceResponseFailed
+    otherwise. A connection failure or a 5xx is tried again (nothing else retries: the function
+    has no asynchronous retries, and without an answer CloudFormation waits its ServiceTimeout)."""
     import httpx2
 
     from user_memory.adapters.openai_calls import http_client  # its connections end by the deadline
 
-    try:
-        # An empty content type: the URL is signed without one (as AWS's cfn-response sends it).
-        with within(seconds), http_client() as client:
-            response = client.put(url, content=document, headers={"content-type": ""}, timeout=seconds)
-    except httpx2.HTTPError as err:
-        raise CustomResourceResponseFailed(
-            f"the response to CloudFormation was not sent: {type(err).__name__}"
-        ) from err
-    if response.status_code >= 300:
-        raise CustomResourceResponseFailed(f"the response URL answered HTTP {response.status_code}")
+    failure = "not sent"
+    with within(seconds):
+        for _ in range(attempts):
+            left = time_left()
+            if left is not None and left <= 0:
+                break
+            try:
+                # An empty content type: the URL is signed without one (as AWS's cfn-response sends it).
+                with http_client() as client:
+                    response = client.put(url, content=document, headers={"content-type": ""}, timeout=left)
+            except httpx2.HTTPError as err:
+                failure = f"the response to CloudFormation was not sent: {type(err).__name__}"
+                continue
+            if response.status_code < 300:
+                return
+            failure = f"the response URL answered HTTP {response.status_code}"
+            if response.status_code < 500:
+                break
+    raise CustomResourceResponseFailed(failure)

@@ -3,10 +3,18 @@
 Migrations are `migrations/NNN_name.sql`, applied in order inside one transaction each,
 recorded in `user_memory_migrations` with a SHA-256 checksum, serialized across processes
 by a PostgreSQL advisory lock. A recorded migration whose file changed is an error.
+
+A database can be ahead of the release that runs (a stack rolled back after a newer release
+migrated it): the migrations it records that this release does not have are accepted and logged,
+and so is a checksum of a migration this release has that differs from its file (only a newer
+release records one then: it rewrote it, see _REWRITTEN); the older release applies nothing. A
+migration of this release that is missing below the newest one recorded is an error: applying it
+now would run it out of order.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from dataclasses import dataclass
@@ -17,6 +25,7 @@ from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from user_memory.errors import MigrationError
+from user_memory.observability import logger
 
 _ADVISORY_LOCK_KEY = 0x55_4D_4D_49  # "UMMI": one lock id for this project's migrations
 _NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
@@ -96,12 +105,20 @@ def migrate(dsn_or_conn: str | psycopg.Connection, directory: Path | None = None
             recorded: dict[str, str] = dict(
                 conn.execute("SELECT name, checksum FROM user_memory_migrations").fetchall()
             )
+            ahead = _check_order(migrations, recorded)
             for migration in migrations:
                 if migration.name in recorded:
                     if recorded[migration.name] in _REWRITTEN.get(migration.name, ()):
                         conn.execute(
                             "UPDATE user_memory_migrations SET checksum = %s WHERE name = %s",
                             (migration.checksum, migration.name),
+                        )
+                    elif recorded[migration.name] != migration.checksum and ahead:
+                        logger.warning(
+                            "migration recorded by a newer release",
+                            migration=migration.name,
+                            recorded_checksum=recorded[migration.name][:12],
+                            file_checksum=migration.checksum[:12],
                         )
                     elif recorded[migration.name] != migration.checksum:
                         raise MigrationError(
@@ -123,12 +140,38 @@ def migrate(dsn_or_conn: str | psycopg.Connection, directory: Path | None = None
             # Repeatable: pgvector may have been installed by an administrator since 012 ran.
             if _scalar(conn, "SELECT to_regprocedure('public.user_memory_enable_vectors()') IS NOT NULL"):
                 conn.execute("SELECT public.user_memory_enable_vectors()")
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_ADVISORY_LOCK_KEY,))
+        except BaseException:
+            # The run's own error is the one to report, not the unlock's (a cancelled run's unlock
+            # can be cancelled too); the lock ends with the session anyway.
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_ADVISORY_LOCK_KEY,))
+            raise
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_ADVISORY_LOCK_KEY,))
     finally:
         if own:
             conn.close()
     return applied_now
+
+
+def _check_order(migrations: list[Migration], recorded: dict[str, str]) -> list[str]:
+    """The recorded migrations this release does not have (logged: the database is ahead of it);
+    MigrationError when one of this release's is missing below the newest recorded."""
+    known = {m.name for m in migrations}
+    ahead = sorted(name for name in recorded if name not in known)
+    if ahead:
+        logger.warning("database ahead of this release", not_in_this_release=ahead)
+    newest = max(recorded, key=_number, default="")
+    for migration in migrations:
+        if migration.name not in recorded and _number(migration.name) <= _number(newest):
+            raise MigrationError(
+                f"migration {migration.name} is not applied but {newest}, numbered after it or the same, is: "
+                "applying it now would run it out of order; give it a number after the newest applied one"
+            )
+    return ahead
+
+
+def _number(name: str) -> int:
+    return int(name[:3]) if name[:3].isdigit() else -1
 
 
 def _scalar(conn: psycopg.Connection, query: str, params: tuple[object, ...] = ()) -> object:

@@ -10,15 +10,21 @@ Two ways in:
   reason, always goes to the request's pre-signed URL, so CloudFormation never waits for one.
 
 Every migration applies inside its own transaction (adapters/migrations.py): a failing one leaves
-nothing of itself, and the ones before it stay applied and recorded. Every statement ends before
-the invocation's deadline minus a margin (statement_timeout), so a migration that runs long or a
-runner that waits on another's lock fails with an answer instead of being killed without one.
+nothing of itself, and the ones before it stay applied and recorded. The whole run ends before the
+invocation's deadline minus a margin: a watchdog thread (adapters/watchdog.py) cancels the running
+statement then, and answers FAILED itself if the run still has not (statement_timeout bounds only
+each statement). So a migration that runs long or a runner that waits on another's lock fails with
+an answer instead of being killed without one. A custom resource request too malformed to parse is
+answered FAILED too, whenever it names a response URL; the handler (functions/migrate/app.py)
+answers one even when this library cannot be imported.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import psycopg
@@ -29,7 +35,15 @@ from user_memory.adapters.custom_resource import response_document, send_respons
 from user_memory.adapters.http_deadline import invocation_left
 from user_memory.adapters.migrations import applied_migrations, create_login, load_migrations, migrate, vectors_enabled
 from user_memory.adapters.postgres import translate
-from user_memory.errors import ConfigError, InvalidMessage, describe_failure, describe_validation_error
+from user_memory.adapters.watchdog import Watchdog
+from user_memory.config import MigrateSettings
+from user_memory.errors import (
+    ConfigError,
+    InvalidMessage,
+    MigrationTimedOut,
+    describe_failure,
+    describe_validation_error,
+)
 from user_memory.observability import logger, metrics
 from user_memory.runtime import MigrateServices
 
@@ -39,6 +53,8 @@ UNBOUNDED_SECONDS = 600.0
 # The PUT to CloudFormation's URL: a small document to S3.
 RESPONSE_SECONDS = 10.0
 CONNECT_SECONDS = 10
+# The margin kept before the deadline until the settings (and their own margin) are read.
+DEFAULT_MARGIN_SECONDS = MigrateSettings.model_fields["deadline_margin_ms"].default / 1000
 
 
 class Invocation(BaseModel):
@@ -64,16 +80,46 @@ class CustomResourceRequest(BaseModel):
     @property
     def physical_id(self) -> str:
         """The same id for the stack's whole life: an Update never replaces the resource."""
-        if self.physical_resource_id:
-            return self.physical_resource_id
-        stack_name = self.stack_id.split("/")[1] if self.stack_id.count("/") >= 2 else self.stack_id
-        return f"{stack_name}-{self.logical_resource_id}"[:255]
+        return physical_id(self.stack_id, self.logical_resource_id, self.physical_resource_id)
+
+
+def physical_id(stack_id: str, logical_resource_id: str, given: str | None) -> str:
+    """The request's own physical id, or one of the stack's and the resource's names."""
+    if given:
+        return given
+    stack_name = stack_id.split("/")[1] if stack_id.count("/") >= 2 else stack_id
+    return f"{stack_name}-{logical_resource_id}"[:255]
+
+
+@dataclass(frozen=True)
+class UnparsedRequest:
+    """The ids a malformed custom resource request does carry (its string fields, else empty)."""
+
+    response_url: str
+    stack_id: str
+    request_id: str
+    logical_resource_id: str
+    physical_id: str
+
+    @classmethod
+    def of(cls, event: Any) -> UnparsedRequest | None:
+        """None when the event names no response URL: nobody is waiting for an answer."""
+        if not isinstance(event, dict):
+            return None
+        field = {key: value if isinstance(value, str) else "" for key, value in event.items()}
+        url = field.get("ResponseURL", "")
+        if not url.startswith(("https://", "http://")):
+            return None
+        stack, logical = field.get("StackId", ""), field.get("LogicalResourceId", "")
+        given = field.get("PhysicalResourceId")
+        return cls(url, stack, field.get("RequestId", ""), logical, physical_id(stack, logical or "Migrations", given))
 
 
 def parse_event(event: Any) -> Invocation | CustomResourceRequest:
     """The request an event is; InvalidMessage naming what is wrong."""
     try:
-        if isinstance(event, dict) and "RequestType" in event:
+        # A response URL is CloudFormation's too: a request missing its type is still one.
+        if isinstance(event, dict) and ("RequestType" in event or "ResponseURL" in event):
             return CustomResourceRequest.model_validate(event)
         return Invocation.model_validate(event)
     except ValidationError as err:
@@ -85,24 +131,57 @@ def parse_event(event: Any) -> Invocation | CustomResourceRequest:
         ) from None
 
 
+def handle_event(event: Any, services: Callable[[], MigrateServices], context: Any) -> dict[str, Any]:
+    """Parse one event and run it. A request that does not parse is refused (InvalidMessage), and
+    answered FAILED first when it names a response URL: CloudFormation would wait otherwise."""
+    try:
+        request = parse_event(event)
+    except InvalidMessage as err:
+        error, why = _report_failure("parse", err)
+        unparsed = UnparsedRequest.of(event)
+        if unparsed is None:
+            raise
+        reason = f"{error}: {why}"
+        document = response_document(
+            unparsed, status="FAILED", reason=reason, physical_id=unparsed.physical_id, data={}
+        )
+        try:
+            send_response(unparsed.response_url, document, seconds=RESPONSE_SECONDS)
+        except Exception as failed:
+            _report_failure("custom resource response", failed)
+            raise
+        logger.info("custom resource answered", request_type="unparsed", status="FAILED")
+        return {"Status": "FAILED", "Reason": reason, "Data": {}}
+    return handle(request, services, context)
+
+
 def handle(
     request: Invocation | CustomResourceRequest, services: Callable[[], MigrateServices], context: Any
 ) -> dict[str, Any]:
     """Run one request. `services` is called only when the request needs the database."""
     if isinstance(request, CustomResourceRequest):
         return answer_custom_resource(request, services, context)
-    try:
-        built = services()
-        result = run_action(request.action, built, _statement_seconds(built, context))
-    except Exception as err:  # every failure is logged and counted, then the invocation fails
-        _report_failure(request.action, err)
-        raise
+    with Watchdog(_run_seconds(context)[0]) as watchdog:
+        try:
+            built = services()
+            seconds = _statement_seconds(built, context)
+            watchdog.reset(seconds, grace=0.0)
+            result = run_action(request.action, built, seconds, watchdog)
+        except Exception as err:  # every failure is logged and counted, then the invocation fails
+            timed_out = _timed_out(err) if watchdog.expired else None
+            _report_failure(request.action, timed_out or err)
+            if timed_out:
+                raise timed_out from err
+            raise
     return result
 
 
-def run_action(action: Action, services: MigrateServices, seconds: float) -> dict[str, Any]:
-    """One action as the owner, every statement ending within `seconds`."""
-    with owner_connection(services.dsn, seconds) as conn:
+def run_action(
+    action: Action, services: MigrateServices, seconds: float, watchdog: Watchdog | None = None
+) -> dict[str, Any]:
+    """One action as the owner, every statement ending within `seconds` (and cancelled by the
+    watchdog once its deadline passes)."""
+    with owner_connection(services.dsn, seconds, watchdog) as conn:
         if action == "status":
             return status(conn, services)
         if action == "migrate":
@@ -147,39 +226,76 @@ def create_logins(conn: psycopg.Connection, services: MigrateServices) -> dict[s
     return {"logins": done}
 
 
+class _Answer:
+    """The one answer to a request: the run's, or its watchdog's when the run is late; the first
+    one sent is the answer, the other is not sent."""
+
+    def __init__(self, request: CustomResourceRequest) -> None:
+        self._request = request
+        self._lock = threading.Lock()
+        self.sent: dict[str, Any] | None = None
+
+    def send(self, status: Literal["SUCCESS", "FAILED"], reason: str, data: dict[str, str]) -> bool:
+        """Send unless an answer was sent already; CustomResourceResponseFailed when it cannot be."""
+        request = self._request
+        with self._lock:
+            if self.sent is not None:
+                return False
+            document = response_document(
+                request, status=status, reason=reason, physical_id=request.physical_id, data=data
+            )
+            send_response(request.response_url, document, seconds=RESPONSE_SECONDS)
+            self.sent = {"Status": status, "Reason": reason, "Data": data}
+        logger.info("custom resource answered", request_type=request.request_type, status=status)
+        return True
+
+
 def answer_custom_resource(
     request: CustomResourceRequest, services: Callable[[], MigrateServices], context: Any
 ) -> dict[str, Any]:
     """Do what the request asks and answer CloudFormation, SUCCESS or FAILED; return the answer."""
+    answer = _Answer(request)
+    stream = getattr(context, "log_stream_name", None)
+    where = f" (log stream {stream})" if stream else ""
+
+    def last_word() -> None:  # the watchdog's, when the run has not answered by its deadline
+        error, why = _report_failure(f"custom resource {request.request_type}", _timed_out(None))
+        try:
+            answer.send("FAILED", f"{error}: {why}{where}", {})
+        except Exception as err:
+            _report_failure("custom resource response", err)
+
     status_: Literal["SUCCESS", "FAILED"] = "SUCCESS"
     data: dict[str, str] = {}
-    try:
-        reason, data = _custom_resource_work(request, services, context)
-    except Exception as err:  # whatever failed, CloudFormation must get its answer (or wait an hour)
-        error, why = _report_failure(f"custom resource {request.request_type}", err)
-        status_, reason = "FAILED", f"{error}: {why}"
-        stream = getattr(context, "log_stream_name", None)
-        if stream:
-            reason += f" (log stream {stream})"
-    document = response_document(request, status=status_, reason=reason, physical_id=request.physical_id, data=data)
-    try:
-        send_response(request.response_url, document, seconds=RESPONSE_SECONDS)
-    except Exception as err:  # raised: the invocation fails and Lambda retries it, which answers again
-        _report_failure("custom resource response", err)
-        raise
-    logger.info("custom resource answered", request_type=request.request_type, status=status_)
-    return {"Status": status_, "Reason": reason, "Data": data}
+    seconds, margin = _run_seconds(context)
+    with Watchdog(seconds, grace=margin / 3, last_word=last_word) as watchdog:
+        try:
+            reason, data = _custom_resource_work(request, services, context, watchdog)
+        except Exception as err:  # whatever failed, CloudFormation must get its answer (or wait an hour)
+            timed_out = _timed_out(err) if watchdog.expired else None
+            error, why = _report_failure(f"custom resource {request.request_type}", timed_out or err)
+            status_, reason, data = "FAILED", f"{error}: {why}{where}", {}
+        try:
+            answer.send(status_, reason, data)
+        except Exception as err:  # raised: the invocation fails (MigrateErrorsAlarm); CloudFormation times out
+            _report_failure("custom resource response", err)
+            raise
+    assert answer.sent is not None
+    return answer.sent
 
 
 def _custom_resource_work(
-    request: CustomResourceRequest, services: Callable[[], MigrateServices], context: Any
+    request: CustomResourceRequest, services: Callable[[], MigrateServices], context: Any, watchdog: Watchdog
 ) -> tuple[str, dict[str, str]]:
     if request.request_type == "Delete":
         return "nothing to delete: the schema and its data stay with the database", {}
     if str(request.resource_properties.get("Run", "true")).lower() == "false":
         return "skipped: MigrateOnDeploy is false", {"AppliedCount": "0"}
     built = services()
-    with owner_connection(built.dsn, _statement_seconds(built, context)) as conn:
+    seconds = _statement_seconds(built, context)
+    margin = built.settings.deadline_margin_ms / 1000
+    watchdog.reset(seconds, grace=margin / 3)
+    with owner_connection(built.dsn, seconds, watchdog) as conn:
         applied = run_migrations(conn, built)["applied"]
         logins = create_logins(conn, built)["logins"] if built.login_secrets else {}
     done = f"applied {len(applied)} migration(s)" + (f" ({', '.join(applied)})" if applied else ", up to date")
@@ -189,14 +305,17 @@ def _custom_resource_work(
 
 
 @contextmanager
-def owner_connection(dsn: str, seconds: float) -> Iterator[psycopg.Connection]:
-    """An autocommit connection as the DSN's user whose every statement ends within `seconds`."""
-    if seconds <= 0:
+def owner_connection(dsn: str, seconds: float, watchdog: Watchdog | None = None) -> Iterator[psycopg.Connection]:
+    """An autocommit connection as the DSN's user whose every statement ends within `seconds`,
+    watched by `watchdog` (cancelled from its deadline on)."""
+    if seconds <= 0 or (watchdog is not None and watchdog.expired):
         raise ConfigError("no time left for the migrations before the function's deadline")
     try:
-        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=CONNECT_SECONDS)
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, min(CONNECT_SECONDS, int(seconds))))
     except psycopg.Error as err:
         raise translate(err) from err
+    if watchdog is not None:
+        watchdog.watch(conn)
     try:
         conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{int(seconds * 1000)}ms",))
         yield conn
@@ -207,6 +326,26 @@ def owner_connection(dsn: str, seconds: float) -> Iterator[psycopg.Connection]:
 def _statement_seconds(services: MigrateServices, context: Any) -> float:
     left = invocation_left(context, services.settings.deadline_margin_ms / 1000)
     return UNBOUNDED_SECONDS if left is None else left
+
+
+def _run_seconds(context: Any) -> tuple[float | None, float]:
+    """Seconds the run may take until its settings (and their margin) are read, and the margin
+    kept meanwhile: the default one, or half of a shorter invocation (None: no clock, as in
+    local callers)."""
+    left = invocation_left(context, 0.0)
+    margin = DEFAULT_MARGIN_SECONDS if left is None else min(DEFAULT_MARGIN_SECONDS, left / 2)
+    return (None if left is None else left - margin), margin
+
+
+def _timed_out(cause: BaseException | None) -> MigrationTimedOut:
+    """The failure of a run its watchdog ended, naming where the run was when it did."""
+    where = "it was still running"
+    if cause is not None:
+        error, why = describe_failure(cause)
+        where = f"{error}: {why.splitlines()[0] if why else 'no reason given'}"
+    return MigrationTimedOut(
+        f"the run did not end DEADLINE_MARGIN_MS before the function's timeout, so its watchdog cancelled it ({where})"
+    )
 
 
 def _translated(call: Callable[..., Any], *args: Any) -> Any:
