@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from user_memory.adapters.custom_resource import response_document, send_response
 from user_memory.adapters.http_deadline import invocation_left
 from user_memory.adapters.migrations import applied_migrations, create_login, load_migrations, migrate, vectors_enabled
-from user_memory.adapters.postgres import translate
+from user_memory.adapters.postgres import checked_conninfo, translate
 from user_memory.errors import ConfigError, InvalidMessage, describe_failure, describe_validation_error
 from user_memory.observability import logger, metrics
 from user_memory.runtime import MigrateServices
@@ -194,7 +194,7 @@ def owner_connection(dsn: str, seconds: float) -> Iterator[psycopg.Connection]:
     if seconds <= 0:
         raise ConfigError("no time left for the migrations before the function's deadline")
     try:
-        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=CONNECT_SECONDS)
+        conn = psycopg.connect(checked_conninfo(dsn), autocommit=True, connect_timeout=CONNECT_SECONDS)
     except psycopg.Error as err:
         raise translate(err) from err
     try:
