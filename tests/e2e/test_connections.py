@@ -176,16 +176,20 @@ def test_the_worker_and_the_fanout_run_every_invocation_after_their_pooled_conne
 ) -> None:
     # Given the worker and the fan-out on pools of their own, and users with a day of activity
     queue_url, _ = create_queues(sqs, name=f"idle-{uuid.uuid4().hex[:8]}", max_receive_count=5)
-    url = tagged(database_url, idle_tag)
-    worker = build_worker(WorkerSettings.from_env({}, database_url=url, summarizer="rules"), sqs_client=sqs)
-    fanout = build_fanout(FanoutSettings.from_env({}, database_url=url, queue_url=queue_url), sqs_client=sqs)
+    worker_tag, fanout_tag = f"{idle_tag}-w", f"{idle_tag}-f"
+    worker = build_worker(
+        WorkerSettings.from_env({}, database_url=tagged(database_url, worker_tag), summarizer="rules"), sqs_client=sqs
+    )
+    fanout = build_fanout(
+        FanoutSettings.from_env({}, database_url=tagged(database_url, fanout_tag), queue_url=queue_url),
+        sqs_client=sqs,
+    )
     day = datetime(2031, 5, 1, tzinfo=UTC)
     try:
         failures, killed, written = [], [], 0
         for n in range(ROUNDS):
             users = seed_users(pool, 2, day + timedelta(days=n), f"idle-{n}")
             # When every pooled connection is closed between invocations
-            killed.append(terminate_backends(admin_url, idle_tag) if n else 1)
             answer = worker_app.handler(
                 sqs_event(refresh_body(users, day + timedelta(days=n), f"daily:idle-{n}")),
                 FakeLambdaContext(),
@@ -193,10 +197,14 @@ def test_the_worker_and_the_fanout_run_every_invocation_after_their_pooled_conne
             )
             failures += answer["batchItemFailures"]
             written += len(users)
-            killed.append(terminate_backends(admin_url, idle_tag))
-            scheduled = {"id": str(uuid.uuid4()), "time": (day + timedelta(days=n + 1, minutes=15)).isoformat()}
+            killed.append(terminate_backends(admin_url, worker_tag))
+            scheduled = {
+                **json.loads((EVENTS / "scheduled_event.json").read_text()),
+                "id": str(uuid.uuid4()),
+                "time": (day + timedelta(days=n + 1, minutes=15)).isoformat(),
+            }
             fanout_app.handler(scheduled, FakeLambdaContext(function_name="fanout"), services=fanout)
-            killed.append(terminate_backends(admin_url, idle_tag))
+            killed.append(terminate_backends(admin_url, fanout_tag))
         # Then every record was processed and every fan-out ran (it raises on a failure)
         assert failures == []
         assert all(k >= 1 for k in killed), killed
