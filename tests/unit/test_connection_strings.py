@@ -10,7 +10,9 @@ from user_memory.adapters.postgres import checked_conninfo, open_pool
 from user_memory.errors import ConfigError
 
 # Passwords as generators make them: long enough that a match is never a coincidence.
-passwords = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~", min_size=12, max_size=40)
+passwords = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~", min_size=12, max_size=40
+)
 
 # Ways a connection string around a password goes wrong: a percent sign that starts no escape, one
 # that decodes to no UTF-8, a key=value string with a word and no value, an unterminated quote.
