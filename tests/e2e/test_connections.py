@@ -269,7 +269,9 @@ ROTATED_PASSWORD = "rotated-" + secrets.token_hex(16)
 AFTER_ROTATION = 12
 
 
+@pytest.mark.parametrize("order", ["database-first", "secret-first"])
 def test_a_rotated_login_password_fails_no_request_once_its_secret_is_updated(
+    order: str,
     database_url: str,
     cluster_admin_url: str,
     conn: psycopg.Connection,
@@ -362,16 +364,23 @@ def test_a_rotated_login_password_fails_no_request_once_its_secret_is_updated(
             t.start()
         try:
             _wait_until(lambda: tally.done["before"] >= 6)
-            # When each login's password changes in the database (as create-logins sets it) ...
+
+            # When each login's password changes in the database (as create-logins sets it) and its
+            # secret says the new one, in either order, some requests apart
+            def in_database() -> None:
+                for group, name in logins.items():
+                    create_login(conn, name, ROTATED_PASSWORD, group)
+
+            def in_secret() -> None:
+                for group, name in logins.items():
+                    rotated = json.dumps({"username": name, "password": ROTATED_PASSWORD})
+                    secretsmanager.put_secret_value(SecretId=arns[group], SecretString=rotated)
+
+            first, second = (in_database, in_secret) if order == "database-first" else (in_secret, in_database)
             tally.phase = "between"
-            for group, name in logins.items():
-                create_login(conn, name, ROTATED_PASSWORD, group)
+            first()
             _wait_until(lambda: tally.done["between"] >= 3)
-            # ... and then its secret says the new one
-            for group, name in logins.items():
-                secretsmanager.put_secret_value(
-                    SecretId=arns[group], SecretString=json.dumps({"username": name, "password": ROTATED_PASSWORD})
-                )
+            second()
             tally.phase = "after"
             _wait_until(lambda: all(after_each.get(tag, 0) >= AFTER_ROTATION for tag in tags))
         finally:
@@ -380,12 +389,12 @@ def test_a_rotated_login_password_fails_no_request_once_its_secret_is_updated(
                 t.join()
     with capsys.disabled():
         print(
-            f"\nrotation: requests failed before the ALTER {tally.failed['before']}/{tally.done['before']}, "
-            f"between the ALTER and the secret update {tally.failed['between']}/{tally.done['between']}, "
-            f"after the secret update {tally.failed['after']}/{tally.done['after']}"
+            f"\nrotation ({order}): requests failed before {tally.failed['before']}/{tally.done['before']}, "
+            f"between the first step and the second {tally.failed['between']}/{tally.done['between']}, "
+            f"after both {tally.failed['after']}/{tally.done['after']}"
         )
-    # Then nothing failed before, and nothing failed once the new secret was visible, every
-    # environment's requests having needed a new connection
+    # Then nothing failed before, and nothing failed once the database and the secret agreed
+    # again, every environment's requests having needed a new connection
     assert tally.failed["before"] == 0 and tally.failed["after"] == 0, (tally.failed, tally.done)
     assert all(after_each[tag] >= AFTER_ROTATION for tag in tags)
     # And the logins now connect with the rotated password only
