@@ -24,8 +24,9 @@ from moto import mock_aws
 from psycopg import sql
 from user_memory.adapters.migrations import create_login
 from user_memory.config import ApiSettings, FanoutSettings, WorkerSettings
+from user_memory.errors import ConfigError
 from user_memory.http.app import create_api
-from user_memory.runtime import build_api, build_fanout, build_worker
+from user_memory.runtime import build_api, build_fanout, build_worker, database_conninfo
 from user_memory_functions.api import app as api_app
 from user_memory_functions.fanout import app as fanout_app
 from user_memory_functions.migrate import app as migrate_app
@@ -412,3 +413,102 @@ def _wait_until(condition: Callable[[], bool], seconds: float = 120.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("the traffic did not get there")
         time.sleep(0.02)
+
+
+# -- the DSN from a login's secret ---------------------------------------------------------------------
+
+ENDPOINT = "postgresql://proxy.internal:5432/user_memory?sslmode=require"
+
+
+@pytest.fixture
+def secretsmanager(aws_env: None) -> Iterator[Any]:
+    with mock_aws():
+        yield boto3.client("secretsmanager", region_name="us-east-1")
+
+
+def test_the_dsn_is_the_endpoint_with_the_logins_secret_read_again_only_when_asked(secretsmanager: Any) -> None:
+    # Given a login's secret and a function configured with it on the endpoint
+    arn = _login_secret(secretsmanager, f"um_dsn_{uuid.uuid4().hex[:8]}", FIRST_PASSWORD)
+    settings = WorkerSettings.from_env(
+        {"DATABASE_LOGIN_SECRET_NAME": arn, "DATABASE_ENDPOINT": ENDPOINT}, summarizer="rules"
+    )
+    conninfo = database_conninfo(settings)
+    # When the DSN is read, the secret rotated, and the DSN read from the cache and then anew
+    first = psycopg.conninfo.conninfo_to_dict(conninfo())
+    name = first["user"]
+    secretsmanager.put_secret_value(
+        SecretId=arn, SecretString=json.dumps({"username": name, "password": ROTATED_PASSWORD})
+    )
+    cached = psycopg.conninfo.conninfo_to_dict(conninfo())
+    fresh = psycopg.conninfo.conninfo_to_dict(conninfo(fresh=True))
+    # Then it is the endpoint's host, port, database and TLS with the secret's user and password,
+    # the cached one until a fresh read is asked for (after a refused connection)
+    assert {k: first[k] for k in ("host", "port", "dbname", "sslmode")} == {
+        "host": "proxy.internal",
+        "port": "5432",
+        "dbname": "user_memory",
+        "sslmode": "require",
+    }
+    assert (first["password"], cached["password"], fresh["password"]) == (
+        FIRST_PASSWORD,
+        FIRST_PASSWORD,
+        ROTATED_PASSWORD,
+    )
+    assert psycopg.conninfo.conninfo_to_dict(conninfo())["password"] == ROTATED_PASSWORD
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"DATABASE_ENDPOINT": "postgresql://proxy.internal:5432/db?x=%zz"}, "DATABASE_ENDPOINT is not"),
+        ({"DATABASE_ENDPOINT": ENDPOINT, "SECRET": "not json: " + PASSWORD}, "is not a login's credentials"),
+        ({"DATABASE_ENDPOINT": ENDPOINT, "SECRET": json.dumps({"password": PASSWORD})}, "is not a login's"),
+    ],
+    ids=["malformed-endpoint", "secret-not-json", "secret-without-username"],
+)
+def test_a_login_configuration_that_does_not_work_says_why_without_the_password(
+    secretsmanager: Any, env: dict[str, str], says: str
+) -> None:
+    # Given a login's secret (as given, or a valid one) and an endpoint, one of them wrong
+    text = env.get("SECRET", json.dumps({"username": "um_x", "password": PASSWORD}))
+    arn = secretsmanager.create_secret(Name=f"login-{uuid.uuid4().hex[:8]}", SecretString=text)["ARN"]
+    settings = WorkerSettings.from_env(
+        {"DATABASE_LOGIN_SECRET_NAME": arn, "DATABASE_ENDPOINT": env["DATABASE_ENDPOINT"]}, summarizer="rules"
+    )
+    # When the worker's services are built
+    with pytest.raises(ConfigError) as caught:
+        build_worker(settings)
+    # Then the error says what is wrong, one line, and quotes neither the password nor the secret
+    message = "".join(traceback.format_exception(caught.value))
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+    assert PASSWORD not in message
+
+
+def test_a_login_secret_without_an_endpoint_is_refused_at_start() -> None:
+    # Given a login's secret but nowhere to connect
+    # When the settings are read
+    with pytest.raises(ConfigError, match="DATABASE_LOGIN_SECRET_NAME needs DATABASE_ENDPOINT"):
+        ApiSettings.from_env({"DATABASE_LOGIN_SECRET_NAME": "user-memory/api-login"})
+
+
+def test_the_migrate_function_connects_as_the_owner_from_its_login_secret(
+    secretsmanager: Any, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the owner's credentials in a secret (the master secret) and the endpoint, as deployed
+    owner = psycopg.conninfo.conninfo_to_dict(database_url)
+    arn = secretsmanager.create_secret(
+        Name=f"owner-{uuid.uuid4().hex[:8]}",
+        SecretString=json.dumps({"username": owner["user"], "password": owner.get("password") or "unused-locally"}),
+    )["ARN"]
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("DATABASE_LOGIN_SECRET_NAME", arn)
+    monkeypatch.setenv("DATABASE_ENDPOINT", tagged(database_url, "um-migrate", user=True, password=True))
+    # When it is asked for the status
+    answer = _migrate_status()
+    # Then it answered as the owner: every migration of this release applied
+    assert answer["pending"] == [] and answer["applied"] >= 1
+
+
+def _migrate_status() -> dict[str, Any]:
+    event = json.loads((EVENTS / "migrate_status.json").read_text())
+    return migrate_app.handler(event, FakeLambdaContext(function_name="migrate"))

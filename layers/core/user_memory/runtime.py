@@ -91,7 +91,7 @@ def database_url(settings: DatabaseSettings, *, fresh: bool = False) -> str:
     if settings.database_url:
         return settings.database_url
     if settings.database_login_secret_name and settings.database_endpoint:
-        login = read_login_secret(settings.database_login_secret_name, max_age=0 if fresh else SECRET_MAX_AGE)
+        login = read_login_secret(settings.database_login_secret_name, cached=not fresh)
         try:
             return make_conninfo(
                 settings.database_endpoint, user=login.username, password=login.password.get_secret_value()
@@ -393,12 +393,13 @@ class MigrateServices:
     read_login: Callable[[str], Login]
 
 
-def read_login_secret(name: str, *, max_age: int = 0) -> Login:
+def read_login_secret(name: str, *, cached: bool = False) -> Login:
     """A login's credentials from its Secrets Manager secret (JSON: username, password), read anew
-    unless `max_age` lets a cached read (seconds) stand."""
+    unless `cached` lets a read of the last SECRET_MAX_AGE seconds stand. A read anew refreshes
+    the cache, so the connections after it do not present the old password first."""
     from aws_lambda_powertools.utilities import parameters
 
-    text = str(parameters.get_secret(name, max_age=max_age, force_fetch=max_age == 0))
+    text = str(parameters.get_secret(name, max_age=SECRET_MAX_AGE, force_fetch=not cached))
     try:
         return Login.model_validate(json.loads(text))
     except ValueError:  # not JSON, or not a login's fields; the text is a password: never quoted
