@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool
 
 from user_memory.adapters.account import PostgresAccount
@@ -30,6 +28,7 @@ from user_memory.adapters.postgres import (
     HeldConnections,
     PostgresActivity,
     PostgresRecorder,
+    login_conninfo,
     open_pool,
     transaction,
 )
@@ -92,14 +91,7 @@ def database_url(settings: DatabaseSettings, *, fresh: bool = False) -> str:
         return settings.database_url
     if settings.database_login_secret_name and settings.database_endpoint:
         login = read_login_secret(settings.database_login_secret_name, cached=not fresh)
-        try:
-            return make_conninfo(
-                settings.database_endpoint, user=login.username, password=login.password.get_secret_value()
-            )
-        except (psycopg.Error, UnicodeError):  # libpq's reason quotes the part it could not parse
-            raise ConfigError(
-                "DATABASE_ENDPOINT is not a PostgreSQL connection string (postgresql://host:port/dbname?sslmode=...)"
-            ) from None
+        return login_conninfo(settings.database_endpoint, login.username, login.password.get_secret_value())
     url = _secret(settings.database_secret_name, settings.database_url_parameter, fresh=fresh)
     if not url:
         raise ConfigError(

@@ -99,6 +99,18 @@ def checked_conninfo(dsn: str) -> str:
     return dsn
 
 
+def login_conninfo(endpoint: str, username: str, password: str) -> str:
+    """The connection string of a login: `endpoint` (postgresql://host:port/dbname?sslmode=...)
+    with the login's user and password, escaped whatever they hold; ConfigError, never quoting
+    either, when the endpoint cannot be parsed."""
+    try:
+        return psycopg.conninfo.make_conninfo(checked_conninfo(endpoint), user=username, password=password)
+    except ConfigError:
+        raise ConfigError(
+            "DATABASE_ENDPOINT is not a PostgreSQL connection string (postgresql://host:port/dbname?sslmode=...)"
+        ) from None
+
+
 def _rereading(conninfo: Conninfo) -> type[psycopg.Connection]:
     """A connection class whose `connect`, refused authentication, reads the connection string
     anew once and connects with it when it changed (a rotated password's new secret); when it
