@@ -508,19 +508,20 @@ def tagged(url: str, application_name: str, **drop: bool) -> str:
     return psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
 
 
-def terminate_backends(admin_url: str, application_name: str, *, seconds: float = 10.0) -> int:
-    """Terminate every backend carrying `application_name` (as the cluster's administrator: a
-    non-superuser owner may end only its own role's) and wait until they are gone; how many."""
+def terminate_backends(
+    admin_url: str, application_name: str, *, seconds: float = 10.0, by: str = "application_name"
+) -> int:
+    """Terminate every backend carrying `application_name` (or whose `by` column of
+    pg_stat_activity, e.g. usename, is that value) as the cluster's administrator (a non-superuser
+    owner may end only its own role's), and wait until they are gone; how many."""
+    where = sql.SQL("SELECT {} FROM pg_stat_activity WHERE {} = %s")
     with psycopg.connect(admin_url, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
-            (application_name,),
+            where.format(sql.SQL("count(pg_terminate_backend(pid))"), sql.Identifier(by)), (application_name,)
         ).fetchone()
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            left = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (application_name,)
-            ).fetchone()
+            left = conn.execute(where.format(sql.SQL("count(*)"), sql.Identifier(by)), (application_name,)).fetchone()
             if left and left[0] == 0:
                 break
             time.sleep(0.01)
