@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -493,3 +495,71 @@ def new_database(database_url: str, name: str, *, migrated: bool) -> Iterator[st
     finally:
         with psycopg.connect(database_url, autocommit=True) as conn:
             owners.drop_database(conn, name)
+
+
+# -- connections: the pool's backends, password logins ---------------------------------------------
+
+
+def tagged(url: str, application_name: str, **drop: bool) -> str:
+    """`url` whose connections carry `application_name` (so a test finds its pool's backends),
+    without the parameters named in `drop` (user=True, password=True: an endpoint for a login)."""
+    params = {k: v for k, v in psycopg.conninfo.conninfo_to_dict(url).items() if not drop.get(k)}
+    params["application_name"] = application_name
+    return psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
+
+
+def terminate_backends(
+    admin_url: str, application_name: str, *, seconds: float = 10.0, by: str = "application_name"
+) -> int:
+    """Terminate every backend carrying `application_name` (or whose `by` column of
+    pg_stat_activity, e.g. usename, is that value) as the cluster's administrator (a non-superuser
+    owner may end only its own role's), and wait until they are gone; how many."""
+    where = sql.SQL("SELECT {} FROM pg_stat_activity WHERE {} = %s")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        row = conn.execute(
+            where.format(sql.SQL("count(pg_terminate_backend(pid))"), sql.Identifier(by)), (application_name,)
+        ).fetchone()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            left = conn.execute(where.format(sql.SQL("count(*)"), sql.Identifier(by)), (application_name,)).fetchone()
+            if left and left[0] == 0:
+                break
+            time.sleep(0.01)
+    return int(row[0]) if row else 0
+
+
+@contextmanager
+def password_logins(admin_url: str, *names: str) -> Iterator[None]:
+    """The embedded cluster trusts every local connection; these logins must give their password
+    (SCRAM) while the block runs, as on RDS Proxy: the cluster's pg_hba.conf gets a line for each
+    first, reloaded, and is put back after."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        row = conn.execute("SHOW hba_file").fetchone()
+        assert row is not None
+        hba = Path(row[0])
+        before = hba.read_text()
+        lines = [f"{kind} all {name} {where} scram-sha-256" for name in names for kind, where in PASSWORD_LINES]
+        hba.write_text("\n".join(lines) + "\n" + before)
+        try:
+            conn.execute("SELECT pg_reload_conf()")
+            _until_refused(psycopg.conninfo.make_conninfo(admin_url, user=names[0], password="not-the-password"))
+            yield
+        finally:
+            hba.write_text(before)
+            conn.execute("SELECT pg_reload_conf()")
+
+
+PASSWORD_LINES = (("local", ""), ("host", "127.0.0.1/32"), ("host", "::1/128"))
+
+
+def _until_refused(url: str, seconds: float = 10.0) -> None:
+    """Wait until the server has read its new pg_hba.conf (a reload is asynchronous): a wrong
+    password is refused."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            psycopg.connect(url, connect_timeout=2).close()
+        except psycopg.OperationalError:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the server did not start asking for passwords")

@@ -104,3 +104,41 @@ def refused_by_rules(template: dict[str, Any], overrides: dict[str, str]) -> lis
         if not all(evaluate_rule_function(a["Assert"], values) for a in rule["Assertions"]):
             refused.append(name)
     return refused
+
+
+_NO_VALUE = object()
+
+
+def evaluate(template: dict[str, Any], node: Any, parameters: dict[str, str]) -> Any:
+    """`node` as CloudFormation resolves it for these parameter values (the others at their
+    defaults): Ref to a parameter, If, Condition, And, Or, Not, Equals; AWS::NoValue left out of
+    lists. Refs to resources stay as they are."""
+    values = {name: p.get("Default", "") for name, p in template["Parameters"].items()} | parameters
+
+    def condition(name: str) -> bool:
+        return bool(walk(template["Conditions"][name]))
+
+    def walk(n: Any) -> Any:
+        if isinstance(n, list):
+            return [v for v in (walk(i) for i in n) if v is not _NO_VALUE]
+        if not isinstance(n, dict) or len(n) != 1:
+            return {k: walk(v) for k, v in n.items()} if isinstance(n, dict) else n
+        ((key, arg),) = n.items()
+        key = key.removeprefix("Fn::")
+        if key == "Ref":
+            return _NO_VALUE if arg == "AWS::NoValue" else values.get(arg, n)
+        if key == "Condition":
+            return condition(arg)
+        if key == "If":
+            return walk(arg[1] if condition(arg[0]) else arg[2])
+        if key == "Equals":
+            return walk(arg[0]) == walk(arg[1])
+        if key == "Not":
+            return not walk(arg[0])
+        if key == "And":
+            return all(walk(a) for a in arg)
+        if key == "Or":
+            return any(walk(a) for a in arg)
+        return {key: walk(arg)}
+
+    return walk(node)

@@ -165,6 +165,20 @@ def test_the_outputs_feed_the_application_parameters(stack, app):
     assert app["Parameters"]["VpcSubnetIds"]["Type"] == "CommaDelimitedList"
 
 
+def test_the_endpoint_output_is_the_proxy_without_credentials_and_fits_the_application_parameter(stack, app):
+    # Given the DatabaseEndpoint output (each function adds its login's secret at run time)
+    text = stack["Outputs"]["DatabaseEndpoint"]["Value"]["Sub"]
+    # Then it is the proxy's address and database, TLS required, with no user or password
+    assert text == "postgresql://${DatabaseProxy.Endpoint}:5432/${DatabaseName}?sslmode=require"
+    # And, filled in, the application's parameter accepts it
+    example = text.replace("${DatabaseProxy.Endpoint}", "p.proxy-abc.us-east-1.rds.amazonaws.com").replace(
+        "${DatabaseName}", "user_memory"
+    )
+    assert re.fullmatch(app["Parameters"]["DatabaseEndpoint"]["AllowedPattern"], example)
+    # And the owner's login secret the migrate function reads is the master secret (JSON credentials)
+    assert stack["Outputs"]["MasterSecretArn"]["Value"] == {"Ref": "MasterSecret"}
+
+
 def test_the_functions_have_a_way_out_a_nat_gateway_or_vpc_endpoints(stack):
     # Given the optional egress resources
     resources = stack["Resources"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from user_memory.config import MigrateSettings
 
-from tests.infrastructure.cfn import ROOT, load, resources_of_type
+from tests.infrastructure.cfn import ROOT, evaluate, load, resources_of_type
 
 pytestmark = pytest.mark.infrastructure
 
@@ -56,40 +56,59 @@ def test_every_other_function_changes_only_after_the_migrations(template):
             assert resource.get("DependsOn") == "Migrations", name
 
 
-def test_migrations_on_deploy_need_the_owners_dsn(template):
-    # Given the template's rules
-    (rule,) = template["Rules"].values()
-    # Then with MigrateOnDeploy=true a stack without the owner's DSN (or a DatabaseUrl) is refused before any change
+OWNER_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:owner"
+ENDPOINT = "postgresql://proxy.example:5432/user_memory?sslmode=require"
+
+
+@pytest.mark.parametrize(
+    ("parameters", "accepted"),
+    [
+        ({"OwnerLoginSecretArn": OWNER_ARN, "DatabaseEndpoint": ENDPOINT}, True),
+        ({"OwnerDatabaseSecretArn": OWNER_ARN}, True),
+        ({"DatabaseUrl": "postgresql://localhost/user_memory"}, True),
+        ({}, False),
+        # the owner's DSN secret is not read once functions connect as logins
+        ({"OwnerDatabaseSecretArn": OWNER_ARN, "DatabaseEndpoint": ENDPOINT}, False),
+        # nor the owner's login secret without the endpoint to build a DSN on
+        ({"OwnerLoginSecretArn": OWNER_ARN}, False),
+    ],
+)
+def test_migrations_on_deploy_need_the_owners_credentials(template, parameters, accepted):
+    # Given the rule for MigrateOnDeploy=true
+    rule = template["Rules"]["MigrationsNeedTheOwnersDsn"]
     assert rule["RuleCondition"] == {"Equals": [{"Ref": "MigrateOnDeploy"}, "true"]}
     (assertion,) = rule["Assertions"]
-    assert assertion["Assert"] == {
-        "Or": [
-            {"Not": [{"Equals": [{"Ref": "OwnerDatabaseSecretArn"}, ""]}]},
-            {"Not": [{"Equals": [{"Ref": "DatabaseUrl"}, ""]}]},
-        ]
-    }
-    assert "OwnerDatabaseSecretArn" in assertion["AssertDescription"]
+    # Then a stack is accepted exactly when the migrate function would have the owner's credentials
+    assert evaluate(template, assertion["Assert"], parameters) is accepted
+    assert "OwnerLoginSecretArn" in assertion["AssertDescription"]
 
 
 def test_the_migrate_function_reads_the_owners_and_the_logins_secrets_and_nothing_else(template):
     # Given the migrate function
     props = template["Resources"]["MigrateFunction"]["Properties"]
     env = props["Environment"]["Variables"]
-    # Then it connects with the owner's DSN and reads the two logins' credentials
+    # Then it connects as the owner (its login's secret with DatabaseEndpoint, else its DSN secret)
+    # and reads the two logins' credentials
     assert env == {
-        "DATABASE_SECRET_NAME": {"Ref": "OwnerDatabaseSecretArn"},
+        "DATABASE_LOGIN_SECRET_NAME": {"If": ["OwnerConnectsAsLogin", {"Ref": "OwnerLoginSecretArn"}, ""]},
+        "DATABASE_SECRET_NAME": {"If": ["HasOwnerDatabaseSecret", {"Ref": "OwnerDatabaseSecretArn"}, ""]},
         "API_LOGIN_SECRET_NAME": {"Ref": "ApiLoginSecretArn"},
         "SERVICE_LOGIN_SECRET_NAME": {"Ref": "ServiceLoginSecretArn"},
     }
-    # And its only permissions are reading those secrets, each when set
+    # And its only permissions are reading those secrets, each when used
     readable = []
     for policy in props["Policies"]:
         condition, granted, otherwise = policy["If"]
         assert otherwise == {"Ref": "AWS::NoValue"}
         secret = granted["AWSSecretsManagerGetSecretValuePolicy"]["SecretArn"]["Ref"]
-        assert condition == f"Has{secret.removesuffix('Arn')}"
+        assert condition in (f"Has{secret.removesuffix('Arn')}", "OwnerConnectsAsLogin")
         readable.append(secret)
-    assert sorted(readable) == ["ApiLoginSecretArn", "OwnerDatabaseSecretArn", "ServiceLoginSecretArn"]
+    assert sorted(readable) == [
+        "ApiLoginSecretArn",
+        "OwnerDatabaseSecretArn",
+        "OwnerLoginSecretArn",
+        "ServiceLoginSecretArn",
+    ]
 
 
 def test_the_migrate_functions_code_carries_the_repositorys_migrations():

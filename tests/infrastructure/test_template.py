@@ -16,7 +16,7 @@ from user_memory.config import (
     WorkerSettings,
 )
 
-from tests.infrastructure.cfn import ROOT, cfn_lint, load, references, resources_of_type
+from tests.infrastructure.cfn import ROOT, cfn_lint, evaluate, load, references, resources_of_type
 
 pytestmark = pytest.mark.infrastructure
 
@@ -24,6 +24,8 @@ pytestmark = pytest.mark.infrastructure
 # exactly these names (user_memory.config: each setting is its field name upper-cased).
 GLOBAL_ENV = {
     "DATABASE_URL",
+    "DATABASE_LOGIN_SECRET_NAME",
+    "DATABASE_ENDPOINT",
     "DATABASE_SECRET_NAME",
     "DATABASE_ROLE",
     "POWERTOOLS_SERVICE_NAME",
@@ -62,7 +64,8 @@ FUNCTION_ENV = {
         "EMBEDDING_API_KEY_SECRET_NAME",
     },
     "ApiFunction": {
-        "DATABASE_SECRET_NAME",  # its own login's DSN, not the service's
+        "DATABASE_LOGIN_SECRET_NAME",  # its own login's, not the service's
+        "DATABASE_SECRET_NAME",
         "OPERATOR_SCOPE",
         "SUBJECT_IDS",
         "REQUIRE_IF_MATCH",
@@ -83,7 +86,8 @@ FUNCTION_ENV = {
     },
     "RetentionFunction": {"KV_MAX_AGE_DAYS"},
     "MigrateFunction": {
-        "DATABASE_SECRET_NAME",  # the owner's DSN, not the service's
+        "DATABASE_LOGIN_SECRET_NAME",  # the owner's, not the service's
+        "DATABASE_SECRET_NAME",
         "API_LOGIN_SECRET_NAME",
         "SERVICE_LOGIN_SECRET_NAME",
     },
@@ -105,6 +109,21 @@ OWN_DSN_SECRET = {
     "MigrateFunction": "OwnerDatabaseSecretArn",
 }
 DSN_SECRETS = set(OWN_DSN_SECRET.values())
+# The login secret each function connects with when DatabaseEndpoint is set (the DSN built at run time).
+OWN_LOGIN_SECRET = {
+    "FanoutFunction": "ServiceLoginSecretArn",
+    "WorkerFunction": "ServiceLoginSecretArn",
+    "RetentionFunction": "ServiceLoginSecretArn",
+    "ApiFunction": "ApiLoginSecretArn",
+    "MigrateFunction": "OwnerLoginSecretArn",
+}
+# What the migrate function also reads: the logins' credentials it creates the logins with.
+CREATED_LOGINS = {"ApiLoginSecretArn", "ServiceLoginSecretArn"}
+# A deployment through the database stack (docs/deploy.md's command), each parameter its own ARN.
+DEPLOYED = {
+    name: f"arn:aws:secretsmanager:us-east-1:123456789012:secret:{name}"
+    for name in (*DSN_SECRETS, *OWN_LOGIN_SECRET.values())
+} | {"DatabaseEndpoint": "postgresql://proxy.example:5432/user_memory?sslmode=require"}
 # Lambda's limit on a function name (<stack name>-<suffix>).
 LAMBDA_FUNCTION_NAME_LIMIT = 64
 # The API's routes: the public ones (its description, Swagger UI over it, the console's page and
@@ -282,37 +301,73 @@ def test_a_local_invoke_needs_no_secret_and_the_dsn_parameter_is_hidden(template
     # Then DATABASE_URL comes from a hidden parameter that is empty by default
     assert env["DATABASE_URL"] == {"Ref": "DatabaseUrl"}
     assert params["DatabaseUrl"]["Default"] == "" and params["DatabaseUrl"]["NoEcho"] is True
-    # And the secrets are optional: a read permission is attached only when its secret is set
-    assert env["DATABASE_SECRET_NAME"] == {"Ref": "DatabaseSecretArn"}
-    assert params["DatabaseSecretArn"]["Default"] == "" and params["ApiDatabaseSecretArn"]["Default"] == ""
+    # And every secret is optional: with none set, no function is told of one or may read one
+    for name in (*DSN_SECRETS, *OWN_LOGIN_SECRET.values(), "DatabaseEndpoint"):
+        assert params[name]["Default"] == "", name
     for name, props in _functions(template).items():
-        own = OWN_DSN_SECRET[name]
-        secret_policies = [p for p in props["Policies"] if own in set(references(p))]
-        assert secret_policies, name
-        for policy in secret_policies:
-            assert "If" in policy and policy["If"][0] == f"Has{own.removesuffix('Arn')}", name
-    assert template["Conditions"]["HasDatabaseSecret"] == {"Not": [{"Equals": [{"Ref": "DatabaseSecretArn"}, ""]}]}
-    assert template["Conditions"]["HasApiDatabaseSecret"] == {
-        "Not": [{"Equals": [{"Ref": "ApiDatabaseSecretArn"}, ""]}]
-    }
+        resolved = evaluate(template, {**env, **props.get("Environment", {}).get("Variables", {})}, {})
+        assert not any(resolved[v] for v in ("DATABASE_LOGIN_SECRET_NAME", "DATABASE_SECRET_NAME")), name
+        assert _readable_secrets(template, props, {}) == set(), name
 
 
-def test_each_function_gets_only_its_own_logins_secret_and_acts_as_service_role(template):
-    # Given the three DSN secrets: the API's login, the service's login and the owner's (infra/database.yaml)
-    functions = _functions(template)
-    for name, props in functions.items():
-        env = props.get("Environment", {}).get("Variables", {})
-        readable = {r for policy in props["Policies"] for r in references(policy)} & DSN_SECRETS
-        # Then each function may read exactly its own DSN secret: the API its login's, the migrate
-        # function the owner's, the others the service login's (the globals' DATABASE_SECRET_NAME)
-        assert readable == {OWN_DSN_SECRET[name]}, name
-        if OWN_DSN_SECRET[name] == "DatabaseSecretArn":
-            assert "DATABASE_SECRET_NAME" not in env, name
+def _readable_secrets(template: dict, props: dict, parameters: dict[str, str]) -> set[str]:
+    """The secret parameters a function's policies let it read, for these parameter values."""
+    arns = {value: name for name, value in DEPLOYED.items()}
+    policies = evaluate(template, props["Policies"], parameters)
+    granted = [p["AWSSecretsManagerGetSecretValuePolicy"]["SecretArn"] for p in policies if isinstance(p, dict)
+               and "AWSSecretsManagerGetSecretValuePolicy" in p]  # fmt: skip
+    return {arns[arn] for arn in granted}
+
+
+@pytest.mark.parametrize("endpoint", [True, False], ids=["logins-at-run-time", "dsn-secrets"])
+def test_each_function_connects_with_and_may_read_only_its_own_credentials(template, endpoint):
+    # Given a deployment through the database stack: with DatabaseEndpoint (each function's DSN
+    # built at run time from its login's secret), or without (the DSN secrets of earlier releases)
+    parameters = DEPLOYED if endpoint else {k: v for k, v in DEPLOYED.items() if k != "DatabaseEndpoint"}
+    globals_env = template["Globals"]["Function"]["Environment"]["Variables"]
+    for name, props in _functions(template).items():
+        env = evaluate(template, {**globals_env, **props.get("Environment", {}).get("Variables", {})}, parameters)
+        readable = _readable_secrets(template, props, parameters)
+        extra = CREATED_LOGINS if name == "MigrateFunction" else set()
+        if endpoint:
+            # Then each connects as its own login, read at run time, and may read that secret only
+            own = OWN_LOGIN_SECRET[name]
+            assert env["DATABASE_LOGIN_SECRET_NAME"] == DEPLOYED[own], name
+            assert env["DATABASE_ENDPOINT"] == DEPLOYED["DatabaseEndpoint"], name
+            assert env["DATABASE_SECRET_NAME"] == "", name
         else:
-            assert env["DATABASE_SECRET_NAME"] == {"Ref": OWN_DSN_SECRET[name]}, name
-    # And every function's connections take service_role after login (the API then an end user's role)
-    assert template["Globals"]["Function"]["Environment"]["Variables"]["DATABASE_ROLE"] == {"Ref": "DatabaseRole"}
+            # Then each connects with its own DSN secret and may read it only
+            own = OWN_DSN_SECRET[name]
+            assert env["DATABASE_SECRET_NAME"] == DEPLOYED[own] and env["DATABASE_LOGIN_SECRET_NAME"] == "", name
+        assert readable == {own} | extra, name
+    # And the worker's, fan-out's and retention's connections take service_role after login (the
+    # API's only inside an operator's transaction)
+    assert globals_env["DATABASE_ROLE"] == {"Ref": "DatabaseRole"}
     assert template["Parameters"]["DatabaseRole"]["Default"] == "service_role"
+
+
+@pytest.mark.parametrize(
+    ("logins", "accepted"),
+    [({"ApiLoginSecretArn", "ServiceLoginSecretArn"}, True), ({"ApiLoginSecretArn"}, False), (set(), False)],
+)
+def test_connecting_as_logins_needs_both_login_secrets(template, logins, accepted):
+    # Given a stack with DatabaseEndpoint and some of the login secrets
+    rule = template["Rules"]["LoginsNeedTheirSecrets"]
+    parameters = {"DatabaseEndpoint": DEPLOYED["DatabaseEndpoint"]} | {name: DEPLOYED[name] for name in logins}
+    # Then the rule applies, and accepts it only with both (else a function would have no credentials)
+    assert evaluate(template, rule["RuleCondition"], parameters) is True
+    (assertion,) = rule["Assertions"]
+    assert evaluate(template, assertion["Assert"], parameters) is accepted
+
+
+def test_the_endpoint_parameter_carries_no_credentials(template):
+    # Given the DatabaseEndpoint parameter (not hidden: it names a host)
+    pattern = re.compile(template["Parameters"]["DatabaseEndpoint"]["AllowedPattern"])
+    # Then it takes the database stack's output and refuses a URL with a user or a password
+    assert pattern.fullmatch("postgresql://x.proxy-abc.us-east-1.rds.amazonaws.com:5432/user_memory?sslmode=require")
+    assert pattern.fullmatch("")
+    assert not pattern.fullmatch("postgresql://user_memory_api_login:secret@proxy.example:5432/user_memory")
+    assert not pattern.fullmatch("postgresql://user_memory_api_login@proxy.example:5432/user_memory")
 
 
 def test_visibility_timeout_is_at_least_six_times_the_worker_timeout(template):

@@ -20,19 +20,21 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import boto3
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from moto import mock_aws
 from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 from user_memory.adapters.migrations import create_login, scram_sha_256_verifier
-from user_memory.adapters.postgres import PostgresActivity, open_pool
+from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool, transaction
 from user_memory.config import ApiSettings, WorkerSettings
 from user_memory.domain.model import Activity, Window
-from user_memory.errors import MigrationError, StorageUnavailable
+from user_memory.errors import AccessDenied, MigrationError, StorageUnavailable
 from user_memory.http.app import create_api
 from user_memory.runtime import build_api, build_worker
 
@@ -183,6 +185,71 @@ def test_the_api_serves_end_users_and_operators_through_its_own_login(pool, api_
         assert bob.request("GET", "/me/memory").json["version"] == 0
     finally:
         services.close()
+
+
+def test_an_api_path_that_enters_no_user_or_operator_transaction_reads_and_writes_nothing(conn, api_login):
+    # Given the API composed on its own login, with service_role as its operators' role
+    alice = a_user_with_memory(conn)
+    settings = ApiSettings.from_env(
+        {"DATABASE_URL": api_login, "DATABASE_ROLE": "service_role", "DOCUMENT_SCHEMA": "user_state"}
+    )
+    services = build_api(settings)
+    try:
+        stray = Activity(
+            user_id=uuid.UUID(alice),
+            occurred_at=datetime(2031, 3, 3, tzinfo=UTC),
+            kind="session",
+            payload={},
+            source="stray",
+            external_id=f"{alice}:stray",
+        )
+        # When code reads or writes on the API's pool without naming an end user or an operator
+        # Then the database refuses it: the pool's connections hold the login's role, which holds nothing
+        with pytest.raises(AccessDenied):
+            PostgresRecorder(services.pool).read_head(uuid.UUID(alice))
+        with pytest.raises(AccessDenied), transaction(services.pool) as tx:
+            PostgresRecorder(tx).read_head(uuid.UUID(alice))
+        with pytest.raises(AccessDenied):
+            PostgresActivity(services.pool).record([stray])
+        # And an operator's transaction takes the service's rights for itself only: the same
+        # connection reads nothing again afterwards
+        with services.session(alice, operator="operator-sub") as service:
+            assert service.read().version == 1
+        with pytest.raises(AccessDenied):
+            PostgresRecorder(services.pool).read_head(uuid.UUID(alice))
+    finally:
+        services.close()
+    with conn.cursor() as cur:
+        assert cur.execute("SELECT count(*) FROM user_activity WHERE source = 'stray'").fetchone() == (0,)
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_an_operator_triggers_conversation_memories_through_the_api_login(api_login, monkeypatch):
+    # Given the API on its own login with a worker queue (moto)
+    for name, value in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "t",
+        "AWS_SECRET_ACCESS_KEY": "t",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        queue_url = sqs.create_queue(QueueName=f"trigger-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+        settings = ApiSettings.from_env(
+            {"DATABASE_URL": api_login, "DATABASE_ROLE": "service_role", "QUEUE_URL": queue_url}
+        )
+        services = build_api(settings, sqs_client=sqs)
+        try:
+            operator = ApiClient(
+                create_api(services, settings), uuid.uuid4(), scopes=f"openid {settings.operator_scope}"
+            )
+            # When an operator triggers the conversation memories (the service's work, on a login
+            # whose connections hold nothing)
+            answer = operator.request("POST", "/tasks/trigger-memory-generation")
+        finally:
+            services.close()
+    # Then it runs with the service's rights, taken for its own transactions
+    assert answer.status == 200, answer.text
 
 
 def test_the_worker_summarizes_through_the_service_login(pool, service_login):

@@ -91,14 +91,29 @@ class TracingSettings(BaseSettings):
 class DatabaseSettings(TracingSettings):
     """Where the database is; the base of every database function's settings."""
 
-    # Where the DSN comes from: DATABASE_URL wins, else the secret, else the SSM parameter.
+    # Where the DSN comes from: DATABASE_URL wins, else the login's secret (JSON username and
+    # password, read at run time and anew after an authentication failure: a rotated password
+    # needs no redeploy) on DATABASE_ENDPOINT, else a DSN secret, else the SSM parameter.
     database_url: str | None = Field(default=None, repr=False)
+    database_login_secret_name: str | None = None
+    # The address without credentials: postgresql://host:port/dbname?sslmode=... (the login's
+    # secret gives user and password).
+    database_endpoint: str | None = None
     database_secret_name: str | None = None
     database_url_parameter: str | None = None
-    # The role each connection takes after login (SET ROLE), e.g. service_role: the deployed
-    # functions log in as their own login role (user-memory create-login) and act as this role;
-    # RESET ROLE then lands on the login, which holds nothing itself (migration 013).
+    # The service's role, e.g. service_role. The worker, fan-out and retention take it on every
+    # connection after login (SET ROLE); the API takes it only inside an operator's transaction
+    # (SET LOCAL), its connections otherwise staying its login, which holds nothing (migration
+    # 013): a request that names no end user and no operator reads nothing.
     database_role: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> Self:
+        if self.database_login_secret_name and not (self.database_url or self.database_endpoint):
+            raise ValueError(
+                "DATABASE_LOGIN_SECRET_NAME needs DATABASE_ENDPOINT (postgresql://host:port/dbname?sslmode=...)"
+            )
+        return self
 
 
 class MemorySettings(DatabaseSettings):

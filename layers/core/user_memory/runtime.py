@@ -22,10 +22,13 @@ from user_memory.adapters.kv import PostgresKv
 from user_memory.adapters.migrations import Login
 from user_memory.adapters.overview import PostgresOverview
 from user_memory.adapters.postgres import (
+    ActingAs,
     ConnectionSource,
+    Conninfo,
     HeldConnections,
     PostgresActivity,
     PostgresRecorder,
+    login_conninfo,
     open_pool,
     transaction,
 )
@@ -65,23 +68,47 @@ if TYPE_CHECKING:  # the domain's services are built by the functions that use t
     from user_memory.domain.summary.pipeline import PipelineConfig
 
 
-def _secret(name: str | None, parameter: str | None) -> str | None:
-    """Read a secret with Powertools Parameters (cached 5 minutes), from Secrets Manager or SSM."""
+# How long a secret read stays cached (Powertools Parameters) before it is read again.
+SECRET_MAX_AGE = 300
+
+
+def _secret(name: str | None, parameter: str | None, *, fresh: bool = False) -> str | None:
+    """Read a secret with Powertools Parameters (cached SECRET_MAX_AGE; `fresh` reads it anew),
+    from Secrets Manager or SSM."""
     if not (name or parameter):
         return None
     from aws_lambda_powertools.utilities import parameters
 
     if name:
-        return str(parameters.get_secret(name, max_age=300))
-    return str(parameters.get_parameter(parameter, decrypt=True, max_age=300))  # type: ignore[arg-type]
+        return str(parameters.get_secret(name, max_age=SECRET_MAX_AGE, force_fetch=fresh))
+    return str(parameters.get_parameter(parameter, decrypt=True, max_age=SECRET_MAX_AGE, force_fetch=fresh))  # type: ignore[arg-type]
 
 
-def database_url(settings: DatabaseSettings) -> str:
-    """The DSN: DATABASE_URL, else the secret, else the SSM parameter."""
-    url = settings.database_url or _secret(settings.database_secret_name, settings.database_url_parameter)
+def database_url(settings: DatabaseSettings, *, fresh: bool = False) -> str:
+    """The DSN: DATABASE_URL, else the login's secret on DATABASE_ENDPOINT, else the DSN secret,
+    else the SSM parameter; `fresh` reads a secret anew (after an authentication failure)."""
+    if settings.database_url:
+        return settings.database_url
+    if settings.database_login_secret_name and settings.database_endpoint:
+        login = read_login_secret(settings.database_login_secret_name, cached=not fresh)
+        return login_conninfo(settings.database_endpoint, login.username, login.password.get_secret_value())
+    url = _secret(settings.database_secret_name, settings.database_url_parameter, fresh=fresh)
     if not url:
-        raise ConfigError("no database: set DATABASE_URL, DATABASE_SECRET_NAME or DATABASE_URL_PARAMETER")
+        raise ConfigError(
+            "no database: set DATABASE_URL, DATABASE_LOGIN_SECRET_NAME (with DATABASE_ENDPOINT), "
+            "DATABASE_SECRET_NAME or DATABASE_URL_PARAMETER"
+        )
     return url
+
+
+def database_conninfo(settings: DatabaseSettings) -> Conninfo:
+    """What a pool's connections are opened with: the DSN as `database_url` reads it, for each new
+    connection (a secret from the cache), anew after an authentication failure (a rotated password)."""
+
+    def read(*, fresh: bool = False) -> str:
+        return database_url(settings, fresh=fresh)
+
+    return read
 
 
 def build_summarizer(settings: WorkerSettings) -> Summarizer:
@@ -176,7 +203,7 @@ def build_worker(
     conversation_summarizer = conversation_summarizer or build_conversation_summarizer(settings)
     sender = SqsSender(settings.queue_url, _sqs_client(sqs_client)) if settings.queue_url else None
     owned = pool is None
-    pool = pool or open_pool(database_url(settings), role=settings.database_role)
+    pool = pool or open_pool(database_conninfo(settings), role=settings.database_role)
     db = HeldConnections(pool)  # every adapter's statements go through it: a hold covers them all
     return WorkerServices(
         settings=settings,
@@ -215,7 +242,7 @@ def build_fanout(
     """Compose the fan-out's services; the SQS client is built here once unless given."""
     sqs_client = _sqs_client(sqs_client)
     owned = pool is None
-    pool = pool or open_pool(database_url(settings), role=settings.database_role)
+    pool = pool or open_pool(database_conninfo(settings), role=settings.database_role)
     return FanoutServices(
         settings=settings,
         activity=PostgresActivity(pool),
@@ -227,7 +254,13 @@ def build_fanout(
 
 @dataclass(kw_only=True)
 class ApiServices:
-    """What the API needs: a pool, and a transaction per request (Sessions)."""
+    """What the API needs: a pool, and a transaction per request (Sessions).
+
+    The pool's connections stay the API's login, which holds nothing: every request's work runs
+    in a transaction as the end user (`authenticated`, RLS) or, for operators and the service's
+    own work (vectors, the trigger), as `operator_role` (DATABASE_ROLE, transaction-local). A
+    code path that forgets to say which reads nothing.
+    """
 
     settings: ApiSettings
     pool: ConnectionPool = field(repr=False)
@@ -245,7 +278,7 @@ class ApiServices:
         uid = parse_user_id(user_id)
         settings = self.settings
         end_user = None if operator else uid
-        with transaction(self.pool, end_user=end_user) as tx:
+        with transaction(self.pool, end_user=end_user, role=self.settings.database_role if operator else None) as tx:
             service = MemoryService(
                 user_id=uid,
                 store=memory_store(tx, settings),
@@ -273,8 +306,14 @@ class ApiServices:
         service's to store, migration 012), serves the operators' search across users, and knows
         once per process whether the database has the vector table."""
         if self._pool_search is None:
-            self._pool_search = PostgresSearch(self.pool, self.embedder)
+            self._pool_search = PostgresSearch(self.as_service, self.embedder)
         return self._pool_search
+
+    @property
+    def as_service(self) -> ConnectionSource:
+        """The pool with the service's rights, one transaction per checkout (DATABASE_ROLE, taken
+        transaction-locally; without it, the login's own)."""
+        return ActingAs(self.pool, self.settings.database_role)
 
     def search_all(self, query: str, k: int) -> list[dict[str, Any]]:
         """Operators: nearest item texts across every user (the route checks the caller)."""
@@ -289,7 +328,7 @@ class ApiServices:
         if self.sqs_client is None:
             self.sqs_client = _sqs_client(None)
         return trigger_memory_generation(
-            PostgresConversations(self.pool),
+            PostgresConversations(self.as_service),
             SqsSender(self.settings.queue_url, self.sqs_client),
             self.settings,
             threshold_minutes=threshold_minutes,
@@ -302,9 +341,10 @@ class ApiServices:
 
 def build_api(settings: ApiSettings, *, pool: ConnectionPool | None = None, sqs_client: Any = None) -> ApiServices:
     """Compose the API's services; a given pool stays the caller's to close. The SQS client (for
-    the operators' trigger route) is built on first use unless given."""
+    the operators' trigger route) is built on first use unless given. The pool takes no role:
+    DATABASE_ROLE is taken only inside operators' transactions (ApiServices)."""
     owned = pool is None
-    pool = pool or open_pool(database_url(settings), size=settings.database_pool_size, role=settings.database_role)
+    pool = pool or open_pool(database_conninfo(settings), size=settings.database_pool_size)
     return ApiServices(
         settings=settings, pool=pool, owned=owned, sqs_client=sqs_client, embedder=build_embedder(settings)
     )
@@ -327,7 +367,7 @@ class RetentionServices:
 def build_retention(settings: RetentionSettings, *, pool: ConnectionPool | None = None) -> RetentionServices:
     """Compose the retention job's services; a given pool stays the caller's to close."""
     owned = pool is None
-    pool = pool or open_pool(database_url(settings), role=settings.database_role)
+    pool = pool or open_pool(database_conninfo(settings), role=settings.database_role)
     return RetentionServices(
         settings=settings, kv=PostgresKv(pool), search=PostgresSearch(pool), pool=pool if owned else None
     )
@@ -345,11 +385,13 @@ class MigrateServices:
     read_login: Callable[[str], Login]
 
 
-def read_login_secret(name: str) -> Login:
-    """A login's credentials from its Secrets Manager secret (JSON: username, password), read anew."""
+def read_login_secret(name: str, *, cached: bool = False) -> Login:
+    """A login's credentials from its Secrets Manager secret (JSON: username, password), read anew
+    unless `cached` lets a read of the last SECRET_MAX_AGE seconds stand. A read anew refreshes
+    the cache, so the connections after it do not present the old password first."""
     from aws_lambda_powertools.utilities import parameters
 
-    text = str(parameters.get_secret(name, max_age=0))
+    text = str(parameters.get_secret(name, max_age=SECRET_MAX_AGE, force_fetch=not cached))
     try:
         return Login.model_validate(json.loads(text))
     except ValueError:  # not JSON, or not a login's fields; the text is a password: never quoted
@@ -361,7 +403,7 @@ def build_migrate(settings: MigrateSettings, *, migrations: Path) -> MigrateServ
     groups = (("api", settings.api_login_secret_name), ("service", settings.service_login_secret_name))
     return MigrateServices(
         settings=settings,
-        dsn=database_url(settings),
+        dsn=database_url(settings, fresh=True),
         migrations=migrations,
         login_secrets={group: name for group, name in groups if name},
         read_login=read_login_secret,

@@ -72,26 +72,98 @@ def translate(err: psycopg.Error) -> UserMemoryError:
     return StorageError(f"{type(err).__name__}: {primary}")
 
 
-def open_pool(dsn: str, *, size: int = 1, timeout: float = 10.0, role: str | None = None) -> ConnectionPool:
+class Conninfo(Protocol):
+    """Where a pool's connections get their connection string: called for each new connection,
+    with `fresh` after an authentication failure (a rotated password: read the secret anew)."""
+
+    def __call__(self, *, fresh: bool = False) -> str: ...
+
+
+# Authentication refused (invalid_password, invalid_authorization_specification): the password
+# may have been rotated since the connection string was read. libpq reports no SQLSTATE for a
+# failed connection attempt (psycopg's sqlstate is None; RDS Proxy words its refusal its own way),
+# so a failure without one is also read as possibly refused: it costs one read of the secret.
+_AUTHENTICATION_FAILED = frozenset({"28P01", "28000", None})
+
+
+def checked_conninfo(dsn: str) -> str:
+    """The connection string if libpq can parse it, else ConfigError. libpq's message quotes the
+    part it could not parse, which can be the password: it is never passed on."""
+    try:
+        psycopg.conninfo.conninfo_to_dict(dsn)
+    except (psycopg.Error, UnicodeError):  # a percent-escape that decodes to no UTF-8 is the latter
+        raise ConfigError(
+            "the database URL is not a PostgreSQL connection string (libpq's reason is withheld: "
+            "it can quote the password; check the URL's percent-encoding and key=value pairs)"
+        ) from None
+    return dsn
+
+
+def login_conninfo(endpoint: str, username: str, password: str) -> str:
+    """The connection string of a login: `endpoint` (postgresql://host:port/dbname?sslmode=...)
+    with the login's user and password, escaped whatever they hold; ConfigError, never quoting
+    either, when the endpoint cannot be parsed."""
+    try:
+        return psycopg.conninfo.make_conninfo(checked_conninfo(endpoint), user=username, password=password)
+    except ConfigError:
+        raise ConfigError(
+            "DATABASE_ENDPOINT is not a PostgreSQL connection string (postgresql://host:port/dbname?sslmode=...)"
+        ) from None
+
+
+def _rereading(conninfo: Conninfo) -> type[psycopg.Connection]:
+    """A connection class whose `connect`, refused authentication, reads the connection string
+    anew once and connects with it when it changed (a rotated password's new secret); when it
+    did not change, the refusal stands."""
+
+    class RereadingConnection(psycopg.Connection):  # type: ignore[type-arg]
+        @classmethod
+        def connect(cls, conninfo_: str = "", **kwargs: object) -> RereadingConnection:  # type: ignore[override]
+            try:
+                return super().connect(conninfo_, **kwargs)  # type: ignore[arg-type]
+            except psycopg.OperationalError as err:
+                if err.sqlstate not in _AUTHENTICATION_FAILED:
+                    raise
+                fresh = checked_conninfo(conninfo(fresh=True))
+                if fresh == conninfo_:
+                    raise
+            return super().connect(fresh, **kwargs)  # type: ignore[arg-type]
+
+    return RereadingConnection
+
+
+def open_pool(dsn: str | Conninfo, *, size: int = 1, timeout: float = 10.0, role: str | None = None) -> ConnectionPool:
     """A pool of autocommit connections, opened and checked; one per process (Lambda: size 1).
 
+    `dsn` is a connection string, or a Conninfo read for each new connection (a login's secret,
+    read anew after an authentication failure, so a rotated password needs no redeploy).
+    Every checkout is checked first (one empty statement): a connection the server or RDS Proxy
+    closed while idle is replaced instead of failing the request that drew it.
     With `role`, every connection takes it (SET ROLE) once, when it is opened: the function's
     login then acts as that role, and a transaction-local role (an end user's) returns to it.
     """
-    try:
-        psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError as err:
-        raise ConfigError(f"the database URL is not a PostgreSQL connection string: {translate(err)}") from None
+    if isinstance(dsn, str):
+        fixed = checked_conninfo(dsn)
+
+        def read(*, fresh: bool = False) -> str:
+            return fixed
+
+        conninfo: Conninfo = read
+    else:
+        conninfo = dsn
+        checked_conninfo(conninfo())  # a malformed secret fails here, in one line, not in the pool's workers
 
     def take_role(conn: psycopg.Connection) -> None:
         conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role or "")))
 
     pool = ConnectionPool(
-        dsn,
+        lambda: conninfo(),
+        connection_class=_rereading(conninfo),
         min_size=size,
         max_size=size,
         kwargs={"autocommit": True},
         configure=take_role if role else None,
+        check=ConnectionPool.check_connection,
         open=False,
         timeout=timeout,
         name="user-memory",
@@ -159,25 +231,52 @@ class HeldConnections:
 
 
 _END_USER = "SELECT set_config('role', 'authenticated', true), set_config('request.jwt.claims', %s, true)"
+_TAKE_ROLE = "SELECT set_config('role', %s, true)"
 
 
 @contextmanager
-def transaction(pool: ConnectionSource, *, end_user: uuid.UUID | None = None) -> Iterator[Transaction]:
+def transaction(
+    pool: ConnectionSource, *, end_user: uuid.UUID | None = None, role: str | None = None
+) -> Iterator[Transaction]:
     """One transaction on one pooled connection, committed when the block ends without an error.
 
     With `end_user`, the transaction runs as role `authenticated` with that user as the JWT
     `sub` (both transaction-local, so nothing survives into the pooled connection's next use):
     PostgreSQL's row-level security then decides what the block can read and write, as it
-    would for the user's own token on Supabase.
+    would for the user's own token on Supabase. With `role` instead (an operator's: the
+    service's rights), the transaction runs as that role, transaction-local too. With neither,
+    it runs as the connection's own role: the API's login holds nothing, so it reads nothing.
     """
     try:
         with pool.connection() as conn, conn.transaction():
             if end_user is not None:
                 claims = json.dumps({"sub": str(end_user), "role": "authenticated"})
                 conn.execute(_END_USER, (claims,), prepare=True)
+            elif role is not None:
+                conn.execute(_TAKE_ROLE, (role,), prepare=True)
             yield Transaction(conn)
     except psycopg.Error as err:
         raise translate(err) from err
+
+
+class ActingAs:
+    """A pool whose every checkout is one transaction as `role` (transaction-local): the API's
+    service-side work (operators' search, vectors, the trigger) on a login that holds nothing
+    itself. Without a role, plain checkouts."""
+
+    def __init__(self, pool: ConnectionSource, role: str | None) -> None:
+        self.pool = pool
+        self.role = role
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        with self.pool.connection() as conn:
+            if self.role is None:
+                yield conn
+                return
+            with conn.transaction():
+                conn.execute(_TAKE_ROLE, (self.role,), prepare=True)
+                yield conn
 
 
 def _in_transaction(conn: psycopg.Connection) -> bool:

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from user_memory.adapters.custom_resource import response_document, send_response
 from user_memory.adapters.http_deadline import invocation_left
 from user_memory.adapters.migrations import applied_migrations, create_login, load_migrations, migrate, vectors_enabled
-from user_memory.adapters.postgres import translate
+from user_memory.adapters.postgres import checked_conninfo, translate
 from user_memory.adapters.watchdog import Watchdog
 from user_memory.config import MigrateSettings
 from user_memory.errors import (
@@ -311,7 +311,9 @@ def owner_connection(dsn: str, seconds: float, watchdog: Watchdog | None = None)
     if seconds <= 0 or (watchdog is not None and watchdog.expired):
         raise ConfigError("no time left for the migrations before the function's deadline")
     try:
-        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, min(CONNECT_SECONDS, int(seconds))))
+        conn = psycopg.connect(
+            checked_conninfo(dsn), autocommit=True, connect_timeout=max(1, min(CONNECT_SECONDS, int(seconds)))
+        )
     except psycopg.Error as err:
         raise translate(err) from err
     if watchdog is not None:
