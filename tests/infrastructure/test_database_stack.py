@@ -169,7 +169,7 @@ def test_the_endpoint_output_is_the_proxy_without_credentials_and_fits_the_appli
     # Given the DatabaseEndpoint output (each function adds its login's secret at run time)
     text = stack["Outputs"]["DatabaseEndpoint"]["Value"]["Sub"]
     # Then it is the proxy's address and database, TLS required, with no user or password
-    assert text == "postgresql://${DatabaseProxy.Endpoint}:5432/${DatabaseName}?sslmode=require"
+    assert text == "postgresql://${DatabaseProxy.Endpoint}:5432/${DatabaseName}?sslmode=verify-full&sslrootcert=system"
     # And, filled in, the application's parameter accepts it
     example = text.replace("${DatabaseProxy.Endpoint}", "p.proxy-abc.us-east-1.rds.amazonaws.com").replace(
         "${DatabaseName}", "user_memory"
