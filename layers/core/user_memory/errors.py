@@ -181,6 +181,10 @@ class InvalidActivity(UserMemoryError, ValueError):
     """An activity breaks a rule of its kind: a forget request that names no part (payload `part_id`)."""
 
 
+class InvalidTime(UserMemoryError, ValueError):
+    """A time the service cannot store and read back: not RFC 3339, without an offset, or outside 1900-2999 UTC."""
+
+
 class InvalidEvent(UserMemoryError, ValueError):
     """A fan-out event is neither a scheduled event nor a valid manual request."""
 
