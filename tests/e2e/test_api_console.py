@@ -234,6 +234,22 @@ def test_any_name_under_console_is_a_shipped_file_or_a_404_never_a_5xx(api, stem
     assert reply.status == expected, (name, reply.status, reply.text[:200])
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    prefix=st.sampled_from(["/", "/console/", "/console", "/swagger", "/openapi.json", "/me/", "/users/", "/admin/"]),
+    segments=st.lists(st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=300), max_size=4),
+    method=st.sampled_from(["GET", "HEAD", "POST", "OPTIONS", "DELETE"]),
+    query=st.sampled_from(["", "format=json", "format=oauth2-redirect", "a=%ZZ", "x=" + "y" * 3000]),
+)
+def test_no_anonymous_request_is_a_5xx(api, prefix: str, segments: list[str], method: str, query: str):
+    # Given no token, and any path, method and query under the public and the private prefixes
+    path = prefix + "/".join(quote(s, safe="") for s in segments)
+    # When it is asked
+    reply = ApiClient(api, None).request(method, path, query=query)
+    # Then it is answered below 500 (a 5xx would trip the alarm for a request that did nothing)
+    assert reply.status < 500, (method, path[:200], reply.status, reply.text[:200])
+
+
 def test_swagger_ui_runs_under_a_policy_that_allows_only_its_own_inline_code(api):
     # Given no token
     reply = ApiClient(api, None).get("/swagger")
