@@ -610,7 +610,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", metavar="H", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8080, metavar="P", help="port (default 8080; 0: any free port)")
     serve.add_argument("--verbose", action="store_true", help="one line per request, and the service's JSON logs")
-    serve.add_argument("--console-user", type=_user, metavar="USER_ID", help="print a console URL signed in as USER")
+    serve.add_argument(
+        "--console-user",
+        type=_user,
+        metavar="USER_ID",
+        help="print a console URL signed in as USER (development: not with --oidc-issuer)",
+    )
     serve.add_argument("--operator", action="store_true", help="with --console-user: signed in as an operator")
     serve.add_argument("--oidc-issuer", metavar="URL", help="also accept this OpenID Connect issuer's tokens")
     serve.add_argument("--oidc-audience", action="append", metavar="AUD", help="accepted audience (repeatable)")

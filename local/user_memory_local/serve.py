@@ -529,14 +529,14 @@ def run(
         print(f"  a token:  {cli_command()} token <user id>   (--operator for /admin routes)", file=out)
         print(f'  then:     curl -H "Authorization: Bearer $TOKEN" {server.url}/me/memory', file=out)
         print(f"  OpenAPI:  {server.url}/openapi.json   Swagger UI: {server.url}/swagger", file=out)
-        if console_user is not None:
+        if oidc_issuer:  # the console then takes no token from its address: no signed-in URL to print
+            print(f"  console:  {server.url}/console   (signs in at {oidc_issuer})", file=out)
+        elif console_user is not None:
             scopes = [settings.operator_scope] if console_operator else []
             print(
                 f"  console:  {console_url(server.url, issue_token(console_user, secret=secret, scopes=scopes))}",
                 file=out,
             )
-        elif oidc_issuer:
-            print(f"  console:  {server.url}/console   (signs in at {oidc_issuer})", file=out)
         else:
             print(f"  console:  {cli_command()} console <user id> [--operator]   (prints its URL, signed in)", file=out)
         print("Ctrl-C stops.", file=out, flush=True)

@@ -1,6 +1,7 @@
 """The browser tier: Debian's Chromium driven by Playwright (never a browser Playwright downloads)
-against `user-memory serve` (a subprocess, on the session's embedded PostgreSQL), with a small
-OpenID Connect issuer beside it. One server and one browser for the whole tier; a fresh browser
+against `user-memory serve` (a subprocess, on the session's embedded PostgreSQL): one in
+development (signed in with a token in the URL), one signing in at a small OpenID Connect issuer
+beside it, as deployed. The servers for the whole tier, a browser per module; a fresh browser
 context (its own sessionStorage) per test.
 
 Without Chromium the tier is skipped with one reason (`make test` prints it once), and fails
@@ -18,6 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,10 +86,10 @@ def _fail_in_ci() -> None:
 
 @dataclass
 class Console:
-    """The running `user-memory serve` and what a test needs to sign in to it."""
+    """A running `user-memory serve` and what a test needs to sign in to it."""
 
     url: str
-    issuer: OidcIssuer
+    issuer: OidcIssuer | None
     pool: ConnectionPool
     log: Path
 
@@ -98,6 +100,13 @@ class Console:
         return console_url(self.url, self.token(user, operator=operator))
 
 
+@dataclass
+class OidcConsole(Console):
+    """A `user-memory serve` whose console signs in at the test issuer (as deployed)."""
+
+    issuer: OidcIssuer
+
+
 @pytest.fixture(scope="session")
 def oidc_issuer() -> Iterator[OidcIssuer]:
     issuer = OidcIssuer(CLIENT_ID).start()
@@ -105,11 +114,9 @@ def oidc_issuer() -> Iterator[OidcIssuer]:
     issuer.close()
 
 
-@pytest.fixture(scope="session")
-def console(database_url: str, pool: ConnectionPool, oidc_issuer: OidcIssuer, tmp_path_factory) -> Iterator[Console]:
-    """`user-memory serve` on a free port, the companion schema, this suite's token secret, and
-    the test issuer's tokens accepted for the console's client."""
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
+@contextmanager
+def _serve(database_url: str, log: Path, *arguments: str) -> Iterator[str]:
+    """`user-memory serve` on a free port, the companion schema and this suite's token secret; its URL."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -118,17 +125,7 @@ def console(database_url: str, pool: ConnectionPool, oidc_issuer: OidcIssuer, tm
         "OPERATOR_SCOPE": OPERATOR_SCOPE,
         "PYTHONUNBUFFERED": "1",
     }
-    command = [
-        str(Path(sys.executable).with_name("user-memory")),
-        "serve",
-        "--port",
-        "0",
-        "--oidc-issuer",
-        oidc_issuer.url,
-        "--console-client-id",
-        CLIENT_ID,
-        "--verbose",
-    ]
+    command = [str(Path(sys.executable).with_name("user-memory")), "serve", "--port", "0", *arguments, "--verbose"]
     with log.open("w") as out:  # stdout and stderr: the service's JSON logs (--verbose) are read by tests
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
@@ -140,13 +137,31 @@ def console(database_url: str, pool: ConnectionPool, oidc_issuer: OidcIssuer, tm
         process.kill()
         raise RuntimeError(f"user-memory serve did not start: {log.read_text()[-2000:]}")
     try:
-        yield Console(url=match.group(1), issuer=oidc_issuer, pool=pool, log=log)
+        yield match.group(1)
     finally:
         process.send_signal(signal.SIGINT)
         try:
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@pytest.fixture(scope="session")
+def console(database_url: str, pool: ConnectionPool, tmp_path_factory) -> Iterator[Console]:
+    """The console in development: no issuer, so it signs in with a token in its URL's fragment."""
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    with _serve(database_url, log) as url:
+        yield Console(url=url, issuer=None, pool=pool, log=log)
+
+
+@pytest.fixture(scope="session")
+def oidc_console(
+    database_url: str, pool: ConnectionPool, oidc_issuer: OidcIssuer, tmp_path_factory
+) -> Iterator[OidcConsole]:
+    """The console as deployed: it signs in at the test issuer (whose tokens the API accepts too)."""
+    log = tmp_path_factory.mktemp("serve-oidc") / "serve.log"
+    with _serve(database_url, log, "--oidc-issuer", oidc_issuer.url, "--console-client-id", CLIENT_ID) as url:
+        yield OidcConsole(url=url, issuer=oidc_issuer, pool=pool, log=log)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from user_memory.adapters.postgres import PostgresRecorder
 from user_memory.domain.memory.repository import MemoryStore
 
 from tests.browser import seed
-from tests.browser.conftest import AXE, Console
+from tests.browser.conftest import AXE, Console, OidcConsole
 
 pytestmark = pytest.mark.browser
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -66,7 +66,8 @@ def rich(console: Console) -> str:
 # -- served safely -----------------------------------------------------------------------------------
 
 
-def test_the_page_is_public_with_a_strict_csp_and_no_inline_script(console: Console):
+def test_the_page_is_public_with_a_strict_csp_and_no_inline_script(oidc_console: OidcConsole):
+    console = oidc_console
     # When the page and its script are fetched without a token
     with urllib.request.urlopen(console.url + "/console", timeout=10) as response:
         page, policy = response.read().decode(), response.headers["Content-Security-Policy"]
@@ -84,6 +85,23 @@ def test_the_page_is_public_with_a_strict_csp_and_no_inline_script(console: Cons
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{console.url}/console/{name}", timeout=10)
         assert refused.value.code == 404
+
+
+def test_swagger_ui_runs_under_its_policy_and_keeps_no_token(page, console: Console, user: str):
+    # Given Swagger UI in a browser that reports every policy violation
+    violations: list[str] = []
+    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    page.goto(console.url + "/swagger")
+    page.locator(".opblock-summary-path").first.wait_for()
+    # When a reader authorizes with a bearer token
+    page.locator("button.authorize").first.click()
+    page.locator(".modal-ux input").first.fill(console.token(user))
+    page.locator(".modal-ux button.authorize").click()
+    page.locator(".modal-ux button.btn-done").click()
+    # Then the page ran with nothing refused by its policy, and the token is kept nowhere
+    assert violations == [] and page.errors == []
+    assert page.evaluate("JSON.stringify(localStorage)") == "{}"
+    assert page.evaluate("sessionStorage.length") == 0 and page.context.cookies() == []
 
 
 def test_memory_content_stays_inert(page, console: Console):
@@ -342,7 +360,8 @@ def test_an_end_user_is_refused_another_users_memory(page, console: Console, ric
     assert page.locator("#lookup").is_hidden()
 
 
-def test_sign_in_with_openid_connect_and_pkce(page, console: Console, rich: str):
+def test_sign_in_with_openid_connect_and_pkce(page, oidc_console: OidcConsole, rich: str):
+    console = oidc_console
     # Given the issuer will sign in the user
     console.issuer.subject = rich
     issued = console.issuer.tokens_issued
@@ -359,6 +378,57 @@ def test_sign_in_with_openid_connect_and_pkce(page, console: Console, rich: str)
     assert page.context.cookies() == []
     assert page.evaluate("sessionStorage.getItem('user-memory.token')").count(".") == 2
     assert "code=" not in page.url and "token=" not in page.url
+
+
+def _sign_in_at_the_issuer(page: Any, console: OidcConsole, user: str) -> None:
+    console.issuer.subject = user
+    page.goto(console.url + "/console")
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("button", name="Approve").click()
+    ready(page, "timeline")
+
+
+def test_a_link_carrying_a_token_never_replaces_the_signed_in_session(page, oidc_console: OidcConsole, user: str):
+    # Given a person signed in at the issuer, and a token of another user the API would accept
+    _sign_in_at_the_issuer(page, oidc_console, user)
+    attacker = str(uuid.uuid4())
+    lure = oidc_console.issuer.mint(attacker)
+    # When a link carrying that token is opened in the same tab (only the fragment changes)
+    page.goto(f"{oidc_console.url}/console#token={lure}")
+    page.get_by_role("alert").filter(has_text="ignored").wait_for()
+    ready(page, "timeline")
+    # Then the session is still the person's: the page, its token and its writes are theirs
+    assert f"Signed in as {user}" in page.locator("#who").inner_text()
+    held = page.evaluate("sessionStorage.getItem('user-memory.token')")
+    assert held != lure and seed.call(oidc_console.url, "GET", "/me/memory", held)[1]["user_id"] == user
+    # And the token left the address (and its history entry)
+    assert "token=" not in page.url
+    page.go_back()
+    assert "token=" not in page.url
+
+
+def test_the_deployed_console_takes_no_token_from_its_address(page, oidc_console: OidcConsole):
+    # Given a console that signs in at an issuer, and a tab holding no session
+    lure = oidc_console.issuer.mint(str(uuid.uuid4()))
+    # When a link carrying a token the API would accept is opened
+    page.goto(f"{oidc_console.url}/console#token={lure}")
+    # Then the console does not sign in with it: it says so and offers the issuer's sign-in
+    page.get_by_role("button", name="Sign in").wait_for()
+    assert "ignored" in page.get_by_role("alert").inner_text()
+    assert page.evaluate("sessionStorage.getItem('user-memory.token')") is None
+    assert "token=" not in page.url
+
+
+def test_in_development_a_link_does_not_replace_the_tabs_session(page, console: Console, user: str):
+    # Given a tab signed in with a development token
+    open_view(page, console, user)
+    # When a link signed in as another user is opened in it
+    page.goto(console.signed_in(str(uuid.uuid4())))
+    page.get_by_role("alert").filter(has_text="ignored").wait_for()
+    ready(page, "timeline")
+    # Then the tab stays signed in as the first user, and the link's token left the address
+    assert f"Signed in as {user}" in page.locator("#who").inner_text()
+    assert "token=" not in page.url
 
 
 # -- accessibility and the keyboard, with a screenshot of each view ------------------------------------
@@ -433,7 +503,7 @@ def test_everything_works_from_the_keyboard(page, console: Console, rich: str):
 
 
 def test_a_refused_token_asks_to_sign_in_again(page, console: Console, user: str):
-    # Given a page signed in with a token the API no longer accepts (expired)
+    # Given a console in development, opened with a token the API no longer accepts (expired)
     from user_memory_local.tokens import issue_token
 
     from tests.browser.conftest import SECRET
@@ -441,7 +511,7 @@ def test_a_refused_token_asks_to_sign_in_again(page, console: Console, user: str
     stale = issue_token(user, secret=SECRET, ttl_seconds=1, now=datetime.now(UTC).timestamp() - 30)
     page.goto(f"{console.url}/console#token={stale}")
     # Then the console does not take it, and offers to sign in
-    page.get_by_role("button", name="Sign in").wait_for()
+    page.get_by_role("heading", name="Sign in").wait_for()  # development: how to get a token
     assert page.evaluate("sessionStorage.getItem('user-memory.token')") is None
     # And a token the API refuses (another secret) is dropped, the refusal shown, with a way back in
     forged = issue_token(user, secret="another-secret-of-at-least-32-bytes!!")
@@ -452,4 +522,4 @@ def test_a_refused_token_asks_to_sign_in_again(page, console: Console, user: str
     assert "Not signed in (401)" in page.get_by_role("alert").inner_text()
     assert page.evaluate("sessionStorage.getItem('user-memory.token')") is None
     page.get_by_role("button", name="Sign in again").click()
-    page.get_by_role("button", name="Sign in").wait_for()
+    page.get_by_role("heading", name="Sign in").wait_for()  # development: how to get a token

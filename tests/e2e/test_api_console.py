@@ -5,13 +5,17 @@ operators' reads of the same, and the console's files (public, under a strict CS
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import re
 import uuid
 from datetime import UTC, datetime, timedelta
+from importlib.resources import files
 from typing import Any
+from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
 from user_memory.adapters.postgres import PostgresRecorder
@@ -19,6 +23,7 @@ from user_memory.config import ApiSettings
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.service import MAX_SIZE_POINTS
 from user_memory.http.app import create_api
+from user_memory.http.routes import console as console_routes
 from user_memory.runtime import build_api
 
 from tests.api_client import ApiClient
@@ -181,6 +186,88 @@ def test_the_console_is_public_under_a_strict_policy(api):
     assert anonymous.get("/console/nothing.js").status == 404
     assert anonymous.get("/console/openapi.json").status == 404  # only the console's own files
     assert anonymous.get("/me/memory/stats").status == 401
+
+
+def _shipped_files() -> set[str]:
+    return {f.name for f in files("user_memory.http").joinpath("console").iterdir() if f.is_file()}
+
+
+def test_a_console_file_name_longer_than_the_filesystem_takes_is_a_404(api):
+    # Given no token, and a name no filesystem holds (300 characters)
+    anonymous = ApiClient(api, None)
+    # When it is asked for under /console/
+    reply = anonymous.get("/console/" + "a" * 300 + ".js")
+    # Then it is a plain 404 problem, not a 500 that would trip the 5xx alarm
+    assert reply.status == 404 and reply.content_type == "application/problem+json", reply.text
+
+
+def test_unknown_console_names_never_grow_the_asset_cache(api):
+    # Given every shipped file of the console read once
+    anonymous = ApiClient(api, None)
+    shipped = _shipped_files()
+    for name in shipped:
+        assert anonymous.get(f"/console/{name}").status == 200, name
+    # When a hundred names that are not shipped are asked for
+    for n in range(100):
+        assert anonymous.get(f"/console/missing-{n}.js").status == 404
+    # Then the module's caches hold the shipped files (and their list), nothing per unknown name
+    caches = [f for f in vars(console_routes).values() if getattr(f, "__module__", "") == console_routes.__name__]
+    cached = sum(f.cache_info().currsize for f in caches if hasattr(f, "cache_info"))
+    assert cached <= len(shipped) + 1
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    stem=st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=40)
+    | st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=200, max_size=400),
+    suffix=st.sampled_from(["", ".js", ".css", ".html", ".svg", ".txt", ".json"]),
+)
+def test_any_name_under_console_is_a_shipped_file_or_a_404_never_a_5xx(api, stem: str, suffix: str):
+    # Given any name (short, or longer than a file name may be), percent-encoded as a client sends it
+    name = stem + suffix
+    assume(name)
+    path = "/console/" + quote(name, safe="")
+    # When it is asked for without a token
+    reply = ApiClient(api, None).get(path)
+    # Then only a shipped file's name is a 200, everything else a 404
+    expected = 200 if name in _shipped_files() else 404
+    assert reply.status == expected, (name, reply.status, reply.text[:200])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    prefix=st.sampled_from(["/", "/console/", "/console", "/swagger", "/openapi.json", "/me/", "/users/", "/admin/"]),
+    segments=st.lists(st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=300), max_size=4),
+    method=st.sampled_from(["GET", "HEAD", "POST", "OPTIONS", "DELETE"]),
+    query=st.sampled_from(["", "format=json", "format=oauth2-redirect", "a=%ZZ", "x=" + "y" * 3000]),
+)
+def test_no_anonymous_request_is_a_5xx(api, prefix: str, segments: list[str], method: str, query: str):
+    # Given no token, and any path, method and query under the public and the private prefixes
+    path = prefix + "/".join(quote(s, safe="") for s in segments)
+    # When it is asked
+    reply = ApiClient(api, None).request(method, path, query=query)
+    # Then it is answered below 500 (a 5xx would trip the alarm for a request that did nothing)
+    assert reply.status < 500, (method, path[:200], reply.status, reply.text[:200])
+
+
+def test_swagger_ui_runs_under_a_policy_that_allows_only_its_own_inline_code(api):
+    # Given no token
+    reply = ApiClient(api, None).get("/swagger")
+    policy = dict(p.strip().split(" ", 1) for p in reply.headers["Content-Security-Policy"].split(";"))
+    # Then the page may not be framed, nor run anything but its own inline script and style
+    assert policy["frame-ancestors"] == "'none'" and policy["default-src"] == "'none'"
+    assert "unsafe" not in reply.headers["Content-Security-Policy"]
+
+    def digests(tag: str) -> set[str]:
+        blocks = re.findall(f"<{tag}>(.*?)</{tag}>", reply.text, flags=re.DOTALL)
+        return {f"'sha256-{base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()}'" for b in blocks}
+
+    assert set(policy["script-src"].split()) == digests("script") and len(digests("script")) == 2
+    assert set(policy["style-src"].split()) == digests("style")
+    assert policy["connect-src"] == "'self'"
+    # And the token a reader authorizes with is not kept in localStorage
+    assert "persistAuthorization: false" in reply.text
+    assert reply.header("X-Content-Type-Options") == "nosniff"
 
 
 def test_reverts_and_prunes_say_so_in_the_history(me: ApiClient):

@@ -393,6 +393,54 @@ def test_a_google_import_does_the_same_whatever_the_order_of_its_page(api):
     assert counts == (2, 0, 0, 1)
 
 
+GOOGLE_EDGE_TIMES = [
+    pytest.param(
+        [SERIES, {**CANCELLED_INSTANCE, "originalStartTime": {"dateTime": "0001-01-01T00:00:00Z"}}],
+        id="cancelled-occurrence-in-year-1",
+    ),
+    pytest.param(
+        [{**CANCELLED_INSTANCE, "originalStartTime": {"date": "9999-12-31"}}], id="cancelled-orphan-year-9999"
+    ),
+    pytest.param([{**SERIES, "updated": "0001-01-01T00:00:00+01:00"}], id="updated-year-0-in-utc"),
+    pytest.param([{**SERIES, "updated": "2026-04-01T08:00:00"}], id="updated-without-offset"),
+    pytest.param([{**MOVED_INSTANCE, "originalStartTime": {"dateTime": "3000-01-01T00:00:00Z"}}], id="moved-from-3000"),
+]
+
+
+@pytest.mark.parametrize("page", GOOGLE_EDGE_TIMES)
+def test_a_google_import_carrying_a_time_outside_the_rule_is_a_422_and_writes_nothing(api, page):
+    # Given a user; When a Google page carries a time the service cannot store, even one it would only skip
+    user = Bounded(api)
+    reply = user.post("/me/events/import", json_body=events_list_page(page))
+    # Then the import is refused as invalid input, naming the field, and nothing is written
+    body = problem(reply, 422, "invalid-input")
+    assert "originalStartTime" in body["detail"] or "updated" in body["detail"]
+    assert ok(user.get("/me/memory"))["version"] == 0
+
+
+QUERY_EDGE_TIMES = [
+    pytest.param("/me/memory", {"as_of": "0001-01-01T00:00:00+01:00"}, id="as-of-year-0-in-utc"),
+    pytest.param("/me/memory", {"as_of": "9999-12-31T23:59:59-01:00"}, id="as-of-year-10000-in-utc"),
+    pytest.param("/me/events", {"from": "0001-01-01T00:00:00+01:00"}, id="events-from-year-0-in-utc"),
+    pytest.param("/me/events", {"from": "9999-12-31T00:00:00Z"}, id="events-from-year-9999"),
+    pytest.param("/me/events", {"to": "0001-01-01T00:00:00Z"}, id="events-to-year-1"),
+    pytest.param("/me/todos/due", {"on": "9999-12-31"}, id="todos-due-on-9999-12-31"),
+    pytest.param("/me/todos/due", {"on": "0001-01-01"}, id="todos-due-on-0001-01-01"),
+    pytest.param("/me/digest", {"day": "0001-01-01"}, id="digest-of-0001-01-01"),
+]
+
+
+@pytest.mark.parametrize(("path", "query"), QUERY_EDGE_TIMES)
+def test_a_time_or_day_outside_the_rule_in_a_query_is_a_400_naming_it(api, path, query):
+    # Given a user with an event and a to-do; When they ask with a time or day outside the rule
+    user = Bounded(api)
+    ok(user.post("/me/events", json_body={"summary": "x", "start": "2026-06-01T10:00:00Z"}))
+    reply = user.get(path, query=query)
+    # Then it is a 400 naming the parameter and the range (never a 5xx, nor an answer computed on it)
+    body = problem(reply, 400, "bad-request")
+    assert next(iter(query)) in body["detail"] and "1900" in body["detail"], body["detail"]
+
+
 def test_an_attendees_email_never_comes_back_in_search_results_or_queries(api, nightly):
     # Given an imported event with attendees (their emails are sensitive fields)
     user = Bounded(api)

@@ -394,6 +394,33 @@ def test_edits_whose_paths_do_not_exist_are_named_in_the_feedback():
     assert summarized.document["parts"]["critic"]["status"] == "quiet"
 
 
+def test_a_retry_names_every_error_of_an_answer_with_one_edit_that_does_not_parse():
+    # Given a model whose answer has one edit that does not parse (a schema error) between two that
+    # do but break the document's rules (a path that does not exist, a value of the wrong shape),
+    # and one more that breaks the item's schema itself
+    with fake_openai_server() as (fake, url):
+        fake.reply(
+            edits_completion(
+                edit("replace", "/parts/ghost/status", "x"),
+                edit("add", "/summary", value_json="{not json"),
+                edit("add", "/parts/p", {"status": 1}),
+                {"op": "move", "path": "/summary", "value_json": "", "reason": ""},
+            )
+        )
+        fake.reply(edits_completion(edit("replace", "/parts/critic/status", "quiet")))
+        # When the pipeline asks again
+        summarized = summarize_valid(editor(url), CURRENT, ACTS, cfg(), NO_DEADLINE)
+    # Then the second request names every error, in the answer's order
+    retry = fake.user_prompt(1)
+    assert "4 of 4 edits are invalid" in retry
+    assert "edit 1 (replace /parts/ghost/status)" in retry and "does not exist" in retry
+    assert "edit 2 (add /summary): value_json is not JSON" in retry
+    assert "edit 3 (add /parts/p)" in retry and "wrong shape" in retry
+    assert "edit 4 (move /summary): does not match the schema" in retry
+    assert retry.index("edit 1 (") < retry.index("edit 2 (") < retry.index("edit 3 (") < retry.index("edit 4 (")
+    assert summarized.document["parts"]["critic"]["status"] == "quiet" and summarized.calls == 2
+
+
 def test_bad_edits_twice_fail_with_the_errors_kept_out_of_the_message():
     with fake_openai_server() as (fake, url):
         for _ in range(2):
@@ -490,7 +517,9 @@ def test_an_edit_answer_rejected_by_the_schema_is_sent_back_once_naming_every_er
     # Then the retry named each of the seven errors, not only the first ones
     assert "planner" in summarized.document["parts"]
     retry = fake.user_prompt(1)
-    assert all(f"edits.{i}.op" in retry for i in range(7)), retry
+    assert all(f"edit {i + 1} (frobnicate /parts/p{i}): does not match the schema: op:" in retry for i in range(7)), (
+        retry
+    )
     assert "more" not in retry.split("could not be used:", 1)[1]
 
 
@@ -518,7 +547,7 @@ def test_the_errors_sent_back_are_bounded_in_size_and_say_how_many_were_left_out
     # Then the feedback stays within its bound and says how many errors it did not list
     feedback = fake.user_prompt(1).split("could not be used:", 1)[1]
     assert len(feedback) < 2_500
-    assert "edits.0.op" in feedback and feedback.rstrip().rsplit("; ", 1)[-1].startswith("and ")
+    assert "edit 1 (frobnicate /parts/" in feedback and feedback.rstrip().rsplit("; ", 1)[-1].startswith("and ")
     assert "more" in feedback.rsplit("; ", 1)[-1]
 
 

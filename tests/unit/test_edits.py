@@ -5,9 +5,12 @@ from __future__ import annotations
 import copy
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict
 from user_memory.domain.memory.document import empty_document, validate_document
 from user_memory.domain.memory.patching import apply_patch, json_equal
 from user_memory.domain.model import Activity
@@ -17,6 +20,7 @@ from user_memory.domain.summary.edits import (
     apply_edits,
     edit_from_json,
     edits_to_patch,
+    every_error,
     forget_allows,
     parse_edits,
 )
@@ -482,3 +486,53 @@ def test_unreadable_items_of_an_answer_are_all_named():
 def test_a_reason_is_one_bounded_line():
     e = edit_from_json("replace", "/summary", '"x"', "a\n b\t c " + "y" * 1000)
     assert "\n" not in e.reason and len(e.reason) == MAX_REASON_CHARS and e.reason.startswith("a b c y")
+
+
+# -- an answer's every error, whatever mix of unreadable and inapplicable edits it has ---------------------
+
+
+class _ItemShape(BaseModel):
+    """One item of an edit-mode answer, as the OpenAI adapter's strict schema has it."""
+
+    model_config = ConfigDict(extra="forbid")
+    op: Literal["add", "replace", "remove"]
+    path: str
+    value_json: str
+    reason: str
+
+
+# Items whose validity does not depend on the others: (item, what is wrong with it or None).
+ITEMS = [
+    ({"op": "replace", "path": "/summary", "value_json": '"Plans less."', "reason": "r"}, None),
+    ({"op": "replace", "path": "/parts/critic/status", "value_json": '"quiet"', "reason": "r"}, None),
+    ({"op": "replace", "path": "/parts/ghost/status", "value_json": '"x"', "reason": "r"}, "does not exist"),
+    ({"op": "add", "path": "/parts/p", "value_json": '{"status": 1}', "reason": "r"}, "wrong shape"),
+    ({"op": "add", "path": "/summary", "value_json": "{not json", "reason": "r"}, "value_json is not JSON"),
+    ({"op": "add", "path": "/summary", "value_json": "", "reason": "r"}, "needs value_json"),
+    ({"op": "move", "path": "/summary", "value_json": "", "reason": "r"}, "does not match the schema"),
+    ({"op": "add", "path": "/version", "value_json": "3", "reason": "r"}, "maintained by the service"),
+]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(chosen=st.lists(st.sampled_from(range(len(ITEMS))), min_size=1, max_size=8))
+def test_the_retry_names_every_bad_edit_of_any_answer_in_its_order(chosen):
+    # Given an answer made of any mix of good edits, edits that do not parse, and edits that parse
+    # but do not apply to the document
+    items = [ITEMS[i][0] for i in chosen]
+    wrong = [(n, ITEMS[i][1]) for n, i in enumerate(chosen, 1) if ITEMS[i][1] is not None]
+    # When it is read and checked as the pipeline does before asking again
+    try:
+        edits = parse_edits(items, shape=_ItemShape)
+        found: InvalidDocument | None = None
+        edits_to_patch(DOC, edits)
+    except InvalidDocument as err:
+        found = every_error(err, DOC, "user_state")
+    # Then exactly the bad edits are named, each with its own problem, in the answer's order
+    if not wrong:
+        assert found is None
+        return
+    assert isinstance(found, InvalidEdits) and found.numbers == [n for n, _ in wrong]
+    for (n, why), text in zip(wrong, found.errors, strict=True):
+        assert text.startswith(f"edit {n} (") and why in text, (n, why, text)
+    assert str(found).startswith(f"{len(wrong)} of {len(items)} edits are invalid")

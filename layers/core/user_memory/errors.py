@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -48,10 +49,22 @@ class InvalidEdits(InvalidDocument):
     document that no longer validates after them. `errors` names each (edit number, op, path:
     why); like any InvalidDocument the text can quote document keys, so logs withhold it."""
 
-    def __init__(self, errors: list[str], total: int | None = None) -> None:
+    def __init__(
+        self,
+        errors: list[str],
+        total: int | None = None,
+        *,
+        numbers: list[int] | None = None,
+        readable: tuple[tuple[int, Any], ...] = (),
+    ) -> None:
         counted = f"{len(errors)} of {total} edits are invalid" if total else f"{len(errors)} problem(s) with the edits"
         super().__init__(f"{counted}: " + join_problems(errors))
         self.errors = list(errors)
+        self.total = total
+        # Each error's edit number (its place in the answer), when each names one.
+        self.numbers = list(numbers) if numbers is not None else None
+        # The answer's edits that did parse, numbered, when others did not: still to be checked.
+        self.readable = readable
 
 
 class BudgetExceeded(InvalidDocument):
@@ -183,6 +196,10 @@ class MessageTooLarge(InvalidMessage):
 
 class InvalidActivity(UserMemoryError, ValueError):
     """An activity breaks a rule of its kind: a forget request that names no part (payload `part_id`)."""
+
+
+class InvalidTime(UserMemoryError, ValueError):
+    """A time the service cannot store and read back: not RFC 3339, without an offset, or outside 1900-2999 UTC."""
 
 
 class InvalidEvent(UserMemoryError, ValueError):

@@ -7,6 +7,11 @@ segments (initialization, invocation, overhead) without any SDK in the function.
 Tracer adds a handler subsegment, a cold-start annotation and patched AWS calls, but importing it
 costs every cold start about 0.2 s (aws_xray_sdk and its botocore session) even when disabled, so
 it is built only where `XRAY_SDK_TRACING` is true (template parameter `XRaySdkTracing`).
+
+Traces carry no content either: a handler's response is a memory, an export, a key-value entry,
+and an exception's message can quote a value (pydantic's input_value, a driver's DETAIL line), so
+the Tracer never records responses or errors as metadata, and what is sent to the X-Ray daemon
+keeps of an exception only its type and stack (file, line, function), never its message.
 """
 
 from __future__ import annotations
@@ -35,4 +40,39 @@ def traced(handler: Handler) -> Handler:
         return handler
     from aws_lambda_powertools import Tracer  # imported only when tracing is wanted
 
-    return Tracer(service=SERVICE).capture_lambda_handler(handler)  # type: ignore[return-value]
+    tracer = Tracer(service=SERVICE)
+    _send_without_content()
+    wrapped = tracer.capture_lambda_handler(handler, capture_response=False, capture_error=False)
+    return wrapped  # type: ignore[return-value]
+
+
+def _send_without_content() -> None:
+    """Every segment leaves through an emitter that drops metadata and exception messages first.
+
+    The capture flags cover the handler's subsegment only; the SDK's own context managers and its
+    patches (botocore, httpx, psycopg's cursors) record `str(exception)` of whatever they saw.
+    """
+    from aws_xray_sdk.core import xray_recorder
+    from aws_xray_sdk.core.emitters.udp_emitter import UDPEmitter
+
+    class ContentFreeEmitter(UDPEmitter):  # type: ignore[misc]
+        strips_content = True
+
+        def send_entity(self, entity: Any) -> None:
+            _strip_content(entity)
+            super().send_entity(entity)
+
+    if not getattr(xray_recorder.emitter, "strips_content", False):
+        xray_recorder.configure(emitter=ContentFreeEmitter())  # the daemon's address: AWS_XRAY_DAEMON_ADDRESS
+
+
+def _strip_content(entity: Any) -> None:
+    """Metadata and exception messages off a segment and its subsegments, in place."""
+    entity.metadata = {}
+    cause = getattr(entity, "cause", None)
+    if isinstance(cause, dict):
+        for throwable in cause.get("exceptions", ()):
+            if hasattr(throwable, "message"):
+                del throwable.message
+    for child in getattr(entity, "subsegments", ()):
+        _strip_content(child)

@@ -292,6 +292,9 @@ class OpenAISummarizer(calls.ChatCaller):
         with calls.paid_answer(prompt_tokens, completion_tokens):  # the pipeline asks again
             data = calls.answer_json(response)
             if self.mode == "edit":
-                parsed = LLMEdits.model_validate(data)
-                return result(edits=parse_edits(e.model_dump() for e in parsed.edits))
+                items = data.get("edits") if isinstance(data, dict) and set(data) == {"edits"} else None
+                if not isinstance(items, list):
+                    LLMEdits.model_validate(data)  # the answer's shape is wrong as a whole: that error
+                # Each item on its own, so the edits that do match are still checked (parse_edits).
+                return result(edits=parse_edits(items or [], shape=_LLMEdit))
             return result(document=from_llm_shape(data, document, self.model))

@@ -15,8 +15,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from user_memory.domain.companion.times import StorableDate, StorableTime
 from user_memory.domain.messages import RUN_KEY_MAX
 from user_memory.domain.model import Window
 from user_memory.domain.ports import ActivityReader, MessageSender
@@ -28,14 +29,14 @@ class ScheduledEvent(BaseModel):
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
     detail_type: Literal["Scheduled Event"] = Field(alias="detail-type")
-    time: AwareDatetime
+    time: StorableTime
 
 
 class ManualRequest(BaseModel):
     """A manual fan-out (a backfill): a date, or a window, and optionally a list of users."""
 
     model_config = ConfigDict(extra="forbid")
-    date: dt.date | None = None
+    date: StorableDate | None = None
     window: Window | None = None
     user_ids: list[uuid.UUID] | None = Field(default=None, min_length=1)
     run_key: str | None = Field(default=None, min_length=1, max_length=RUN_KEY_MAX)

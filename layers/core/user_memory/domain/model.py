@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
+from user_memory.domain.companion.times import StorableTime
 from user_memory.errors import InvalidUserId
 
 Document = dict[str, Any]
@@ -41,8 +42,8 @@ class Window(BaseModel):
     """A half-open time range [start, end) whose activity a run summarizes."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    start: AwareDatetime
-    end: AwareDatetime
+    start: StorableTime
+    end: StorableTime
 
     @model_validator(mode="after")
     def _ordered(self) -> Window:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from user_memory.domain.companion import elements
 from user_memory.domain.companion.ports import CompanionData
+from user_memory.domain.companion.times import check_date, check_time
 from user_memory.domain.conversations.model import (
     ExportedConversation,
     NewMessage,
@@ -437,8 +438,10 @@ class MemoryService:
         head = self.store.head(self.user_id)
         today, zone = elements.user_today(head.document, datetime.now(UTC))
         day = on or today
-        if not 2 <= day.year <= 9998:
-            raise InvalidRequest("on must be a day between the years 2 and 9998")
+        try:
+            check_date(day)
+        except ValueError as err:
+            raise InvalidRequest(f"on {err}") from err
         _, end = elements.day_bounds(day, zone)
         overdue, due = elements.split_due(companion.todos_due(self.user_id, end), day, zone)
         return day, overdue, due
@@ -455,8 +458,11 @@ class MemoryService:
                                  "(for example 2026-11-23T00:00:00Z)")  # fmt: skip
         if end <= start:
             raise InvalidRequest("to must be after from")
-        if not (start.year >= 2 and end.year <= 9998):
-            raise InvalidRequest("from and to must be between the years 2 and 9998")
+        for name, when in (("from", start), ("to", end)):
+            try:
+                check_time(when)
+            except ValueError as err:
+                raise InvalidRequest(f"{name} {err}") from err
         if end - start > timedelta(days=366):
             raise InvalidRequest("a range is at most 366 days")
         return elements.events_between(companion, self.user_id, start, end, unexpanded)

@@ -6,8 +6,11 @@ the committed copy at `/openapi.json` (tests keep it equal to what the routes ge
 Swagger UI at `/swagger`, both without a token.
 """
 
+import base64
 import functools
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -132,22 +135,40 @@ def render_openapi(api: "MemoryApi") -> str:
 
 
 @functools.cache
-def swagger_page() -> str:
-    """Swagger UI over the committed document: Powertools' page (`enable_swagger`'s generator) with
-    the Swagger UI assets Powertools bundles, built on first use. Not `enable_swagger` itself: it
-    imports Powertools' OpenAPI models when the API is built (0.07-0.2 s of every cold start,
-    measured) and shows the document it generates, not the committed one (PATCH's media types and
-    API Gateway's own answers would be missing)."""
+def swagger_page() -> tuple[str, str]:
+    """Swagger UI over the committed document, and the Content-Security-Policy that lets exactly its
+    inline script and style run.
+
+    Powertools' page (`enable_swagger`'s generator) with the Swagger UI assets Powertools bundles,
+    inlined (nothing from a CDN), built on first use. Not `enable_swagger` itself: it imports
+    Powertools' OpenAPI models when the API is built (0.07-0.2 s of every cold start, measured) and
+    shows the document it generates, not the committed one (PATCH's media types and API Gateway's
+    own answers would be missing). The token a reader authorizes with stays in the page: never
+    persisted (persistAuthorization would keep it in localStorage, for any script of the origin)."""
     from aws_lambda_powertools.event_handler.openapi import swagger_ui
 
     assets = Path(swagger_ui.__file__).parent
-    return swagger_ui.generate_swagger_html(
+    page = swagger_ui.generate_swagger_html(
         openapi_text().replace("</", "<\\/"),  # the document sits in a <script>: never close it early
         (assets / "swagger-ui-bundle.min.js").read_text(encoding="utf-8"),
         (assets / "swagger-ui.min.css").read_text(encoding="utf-8"),
         "",
         None,
-        persist_authorization=True,
+        persist_authorization=False,
+    )
+    return page, _swagger_policy(page)
+
+
+def _swagger_policy(page: str) -> str:
+    """Only the page's own inline scripts and styles (by hash), calls to this origin, no framing."""
+
+    def hashes(tag: str) -> str:
+        blocks = re.findall(f"<{tag}>(.*?)</{tag}>", page, flags=re.DOTALL)
+        return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()}'" for b in blocks)
+
+    return (
+        f"default-src 'none'; script-src {hashes('script')}; style-src {hashes('style')}; "
+        "img-src 'self' data:; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
     )
 
 
@@ -165,4 +186,6 @@ def swagger() -> Response[str]:
     answers the document, as Powertools' Swagger route does."""
     if (router.current_event.query_string_parameters or {}).get("format") == "json":
         return Response(200, "application/json", openapi_text())
-    return Response(200, "text/html; charset=utf-8", swagger_page())
+    page, policy = swagger_page()
+    headers = {"Content-Security-Policy": policy, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+    return Response(200, "text/html; charset=utf-8", page, headers=headers)

@@ -1,15 +1,15 @@
 """Parameters more than one resource's routes take, declared once (their OpenAPI text included)."""
 
-from datetime import date, datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 
+from user_memory.domain.companion.times import StorableDate, StorableTime
 from user_memory.domain.model import MAX_VERSION
 
 # Reading the memory (the caller's and, for operators, anyone's)
 Version = Annotated[int | None, Query(ge=0, description="A past version (0: the empty document).")]
-AsOf = Annotated[datetime | None, Query(description="The version current at this time (ISO 8601 with zone).")]
+AsOf = Annotated[StorableTime | None, Query(description="The version current at this time (ISO 8601 with zone).")]
 Limit = Annotated[int, Query(ge=1, le=500)]
 Before = Annotated[int | None, Query(ge=1, le=MAX_VERSION, description="Only versions below this one (the cursor).")]
 From = Annotated[int, Query(alias="from", ge=0)]
@@ -27,6 +27,6 @@ IdemKey = Annotated[
 ]
 
 # The companion's reads (the caller's and, for operators, anyone's)
-Day = Annotated[date | None, Query(description="A calendar day (YYYY-MM-DD); default: the user's today.")]
-RangeFrom = Annotated[datetime | None, Query(alias="from", description="Range start (with zone); default now.")]
-RangeTo = Annotated[datetime | None, Query(alias="to", description="Range end (with zone); default from + 7 days.")]
+Day = Annotated[StorableDate | None, Query(description="A calendar day (YYYY-MM-DD); default: the user's today.")]
+RangeFrom = Annotated[StorableTime | None, Query(alias="from", description="Range start (with zone); default now.")]
+RangeTo = Annotated[StorableTime | None, Query(alias="to", description="Range end (with zone); default from + 7 days.")]

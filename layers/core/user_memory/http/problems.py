@@ -22,6 +22,7 @@ from user_memory.errors import (
     InvalidKvEntry,
     InvalidPatch,
     InvalidRequest,
+    InvalidTime,
     InvalidToolCall,
     InvalidUpdate,
     InvalidUserId,
@@ -140,7 +141,7 @@ def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
         return PATCH_CONFLICT
     if isinstance(err, InvalidDocument | UnknownSection | InvalidUpdate | InvalidToolCall):
         return INVALID_DOCUMENT
-    if isinstance(err, InvalidKvEntry | InvalidUserId | IdempotencyKeyReused | InvalidActivity):
+    if isinstance(err, InvalidKvEntry | InvalidUserId | IdempotencyKeyReused | InvalidActivity | InvalidTime):
         return INVALID_INPUT
     if isinstance(err, InvalidRequest):
         return BAD_REQUEST

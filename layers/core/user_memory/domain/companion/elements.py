@@ -30,7 +30,15 @@ from user_memory.domain.companion.recurrence import (
 )
 from user_memory.domain.memory.patching import copy_json
 from user_memory.domain.model import Document
-from user_memory.errors import BudgetExceeded, ElementExists, InvalidPatch, InvalidRequest, NotFound, UserMemoryError
+from user_memory.errors import (
+    BudgetExceeded,
+    ElementExists,
+    InvalidPatch,
+    InvalidRequest,
+    InvalidTime,
+    NotFound,
+    UserMemoryError,
+)
 
 if TYPE_CHECKING:
     from user_memory.domain.companion.ports import CompanionData
@@ -227,6 +235,25 @@ def add_exdate(recurrence: list[str], line: str) -> list[str]:
     return [*out, line]
 
 
+_GOOGLE_TIMES = ("start", "end", "originalStartTime")
+
+
+def _check_google_times(event: dict[str, Any]) -> None:
+    """Every time the event carries (its start, end, the original start of an instance, `updated`),
+    cancelled ones too, held to the rule for every time the service takes (times.py), or
+    InvalidTime naming the field: a time the import would only skip or rank is refused like one
+    it stores."""
+    written = [(f"{name}.{key}", event[name][key]) for name in _GOOGLE_TIMES for key in ("dateTime", "date")
+               if isinstance(event.get(name), dict) and event[name].get(key) is not None]  # fmt: skip
+    if event.get("updated") is not None:
+        written.append(("updated", event["updated"]))
+    for field_name, value in written:
+        try:
+            parse_when(value)
+        except ValueError as err:
+            raise InvalidTime(f"a Google Calendar event's {field_name} {err}") from err
+
+
 def from_google_event(event: Any) -> tuple[str, dict[str, Any] | None]:
     """A Google Calendar event resource (Events.list / Events.get JSON) as our event.
 
@@ -288,6 +315,9 @@ def import_google_events(events: Any, report: ImportReport) -> Callable[[Documen
         raise InvalidRequest("send a Google Calendar event, a list of them, or an Events.list page ({'items': [...]})")
     if len(events) > MAX_IMPORT_EVENTS:
         raise InvalidRequest(f"at most {MAX_IMPORT_EVENTS} events per import (one Events.list page)")
+    for event in events:  # every event's times first: the answer never depends on the page's order
+        if isinstance(event, dict):
+            _check_google_times(event)
     mapped = [from_google_event(e) for e in events]
     for _, element in mapped:
         if element is not None:

@@ -59,5 +59,15 @@ def parse_when(value: str) -> datetime:
     return check_time(parsed)
 
 
-# A datetime field of a request or message model: parsed by pydantic, then checked here.
+def check_date(value: date) -> date:
+    """`value` if its day lies in [EARLIEST, LATEST) (ValueError otherwise): a day the service
+    turns into times (its start, a window ending a day later) that `check_time` takes."""
+    if not EARLIEST.date() <= value < LATEST.date():
+        raise ValueError(f"must be {RANGE_TEXT}")
+    return value
+
+
+# Every datetime or date field of a request, query parameter or message model is one of these:
+# parsed by pydantic, then checked here (tests/unit/test_times_everywhere.py finds any that is not).
 StorableTime = Annotated[datetime, AfterValidator(check_time)]
+StorableDate = Annotated[date, AfterValidator(check_date)]

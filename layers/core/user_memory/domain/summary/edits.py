@@ -27,8 +27,10 @@ edits before left it). Each edit is checked before it applies:
 
 An edit whose path does not exist or whose value has the wrong shape is an error. Errors are
 collected over the whole list and raised together (InvalidEdits), so the model can be asked once
-more with every problem named. After the edits, the document is validated whole (cross-field
-rules such as `related_parts` naming existing parts, the size limit).
+more with every problem named: when some edits of an answer do not even parse, the ones that do
+are still checked, and the retry names both kinds (`every_error`). After the edits, the document
+is validated whole (cross-field rules such as `related_parts` naming existing parts, the size
+limit).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ __all__ = [
     "apply_edits",
     "edit_from_json",
     "edits_to_patch",
+    "every_error",
     "forget_allows",
     "parse_edits",
     "refusal",
@@ -144,20 +147,48 @@ def edit_from_json(op: Any, path: Any, value_json: Any, reason: Any = "") -> Mem
     return MemoryEdit(op=op, path=path, value=value, reason=reason)
 
 
-def parse_edits(items: Iterable[Mapping[str, Any]]) -> tuple[MemoryEdit, ...]:
-    """Edits from the model's `{"op", "path", "value_json", "reason"}` items; InvalidEdits names
-    every item that does not parse."""
-    edits: list[MemoryEdit] = []
+def parse_edits(items: Iterable[Any], shape: type[BaseModel] | None = None) -> tuple[MemoryEdit, ...]:
+    """Edits from the model's `{"op", "path", "value_json", "reason"}` items, each first held to
+    `shape` when given (the answer's schema for one item). InvalidEdits names every item that does
+    not parse, and carries the ones that did (`readable`, numbered as in the answer), so that they
+    are checked too (`every_error`) and one retry names every problem of the answer."""
+    edits: list[tuple[int, MemoryEdit]] = []
     errors: list[str] = []
+    numbers: list[int] = []
     items = list(items)
     for n, item in enumerate(items, 1):
+        fields = item if isinstance(item, Mapping) else {}
         try:
-            edits.append(edit_from_json(item.get("op"), item.get("path"), item.get("value_json"), item.get("reason")))
+            if shape is not None:
+                try:
+                    fields = shape.model_validate(item).model_dump()
+                except ValidationError as err:
+                    raise ValueError(f"does not match the schema: {describe_validation_error(err)}") from None
+            if not isinstance(item, Mapping):
+                raise ValueError("an edit is an object with op, path, value_json and reason")
+            op, path = fields.get("op"), fields.get("path")
+            edits.append((n, edit_from_json(op, path, fields.get("value_json"), fields.get("reason"))))
         except ValueError as err:
-            errors.append(f"edit {n} ({item.get('op')} {_shown(item.get('path'))}): {err}")
+            errors.append(f"edit {n} ({fields.get('op')} {_shown(fields.get('path'))}): {err}")
+            numbers.append(n)
     if errors:
-        raise InvalidEdits(errors, total=len(items))
-    return tuple(edits)
+        raise InvalidEdits(errors, total=len(items), numbers=numbers, readable=tuple(edits))
+    return tuple(edit for _, edit in edits)
+
+
+def every_error(err: InvalidDocument, document: Document, schema: str) -> InvalidDocument:
+    """The error an answer raised, with the errors of its edits that did parse (checked against
+    `document`, in order, as if the others were not there) added in the answer's order; `err`
+    itself when there is nothing more to check."""
+    if not isinstance(err, InvalidEdits) or not err.readable or err.numbers is None:
+        return err
+    numbered = list(zip(err.numbers, err.errors, strict=True))
+    try:
+        _run(document, [edit for _, edit in err.readable], schema, None, numbers=[n for n, _ in err.readable])
+    except InvalidEdits as checked:
+        numbered += list(zip(checked.numbers or [], checked.errors, strict=False))
+    numbered.sort(key=lambda pair: pair[0])
+    return InvalidEdits([text for _, text in numbered], total=err.total, numbers=[n for n, _ in numbered])
 
 
 # -- the schema at a path --------------------------------------------------------------------------
@@ -349,20 +380,27 @@ def _normal_form(document: Document, schema: str) -> Document:
 
 
 def _run(
-    document: Document, edits: Sequence[MemoryEdit], schema: str, guard: Guard | None
+    document: Document,
+    edits: Sequence[MemoryEdit],
+    schema: str,
+    guard: Guard | None,
+    numbers: Sequence[int] | None = None,
 ) -> tuple[Document, Patch, list[MemoryEdit], list[RefusedEdit]]:
+    """`numbers`: each edit's place in the model's answer, for the errors (default 1, 2, ...)."""
     model = get_schema(schema)
     doc = _normal_form(document, schema)
     patch: Patch = []
     applied: list[MemoryEdit] = []
     refused: list[RefusedEdit] = []
     errors: list[str] = []
-    for n, edit in enumerate(edits, 1):
+    failed: list[int] = []
+    for n, edit in zip(numbers or range(1, len(edits) + 1), edits, strict=True):
         try:
             ops = _operations(edit, doc, model)
             after = apply_patch(doc, ops, share=True)
         except (_BadEdit, PatchError) as err:
             errors.append(f"edit {n} ({edit.op} {_shown(edit.path)}): {err}")
+            failed.append(n)
             continue
         why = guard(doc, after) if guard is not None else None
         if why is not None:
@@ -376,7 +414,7 @@ def _run(
         patch.extend(ops)
         applied.append(edit)
     if errors:
-        raise InvalidEdits(errors, total=len(edits))
+        raise InvalidEdits(errors, total=len(edits), numbers=failed)
     return doc, patch, applied, refused
 
 

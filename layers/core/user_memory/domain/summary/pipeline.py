@@ -44,7 +44,7 @@ from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import FORGET_KINDS as FORGET_KINDS  # defined there; re-exported as before
 from user_memory.domain.model import Activity, Document, MemoryVersion, RunStatus, Window, WriteStatus
 from user_memory.domain.ports import ActivityReader, Summarizer, SummaryResult
-from user_memory.domain.summary.edits import MemoryEdit, RefusedEdit, apply_edits
+from user_memory.domain.summary.edits import MemoryEdit, RefusedEdit, apply_edits, every_error
 from user_memory.domain.summary.facts import (
     FLOOR_SCHEMAS,
     MAX_HUMAN_VERSIONS,
@@ -368,7 +368,7 @@ def summarize_valid(
         except InvalidDocument as err:  # an answer the adapter could not read; it may say what it cost
             tokens += err.prompt_tokens + err.completion_tokens
             prompt_tokens += err.prompt_tokens
-            feedback = str(err)
+            feedback = str(every_error(err, document, cfg.schema))  # the edits that did parse are checked too
             continue
         tokens += result.total_tokens
         prompt_tokens += result.prompt_tokens

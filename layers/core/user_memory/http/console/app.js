@@ -17,7 +17,9 @@ async function start() {
   try {
     const answer = await fetch("console/config.json", { credentials: "omit" });
     state.config = await answer.json();
-    state.token = await currentToken(state.config);
+    const current = await currentToken(state.config);
+    state.token = current.token;
+    notice(current.ignored);
   } catch (err) {
     return showSignIn(err.message);
   }
@@ -168,6 +170,13 @@ function showError(container, err) {
 
 function say(text) {
   document.getElementById("status").textContent = text;
+}
+
+// A message that stays until the page is loaded again (a view's status line replaces `say`'s).
+function notice(text) {
+  const shown = document.getElementById("notice");
+  shown.textContent = text || "";
+  shown.hidden = !text;
 }
 
 // -- timeline -----------------------------------------------------------------------------------------
@@ -621,7 +630,7 @@ async function plotsView(container) {
 }
 
 // A signed-in URL pasted into a tab that already shows the console changes only the fragment:
-// start again with it.
+// start again with it (which takes it only in development and without a session; auth.js).
 window.addEventListener("hashchange", () => {
   if (new URLSearchParams(location.hash.slice(1)).get("token")) location.reload();
 });

@@ -1,7 +1,9 @@
 // Signing in. Locally: a development token in the URL's fragment (`user-memory console USER`),
 // moved to sessionStorage at once and removed from the address bar. Deployed: OpenID Connect
-// authorization code with PKCE at the configured issuer. Tokens stay in this tab's sessionStorage,
-// never in a cookie.
+// authorization code with PKCE at the configured issuer, and only that: a link carrying a token
+// would sign the victim in as whoever made it (their edits going to the attacker's memory), so a
+// fragment token is taken only where no issuer is configured, and never over a session this tab
+// holds. Tokens stay in this tab's sessionStorage, never in a cookie.
 
 const TOKEN = "user-memory.token";
 const PENDING = "user-memory.oidc";
@@ -45,13 +47,29 @@ async function discover(issuer) {
   return response.json();
 }
 
-// The token this tab holds, after taking one from the fragment or finishing a sign-in; null if none.
-export async function currentToken(config) {
+function held() {
+  const token = sessionStorage.getItem(TOKEN);
+  const claims = token && claimsOf(token);
+  if (!claims || (claims.exp && claims.exp * 1000 < Date.now())) return null;
+  return token;
+}
+
+// A token in the address: always out of it (and its history entry); taken only in development
+// (no issuer) and when this tab holds no session. Answers why it was not taken, or null.
+function fromFragment(config) {
   const fragment = new URLSearchParams(location.hash.slice(1));
-  if (fragment.get("token")) {
-    sessionStorage.setItem(TOKEN, fragment.get("token"));
-    history.replaceState(null, "", location.pathname + location.search + "#/timeline");
-  }
+  if (!fragment.has("token")) return null;
+  history.replaceState(null, "", location.pathname + location.search + "#/timeline");
+  if (config.issuer) return "A link carrying a token was ignored: this console signs in only at its issuer.";
+  if (held()) return "A link carrying a token was ignored: this tab is signed in already (sign out first).";
+  if (fragment.get("token")) sessionStorage.setItem(TOKEN, fragment.get("token"));
+  return null;
+}
+
+// The token this tab holds, after taking one from the fragment or finishing a sign-in (null if
+// none), and why a token in the address was ignored (null if none was, or it was taken).
+export async function currentToken(config) {
+  const ignored = fromFragment(config);
   const query = new URLSearchParams(location.search);
   if (query.get("code") && query.get("state")) {
     await finishSignIn(config, query.get("code"), query.get("state"));
@@ -59,14 +77,9 @@ export async function currentToken(config) {
     history.replaceState(null, "", location.pathname + "#/timeline");
     throw new Error(`the sign-in was refused (${query.get("error")})`);
   }
-  const token = sessionStorage.getItem(TOKEN);
-  if (!token) return null;
-  const claims = claimsOf(token);
-  if (!claims || (claims.exp && claims.exp * 1000 < Date.now())) {
-    sessionStorage.removeItem(TOKEN);
-    return null;
-  }
-  return token;
+  const token = held();
+  if (!token) sessionStorage.removeItem(TOKEN);
+  return { token, ignored };
 }
 
 export async function startSignIn(config) {

@@ -6,7 +6,7 @@ under. Static routes come first: /me/todos/due and /me/events/import are not ele
 """
 
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Request, Response
@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from user_memory.domain.companion.elements import Rating
+from user_memory.domain.companion.times import StorableDate
 from user_memory.domain.model import AppendResult
 from user_memory.domain.service import Edit, MemoryService
 from user_memory.http import models, responses
@@ -34,7 +35,7 @@ GooglePage = Annotated[
 ]
 ElementId = Annotated[str, Path(description="The element's id.")]
 ElementBody = Annotated[dict[str, Any], Body(description="The element's fields (see the companion schema).")]
-DigestDay = Annotated[date | None, Query(description="The digest of this day (YYYY-MM-DD); default: latest.")]
+DigestDay = Annotated[StorableDate | None, Query(description="The digest of this day (YYYY-MM-DD); default: latest.")]
 
 _SINGULAR = {"goals": "goal", "todos": "to-do", "events": "event"}
 

@@ -30,15 +30,31 @@ _TYPES = {
 
 
 @cache
+def shipped() -> frozenset[str]:
+    """The console's file names, listed once: the only names a request may read."""
+    folder = files("user_memory.http").joinpath(ASSETS)
+    return frozenset(f.name for f in folder.iterdir() if f.is_file() and _suffix(f.name) in _TYPES)
+
+
+def _suffix(name: str) -> str:
+    return name[name.rfind(".") :] if "." in name else ""
+
+
 def asset(name: str) -> tuple[str, str] | None:
-    """A file of the console (its text and media type), or None; read once per process."""
-    suffix = name[name.rfind(".") :] if "." in name else ""
-    if suffix not in _TYPES or "/" in name or name.startswith("."):
+    """A file of the console (its text and media type), or None for a name that is not one.
+
+    Any other name is answered without touching the filesystem (a name longer than the system's
+    limit would otherwise raise), and only shipped files are cached (unknown names never grow it).
+    """
+    if name not in shipped():
         return None
-    found = files("user_memory.http").joinpath(ASSETS, name)
-    if not found.is_file():
-        return None
-    return found.read_text(encoding="utf-8"), _TYPES[suffix]
+    return _read(name)
+
+
+@cache
+def _read(name: str) -> tuple[str, str]:
+    """A shipped file, read once per process."""
+    return files("user_memory.http").joinpath(ASSETS, name).read_text(encoding="utf-8"), _TYPES[_suffix(name)]
 
 
 def _origin(url: str) -> str | None:
