@@ -363,7 +363,7 @@ def sizing_table(plans: list[Plan]) -> str:
         ("Aurora ACUs on average", lambda p: f"{p.average_acus:.1f}"),
         ("connections at peak / the RDS Proxy may open", lambda p: _pair(p.connections_at_peak, p.proxy_connections)),
         ("API rate / burst (`ApiThrottling*Limit`)", lambda p: _pair(p.api_rate_limit, p.api_burst_limit)),
-        ("LLM requests / tokens a minute, full speed", lambda p: _pair(p.llm_requests_per_minute, p.llm_tokens_per_minute)),
+        ("LLM calls / tokens a minute", lambda p: _pair(p.llm_requests_per_minute, p.llm_tokens_per_minute)),
         ("USD a month (the cost model's lines)", lambda p: dollars(p.total_monthly_cost)),
     ]  # fmt: skip
     head = "| plan | " + " | ".join(f"{p.users_per_day:,} users/day" for p in plans) + " |"
