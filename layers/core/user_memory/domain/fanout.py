@@ -146,17 +146,23 @@ class Backlog:
 
     def refuse(self, run_key: str, queued: int, more: int) -> FanoutRefused:
         """The error refusing `more` users after `queued` were queued for `run_key`."""
-        days = self.seconds(queued + more) / 86400
+        seconds = self.seconds(queued + more)
         return FanoutRefused(
             f"run {run_key}: {self.waiting_messages:,} messages on the worker queue and {queued + more:,} of the "
-            f"day's users would take {days:,.1f} days to drain at {self.users_per_second:,.1f} users a second, "
-            f"over the {self.limit_seconds / 86400:g} days a backlog may last (the queue's retention less a "
-            f"day); {queued:,} users queued, the rest refused: their activity waits for the next run",
+            f"day's users would take {_span(seconds)} to drain at {self.users_per_second:,.2f} users a second, "
+            f"over the {_span(self.limit_seconds)} a backlog may last (the queue's retention less a day); "
+            f"{queued:,} users queued, the rest refused: their activity waits for the next run",
             run_key=run_key,
             waiting_messages=self.waiting_messages,
             users_queued=queued,
-            drain_days=days,
+            drain_days=seconds / 86400,
         )
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:,.1f} days"
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
 def run_fanout(
