@@ -103,6 +103,13 @@ def test_a_plan_that_cannot_finish_in_its_window_says_so():
         plan(100_000_000, window_hours=1)
 
 
+def test_a_scale_past_one_aurora_writer_says_so():
+    # Given ten million users a day, whose hot data alone is ~280 ACUs of cache
+    # Then the plan says one Serverless v2 writer cannot hold it, rather than propose a capacity it cannot have
+    with pytest.raises(PlanDoesNotFit, match=r"need [\d,]+ ACUs of Aurora .* at most 256"):
+        plan(10_000_000)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
     [
@@ -147,6 +154,8 @@ def test_a_plan_finishes_inside_its_window_with_its_headroom_or_is_refused(users
         elif "database connections" in message:
             connections = int(message.split(" database connections")[0].replace(",", ""))
             assert connections > 1_800 and connections >= max(MIN_WORKER_CONCURRENCY, needed) * users_at_once
+        elif "ACUs of Aurora" in message:
+            assert users * costs.HOT_BYTES_PER_ACTIVE_USER / costs.CACHE_BYTES_PER_ACU * room > 255
         else:
             assert "requests a second" in message and users * 20 / 86400 * 3 * room > 9_990
         return

@@ -210,6 +210,11 @@ def plan(
     cpu_acus /= c.DB_TARGET_CPU_UTILIZATION
     cache_acus = users_per_day * c.HOT_BYTES_PER_ACTIVE_USER / c.CACHE_BYTES_PER_ACU
     max_capacity = max(MIN_MAX_CAPACITY_ACUS, math.ceil(max(cpu_acus, cache_acus) * headroom))
+    if max_capacity > MAX_CAPACITY_ACUS:
+        raise PlanDoesNotFit(
+            f"{users_per_day:,} users a day need {max_capacity:,} ACUs of Aurora with {headroom:g}x headroom (their "
+            f"hot data in cache, the CPU at the peak); one Serverless v2 writer has at most {MAX_CAPACITY_ACUS}"
+        )
     connections = concurrency * users + math.ceil(api_peak * _api_seconds_per_request() * headroom)
     while connections > max_connections(max_capacity) * c.PROXY_MAX_CONNECTIONS_PERCENT // 100:
         if max_capacity >= MAX_CAPACITY_ACUS or max_connections(max_capacity) >= c.MAX_CONNECTIONS_LOW_MINIMUM:
