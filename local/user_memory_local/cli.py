@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import traceback
@@ -59,6 +60,23 @@ def _int_at_least(minimum: int, what: str, maximum: int | None = None) -> Callab
         return n
 
     parse.__name__ = what  # argparse names the type in some messages
+    return parse
+
+
+def _number_between(low: float, high: float, what: str, *, low_open: bool = False) -> Callable[[str], float]:
+    """A finite number in [low, high] (or (low, high] with `low_open`)."""
+
+    def parse(value: str) -> float:
+        try:
+            n = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a number, got {value!r}") from None
+        if not math.isfinite(n) or n > high or (n <= low if low_open else n < low):
+            bound = f"above {low:g}" if low_open else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"{what} must be {bound} and at most {high:g}, got {value}")
+        return n
+
+    parse.__name__ = what
     return parse
 
 
@@ -442,6 +460,36 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+# The plan's arguments as the command line spells them (InvalidArgument names the library's).
+PLAN_ARGUMENTS = {
+    "users_per_day": "--users-per-day",
+    "llm_seconds": "--llm-seconds",
+    "llm_concurrency": "--llm-concurrency",
+    "window_hours": "--window-hours",
+    "headroom": "--headroom",
+}
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from user_memory.domain.plan import plan, sizing_table
+
+    options = {
+        "llm_seconds": args.llm_seconds,
+        "llm_concurrency": args.llm_concurrency,
+        "window_hours": args.window_hours,
+        "headroom": args.headroom,
+    }
+    try:
+        plans = [plan(n, **options) for n in args.users_per_day]
+    except InvalidArgument as err:
+        raise UsageError(err.named(PLAN_ARGUMENTS)) from None
+    if args.json:
+        _print_json([p.as_dict() for p in plans])
+    else:
+        print(sizing_table(plans))
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from user_memory_local import serve
 
@@ -605,6 +653,51 @@ def build_parser() -> argparse.ArgumentParser:
     reindex.add_argument("--user", type=_user, default=None, metavar="USER", help="this user only")
     reindex.add_argument("--max-users", type=_int_at_least(1, "the maximum"), default=100_000, metavar="N")
     reindex.set_defaults(func=cmd_reindex)
+
+    from user_memory.domain import plan as sizing  # its bounds and defaults (pure arithmetic, no I/O)
+
+    plan = sub.add_parser(
+        "plan",
+        help="size a deployment for N users a day: the template's parameters, the nightly window, the cost",
+    )
+    plan.add_argument(
+        "--users-per-day",
+        type=_int_at_least(1, "the users a day", sizing.MAX_USERS_PER_DAY),
+        action="append",
+        required=True,
+        metavar="N",
+        help="active users a day (repeat for a column each)",
+    )
+    plan.add_argument(
+        "--llm-seconds",
+        type=_number_between(0, sizing.MAX_LLM_SECONDS, "the seconds an LLM call takes", low_open=True),
+        default=sizing.c.LLM_SECONDS_PER_CALL,
+        metavar="S",
+        help=f"measured seconds an LLM call takes (default {sizing.c.LLM_SECONDS_PER_CALL:g})",
+    )
+    plan.add_argument(
+        "--llm-concurrency",
+        type=_int_at_least(1, "the LLM concurrency", sizing.MAX_LLM_CONCURRENCY),
+        default=sizing.DEFAULT_LLM_CONCURRENCY,
+        metavar="C",
+        help=f"LLM calls an invocation makes at once (WorkerLlmConcurrency; default {sizing.DEFAULT_LLM_CONCURRENCY})",
+    )
+    plan.add_argument(
+        "--window-hours",
+        type=_number_between(0, 24, "the window", low_open=True),
+        default=sizing.DEFAULT_WINDOW_HOURS,
+        metavar="H",
+        help=f"hours the nightly run must finish in (default {sizing.DEFAULT_WINDOW_HOURS:g}, at most 24)",
+    )
+    plan.add_argument(
+        "--headroom",
+        type=_number_between(1, 100, "the headroom"),
+        default=sizing.DEFAULT_HEADROOM,
+        metavar="X",
+        help=f"capacity over need (default {sizing.DEFAULT_HEADROOM:g}: the run takes at most half the window)",
+    )
+    plan.add_argument("--json", action="store_true", help="every figure as JSON instead of the table")
+    plan.set_defaults(func=cmd_plan)
 
     serve = sub.add_parser("serve", parents=[common], help="the HTTP API on this machine (development tokens)")
     serve.add_argument("--host", default="127.0.0.1", metavar="H", help="address to listen on (default 127.0.0.1)")

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from user_memory.domain.plan import QUEUE_RETENTION_SECONDS
+
 Handler = Callable[[dict[str, Any], Any], Any]
 """A Lambda handler as the poller calls it: (event, context) -> response."""
 
@@ -187,12 +189,14 @@ def create_queues(
     The redrive policy is set as in the template; the poller moves a message after its
     `max_receive_count`-th failed receive, before the queue's own redrive would.
     """
-    dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    retention = str(QUEUE_RETENTION_SECONDS)
+    dlq_url = sqs.create_queue(QueueName=f"{name}-dlq", Attributes={"MessageRetentionPeriod": retention})["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     queue_url = sqs.create_queue(
         QueueName=name,
         Attributes={
             "VisibilityTimeout": str(VISIBILITY_TIMEOUT),
+            "MessageRetentionPeriod": retention,
             "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)}),
         },
     )["QueueUrl"]

@@ -319,6 +319,9 @@ class FailingAfter:
     def __init__(self, real: Any, ok_batches: int) -> None:
         self.real, self.ok_batches = real, ok_batches
 
+    def get_queue_attributes(self, **kw: Any) -> dict[str, Any]:
+        return self.real.get_queue_attributes(**kw)
+
     def send_message_batch(self, **kw: Any) -> dict[str, Any]:
         if self.ok_batches <= 0:
             return {"Successful": [], "Failed": [{"Id": e["Id"], "Code": "ServiceUnavailable"} for e in kw["Entries"]]}

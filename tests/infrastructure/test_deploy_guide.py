@@ -115,6 +115,23 @@ def test_the_cost_tables_are_the_cost_models_output(guide):
     assert "AWS us-east-1 and OpenAI, as published in 2025" in guide
 
 
+# The command the guide's sizing table comes from (docs/deploy.md, "Sizing").
+SIZING_COMMAND = ["plan", "--users-per-day", "10000", "--users-per-day", "100000", "--users-per-day", "1000000"]
+
+
+def test_the_sizing_table_is_the_plan_commands_output(guide, capsys):
+    # Given the guide's sizing table and the command it names
+    from user_memory_local import cli
+
+    assert "user-memory " + " ".join(SIZING_COMMAND) in guide
+    # When the command runs
+    capsys.readouterr()
+    assert cli.main(SIZING_COMMAND) == 0
+    printed = capsys.readouterr().out
+    # Then the guide shows exactly its output: a plan for each row's scale
+    assert _between(guide, "sizing-table") == printed.strip()
+
+
 def test_the_cost_models_llm_figures_are_the_simulations():
     # Given the simulation's committed result (edit mode, the default SummaryMode)
     text = (ROOT / "bench/results/sim_30_days.txt").read_text()
@@ -135,9 +152,9 @@ def test_the_cost_models_template_figures_are_the_templates():
     # Given the template the model prices
     template = load("template.yaml")
     model = _cost_model()
-    # Then its memory size, batch size and alarm count are the template's
+    # Then its memory size and alarm count are the template's (the batch size is the plan's, checked
+    # against the template's default in tests/infrastructure/test_template.py)
     assert template["Globals"]["Function"]["MemorySize"] == model.FUNCTION_MEMORY_MB
-    assert int(template["Parameters"]["WorkerBatchSize"]["Default"]) == model.WORKER_BATCH_SIZE
     assert len(resources_of_type(template, "AWS::CloudWatch::Alarm")) == model.ALARMS
     assert float(load("infra/database.yaml")["Parameters"]["MinCapacity"]["Default"]) == model.MIN_CAPACITY_ACUS
 

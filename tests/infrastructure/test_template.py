@@ -44,6 +44,11 @@ FUNCTION_ENV = {
         "WINDOW_HOURS",
         "INACTIVITY_THRESHOLD_MINUTES",
         "CONVERSATIONS_PER_MESSAGE",
+        "WORKER_MAXIMUM_CONCURRENCY",  # the worker's throughput and the queue's retention: the backlog check
+        "WORKER_BATCH_SIZE",
+        "LLM_CONCURRENCY",
+        "LLM_SECONDS_PER_CALL",
+        "QUEUE_RETENTION_SECONDS",
     },
     "WorkerFunction": {
         "CHECKPOINT_INTERVAL",
@@ -489,6 +494,12 @@ def test_alarms_fire_on_what_fails(template):
     assert _alarm(template, "AWS/SQS", "ApproximateAgeOfOldestMessage", age)["Threshold"] == {
         "Ref": "QueueAgeAlarmSeconds"
     }
+    refused = _alarm(template, "UserMemory", "FanoutRefused", {"Name": "service", "Value": "user-memory"})
+    assert (refused["Statistic"], refused["Threshold"], refused["ComparisonOperator"]) == (
+        "Sum",
+        0,
+        "GreaterThanThreshold",
+    )
     # And every alarm notifies the topic only when one is given, and stays quiet without data
     for name, res in resources_of_type(template, "AWS::CloudWatch::Alarm").items():
         props = res["Properties"]
@@ -774,3 +785,100 @@ def test_the_functions_verify_the_proxys_certificate_against_the_runtimes_roots(
     # its own build) is pointed at the runtime's system bundle, which sslrootcert=system then loads
     assert env["SSL_CERT_FILE"] == "/etc/pki/tls/certs/ca-bundle.crt"
     assert template["Globals"]["Function"]["Runtime"] == "python3.12"  # Amazon Linux 2023, that bundle's path
+
+
+# -- sized for 100,000 users a day (user_memory.domain.plan) ---------------------------------------
+
+
+def test_the_worker_queue_and_its_dlq_keep_messages_as_long_as_sqs_allows(template):
+    # Given the worker queue and its dead-letter queue
+    from user_memory.domain.plan import QUEUE_RETENTION_SECONDS
+
+    r = template["Resources"]
+    queue = r["WorkerQueue"]["Properties"]["MessageRetentionPeriod"]
+    dlq = r["WorkerDeadLetterQueue"]["Properties"]["MessageRetentionPeriod"]
+    # Then both keep a message 14 days (SQS's most), the DLQ at least as long as the queue
+    assert queue == QUEUE_RETENTION_SECONDS == 14 * 86400
+    assert dlq >= queue
+    # And the fan-out weighs its backlog against that same retention
+    env = r["FanoutFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["QUEUE_RETENTION_SECONDS"] == str(queue)
+    assert FanoutSettings.model_fields["queue_retention_seconds"].default == queue
+
+
+def test_the_fanout_plans_with_the_workers_own_parameters(template):
+    # Given the fan-out's environment
+    env = template["Resources"]["FanoutFunction"]["Properties"]["Environment"]["Variables"]
+    # Then the throughput it weighs the backlog with comes from the parameters the worker runs with
+    assert env["WORKER_MAXIMUM_CONCURRENCY"] == {"Ref": "WorkerMaximumConcurrency"}
+    assert _worker_mapping(template)["ScalingConfig"]["MaximumConcurrency"] == {"Ref": "WorkerMaximumConcurrency"}
+    assert env["WORKER_BATCH_SIZE"] == {"Ref": "WorkerBatchSize"} == _worker_mapping(template)["BatchSize"]
+    assert env["LLM_CONCURRENCY"] == {"Ref": "WorkerLlmConcurrency"}
+    assert env["LLM_SECONDS_PER_CALL"] == {"Ref": "LlmSecondsPerCall"}
+    # And its settings' defaults are the parameters' defaults
+    fields = FanoutSettings.model_fields
+    for parameter, name in (
+        ("WorkerMaximumConcurrency", "worker_maximum_concurrency"),
+        ("WorkerBatchSize", "worker_batch_size"),
+        ("WorkerLlmConcurrency", "llm_concurrency"),
+        ("LlmSecondsPerCall", "llm_seconds_per_call"),
+        ("UsersPerMessage", "users_per_message"),
+    ):
+        assert float(template["Parameters"][parameter]["Default"]) == fields[name].default, parameter
+
+
+def test_the_fanout_may_read_the_worker_queues_attributes_and_nothing_more(template):
+    # Given the fan-out's inline statements
+    statements = _statements(_functions(template)["FanoutFunction"])
+    # Then one lets it read the worker queue's attributes (its backlog), and none does more
+    assert statements == [
+        {
+            "Sid": "ReadTheWorkerQueuesBacklog",
+            "Effect": "Allow",
+            "Action": ["sqs:GetQueueAttributes"],
+            "Resource": {"GetAtt": "WorkerQueue.Arn"},
+        }
+    ]
+
+
+def test_the_plans_bounds_are_the_templates(template):
+    from user_memory.domain import plan as sizing
+
+    params = template["Parameters"]
+    assert params["WorkerMaximumConcurrency"]["MinValue"] == sizing.MIN_WORKER_CONCURRENCY
+    assert params["WorkerMaximumConcurrency"]["MaxValue"] == sizing.MAX_WORKER_CONCURRENCY
+    assert params["WorkerBatchSize"]["MaxValue"] == sizing.MAX_BATCH_SIZE
+    assert params["UsersPerMessage"]["MaxValue"] == sizing.MAX_USERS_PER_MESSAGE
+    assert params["WorkerLlmConcurrency"]["MaxValue"] == sizing.MAX_LLM_CONCURRENCY
+    assert params["LlmSecondsPerCall"]["MaxValue"] == sizing.MAX_LLM_SECONDS
+    assert params["ApiThrottlingRateLimit"]["MaxValue"] == sizing.MAX_API_RATE_LIMIT
+    assert params["ApiThrottlingBurstLimit"]["MaxValue"] == sizing.MAX_API_BURST_LIMIT
+    r = template["Resources"]
+    assert r["WorkerFunction"]["Properties"]["Timeout"] == sizing.WORKER_TIMEOUT_SECONDS
+    assert r["WorkerQueue"]["Properties"]["VisibilityTimeout"] == sizing.VISIBILITY_TIMEOUT_SECONDS
+    database = load("infra/database.yaml")["Parameters"]
+    assert database["MaxCapacity"]["MaxValue"] == sizing.MAX_CAPACITY_ACUS
+
+
+def test_the_defaults_serve_100000_users_a_day(template):
+    # Given the plan for 100,000 users a day with the default LLM figures
+    from user_memory.domain import costs
+    from user_memory.domain.plan import plan
+
+    sized = plan(100_000)
+    database = load("infra/database.yaml")["Parameters"]
+    # Then the worker's shape is the plan's, with at least its concurrency
+    assert _default(template, "WorkerMaximumConcurrency") >= sized.worker_concurrency
+    assert _default(template, "WorkerBatchSize") == sized.batch_size
+    assert _default(template, "UsersPerMessage") == sized.users_per_message
+    assert _default(template, "WorkerLlmConcurrency") == sized.llm_concurrency
+    assert float(template["Parameters"]["LlmSecondsPerCall"]["Default"]) == costs.LLM_SECONDS_PER_CALL
+    # And the run that falls behind alarms inside the plan's window, the same night
+    assert _default(template, "QueueAgeAlarmSeconds") == sized.queue_age_alarm_seconds <= sized.window_hours * 3600
+    # And the API, Aurora and the proxy take at least the plan's load
+    assert _default(template, "ApiThrottlingRateLimit") >= sized.api_rate_limit
+    assert _default(template, "ApiThrottlingBurstLimit") >= sized.api_burst_limit
+    assert float(database["MinCapacity"]["Default"]) == sized.min_capacity
+    assert float(database["MaxCapacity"]["Default"]) >= sized.max_capacity
+    proxy = load("infra/database.yaml")["Resources"]["DatabaseProxyTargetGroup"]["Properties"]
+    assert proxy["ConnectionPoolConfigurationInfo"]["MaxConnectionsPercent"] == costs.PROXY_MAX_CONNECTIONS_PERCENT

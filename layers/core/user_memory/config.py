@@ -21,12 +21,23 @@ from user_memory.domain.conversations.model import (
     MAX_CONVERSATIONS_PER_MESSAGE,
     MAX_INACTIVITY_THRESHOLD_MINUTES,
 )
+from user_memory.domain.costs import LLM_SECONDS_PER_CALL
 from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT
 from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
 from user_memory.domain.model import (
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_MAX_DOCUMENT_BYTES,
     DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS,
+)
+from user_memory.domain.plan import (
+    DEFAULT_LLM_CONCURRENCY,
+    MAX_BATCH_SIZE,
+    MAX_LLM_CONCURRENCY,
+    MAX_LLM_SECONDS,
+    MAX_WORKER_CONCURRENCY,
+    MIN_WORKER_CONCURRENCY,
+    QUEUE_RETENTION_SECONDS,
+    users_per_second,
 )
 from user_memory.errors import ConfigError, describe_validation_error
 
@@ -160,6 +171,24 @@ class FanoutSettings(ConversationTriggerSettings):
     users_per_message: int = Field(default=1, ge=1, le=MAX_USERS_PER_MESSAGE)
     fanout_page_size: int = Field(default=1000, ge=1, le=10_000)
     window_hours: int = Field(default=24, ge=1, le=24 * 31)
+    # The worker's throughput (domain/plan.py: users_per_second) from the worker's own parameters,
+    # and how long the queue keeps a message: the fan-out refuses a day whose backlog would not
+    # drain before the retention less a day (FanoutRefused), rather than let SQS drop messages.
+    worker_maximum_concurrency: int = Field(default=2, ge=MIN_WORKER_CONCURRENCY, le=MAX_WORKER_CONCURRENCY)
+    worker_batch_size: int = Field(default=10, ge=1, le=MAX_BATCH_SIZE)
+    llm_concurrency: int = Field(default=DEFAULT_LLM_CONCURRENCY, ge=1, le=MAX_LLM_CONCURRENCY)
+    llm_seconds_per_call: float = Field(default=LLM_SECONDS_PER_CALL, gt=0, le=MAX_LLM_SECONDS)
+    queue_retention_seconds: int = Field(default=QUEUE_RETENTION_SECONDS, ge=60, le=QUEUE_RETENTION_SECONDS)
+
+    def users_per_second(self) -> float:
+        """Users the worker drains a second at its planned concurrency."""
+        return users_per_second(
+            worker_concurrency=self.worker_maximum_concurrency,
+            batch_size=self.worker_batch_size,
+            users_per_message=self.users_per_message,
+            llm_concurrency=self.llm_concurrency,
+            llm_seconds=self.llm_seconds_per_call,
+        )
 
 
 class WorkerSettings(MemorySettings, EmbeddingSettings):

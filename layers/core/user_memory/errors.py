@@ -210,6 +210,26 @@ class SendFailed(UserMemoryError):
     """Some messages could not be sent to the queue after retries."""
 
 
+class QueueUnavailable(UserMemoryError):
+    """The worker queue's attributes could not be read."""
+
+
+class FanoutRefused(UserMemoryError):
+    """The worker queue's backlog and the day's users would take longer to drain than the queue
+    keeps messages (less a margin): the rest of the day is not queued."""
+
+    def __init__(self, message: str, *, run_key: str, waiting_messages: int, users_queued: int, drain_days: float):
+        super().__init__(message)
+        self.run_key = run_key
+        self.waiting_messages = waiting_messages
+        self.users_queued = users_queued
+        self.drain_days = drain_days
+
+
+class PlanDoesNotFit(UserMemoryError):
+    """No parameters the template allows summarize the users a day inside the window asked for."""
+
+
 # The most a list of problems takes in a message (a model's retry feedback, a problem's detail,
 # a log line's reason is cut shorter still): every problem that fits, then how many more there are.
 MAX_PROBLEMS_CHARS = 2_000

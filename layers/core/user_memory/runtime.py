@@ -33,7 +33,7 @@ from user_memory.adapters.postgres import (
     transaction,
 )
 from user_memory.adapters.search import PostgresSearch
-from user_memory.adapters.sqs import SqsSender
+from user_memory.adapters.sqs import SqsQueueDepth, SqsSender
 from user_memory.config import (
     ApiSettings,
     DatabaseSettings,
@@ -55,6 +55,7 @@ from user_memory.domain.ports import (
     Embedder,
     IndexUpkeep,
     ItemEmbeddings,
+    QueueDepth,
     QueueSender,
     ServiceSearch,
     Summarizer,
@@ -228,6 +229,7 @@ class FanoutServices:
     settings: FanoutSettings
     activity: ActivityReader
     sender: QueueSender
+    queue: QueueDepth
     conversations: ConversationStore
     pool: ConnectionPool | None = field(default=None, repr=False)
 
@@ -247,6 +249,7 @@ def build_fanout(
         settings=settings,
         activity=PostgresActivity(pool),
         sender=SqsSender(settings.queue_url, sqs_client),
+        queue=SqsQueueDepth(settings.queue_url, sqs_client),
         conversations=PostgresConversations(pool),
         pool=pool if owned else None,
     )

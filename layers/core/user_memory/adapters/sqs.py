@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from user_memory.errors import ConfigError, SendFailed
+from user_memory.errors import ConfigError, QueueUnavailable, SendFailed
 
 SQS_BATCH = 10
 SEND_ATTEMPTS = 4
@@ -89,3 +89,31 @@ class SqsSender:
                     f"({', '.join(errors) or 'no reason given'}); {sent} sent before"
                 )
         return sent
+
+
+# Every message the queue holds: waiting, received and not yet deleted, and delayed re-sends.
+BACKLOG_ATTRIBUTES = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+
+
+class SqsQueueDepth:
+    """QueueDepth on SQS: one GetQueueAttributes call (the fan-out's role may make it on the worker queue)."""
+
+    def __init__(self, queue_url: str, client: Any) -> None:
+        self.client = client
+        self.queue_url = queue_url
+
+    def backlog(self) -> int:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            attributes = self.client.get_queue_attributes(
+                QueueUrl=self.queue_url, AttributeNames=list(BACKLOG_ATTRIBUTES)
+            )["Attributes"]
+        except (BotoCoreError, ClientError) as err:
+            code = err.response.get("Error", {}).get("Code") if isinstance(err, ClientError) else type(err).__name__
+            raise QueueUnavailable(f"the worker queue's attributes could not be read ({code})") from err
+        return sum(int(attributes.get(name, 0)) for name in BACKLOG_ATTRIBUTES)

@@ -21,7 +21,7 @@ from user_memory.domain.companion.times import StorableDate, StorableTime
 from user_memory.domain.messages import RUN_KEY_MAX
 from user_memory.domain.model import Window
 from user_memory.domain.ports import ActivityReader, MessageSender
-from user_memory.errors import InvalidEvent, describe_validation_error
+from user_memory.errors import FanoutRefused, InvalidEvent, describe_validation_error
 
 
 class ScheduledEvent(BaseModel):
@@ -131,6 +131,41 @@ def refresh_bodies(user_ids: Iterable[uuid.UUID], plan: FanoutPlan, users_per_me
     ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class Backlog:
+    """What the worker queue already holds and how fast the worker drains it (domain/plan.py), so
+    a day is queued only while its messages can be received before the queue's retention ends."""
+
+    waiting_messages: int
+    users_per_message: int
+    users_per_second: float
+    limit_seconds: int  # the retention less a margin (plan.backlog_limit)
+
+    def seconds(self, more_users: int) -> float:
+        """Seconds the worker needs for the backlog and `more_users` more, at the planned rate."""
+        return (self.waiting_messages * self.users_per_message + more_users) / self.users_per_second
+
+    def refuse(self, run_key: str, queued: int, more: int) -> FanoutRefused:
+        """The error refusing `more` users after `queued` were queued for `run_key`."""
+        seconds = self.seconds(queued + more)
+        return FanoutRefused(
+            f"run {run_key}: {self.waiting_messages:,} messages on the worker queue and {queued + more:,} of the "
+            f"day's users would take {_span(seconds)} to drain at {self.users_per_second:,.2f} users a second, "
+            f"over the {_span(self.limit_seconds)} a backlog may last (the queue's retention less a day); "
+            f"{queued:,} users queued, the rest refused: their activity waits for the next run",
+            run_key=run_key,
+            waiting_messages=self.waiting_messages,
+            users_queued=queued,
+            drain_days=seconds / 86400,
+        )
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:,.1f} days"
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
 def run_fanout(
     plan: FanoutPlan,
     *,
@@ -138,9 +173,12 @@ def run_fanout(
     sender: MessageSender,
     page_size: int,
     users_per_message: int,
+    backlog: Backlog | None = None,
     on_page: Any = None,
 ) -> FanoutReport:
-    """Page through the users with activity to summarize (or the named ones) and queue refresh messages."""
+    """Page through the users with activity to summarize (or the named ones) and queue refresh
+    messages; with a `backlog`, FanoutRefused before the first page the queue could not drain in
+    time (the pages before it are queued: they fit)."""
     started = time.perf_counter()
     users = messages = pages = 0
     source: Iterable[list[uuid.UUID]] = (
@@ -149,6 +187,8 @@ def run_fanout(
         else reader.active_user_pages(plan.window, page_size=page_size)
     )
     for page in source:
+        if backlog is not None and backlog.seconds(users + len(page)) > backlog.limit_seconds:
+            raise backlog.refuse(plan.run_key, users, len(page))
         pages += 1
         users += len(page)
         messages += sender.send(refresh_bodies(page, plan, users_per_message))

@@ -206,6 +206,14 @@ class QueueSender(Protocol):
         ...
 
 
+class QueueDepth(Protocol):
+    """The worker queue's backlog, as the fan-out weighs it before adding a day to it."""
+
+    def backlog(self) -> int:
+        """Messages on the queue: waiting, in flight and delayed (approximate); QueueUnavailable when unread."""
+        ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class SummaryResult:
     """What the summarizer proposes (not yet validated) and what producing it cost.

@@ -12,8 +12,9 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from user_memory.domain.fanout import plan_from_event, run_fanout
-from user_memory.errors import InvalidEvent, describe_failure, describe_validation_error
+from user_memory.domain.fanout import Backlog, plan_from_event, run_fanout
+from user_memory.domain.plan import backlog_limit
+from user_memory.errors import FanoutRefused, InvalidEvent, describe_failure, describe_validation_error
 from user_memory.jobs.conversations import TRIGGER_EVENT_TASK, is_trigger_event, trigger_memory_generation
 from user_memory.observability import logger, metrics
 from user_memory.runtime import FanoutServices
@@ -49,13 +50,33 @@ def fan_out(event: object, services: FanoutServices | Callable[[], FanoutService
         if is_trigger_event(event):
             return _trigger(event, services)  # type: ignore[arg-type]  # a dict: is_trigger_event checked
         plan = plan_from_event(event, window_hours=settings.window_hours)
+        backlog = Backlog(
+            waiting_messages=services.queue.backlog(),
+            users_per_message=settings.users_per_message,
+            users_per_second=settings.users_per_second(),
+            limit_seconds=backlog_limit(settings.queue_retention_seconds),
+        )
         report = run_fanout(
             plan,
             reader=services.activity,
             sender=services.sender,
             page_size=settings.fanout_page_size,
             users_per_message=settings.users_per_message,
+            backlog=backlog,
         )
+    except FanoutRefused as err:
+        # Not a failure of the fan-out: the queue is too far behind (alarmed, apart from errors).
+        logger.error(
+            "fan-out refused",
+            run_key=err.run_key,
+            error=type(err).__name__,
+            reason=str(err)[:300],
+            waiting_messages=err.waiting_messages,
+            users_queued=err.users_queued,
+            drain_days=round(err.drain_days, 1),
+        )
+        metrics.add_metric(name="FanoutRefused", unit=MetricUnit.Count, value=1)
+        raise
     except Exception as err:
         error, reason = describe_failure(err)
         event_id = event.get("id") if isinstance(event, dict) else None
