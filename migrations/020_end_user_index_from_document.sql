@@ -74,7 +74,9 @@ LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 AS $$
 DECLARE
-  m text[];
+  t text;
+  body text;
+  zone text;
   y integer;
   mo integer;
   d integer;
@@ -84,37 +86,41 @@ BEGIN
   IF pg_catalog.jsonb_typeof(p_value) IS DISTINCT FROM 'string' THEN
     RETURN NULL;
   END IF;
-  m := pg_catalog.regexp_match(p_value #>> '{}',
-    '^([0-9]{4})-([0-9]{2})-([0-9]{2})(T([0-9]{2}):([0-9]{2})(:([0-9]{2})(\.[0-9]{1,6})?)?(Z|([+-])([0-9]{2}):([0-9]{2})))?$');
-  IF m IS NULL THEN
+  t := p_value #>> '{}';
+  -- Matched without capturing groups (a match that captures costs a hundred times more), then
+  -- read by position.
+  IF t !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}(?:T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?(?:Z|[+-][0-9]{2}:[0-9]{2}))?$' THEN
     RETURN NULL;
   END IF;
-  y := m[1]::integer;
-  mo := m[2]::integer;
-  d := m[3]::integer;
+  y := pg_catalog.substr(t, 1, 4)::integer;
+  mo := pg_catalog.substr(t, 6, 2)::integer;
+  d := pg_catalog.substr(t, 9, 2)::integer;
   IF y < 1 OR mo NOT BETWEEN 1 AND 12 OR d < 1
      OR d > pg_catalog.date_part('day', pg_catalog.make_date(y, mo, 1) + interval '1 month' - interval '1 day') THEN
     RETURN NULL;
   END IF;
-  IF m[4] IS NULL THEN
+  IF pg_catalog.length(t) = 10 THEN
     utc := pg_catalog.make_timestamp(y, mo, d, 0, 0, 0);
   ELSE
-    -- Python reads an offset's minutes past 59 as more hours (+05:60 is +06:00); check_time then
-    -- allows at most 15:59 either way.
-    IF m[5]::integer > 23 OR m[6]::integer > 59 OR coalesce(m[8]::integer, 0) > 59 THEN
+    zone := CASE WHEN pg_catalog.right(t, 1) = 'Z' THEN 'Z' ELSE pg_catalog.right(t, 6) END;
+    body := pg_catalog.left(t, pg_catalog.length(t) - pg_catalog.length(zone));  -- YYYY-MM-DDTHH:MM[:SS[.f]]
+    IF pg_catalog.substr(body, 12, 2)::integer > 23 OR pg_catalog.substr(body, 15, 2)::integer > 59
+       OR coalesce(nullif(pg_catalog.substr(body, 18, 2), '')::integer, 0) > 59 THEN
       RETURN NULL;
     END IF;
-    IF m[10] <> 'Z' THEN
-      offset_minutes := m[12]::integer * 60 + m[13]::integer;
+    -- Python reads an offset's minutes past 59 as more hours (+05:60 is +06:00); check_time then
+    -- allows at most 15:59 either way.
+    IF zone <> 'Z' THEN
+      offset_minutes := pg_catalog.substr(zone, 2, 2)::integer * 60 + pg_catalog.substr(zone, 5, 2)::integer;
       IF offset_minutes > 959 THEN
         RETURN NULL;
       END IF;
-      IF m[11] = '-' THEN
+      IF pg_catalog.left(zone, 1) = '-' THEN
         offset_minutes := -offset_minutes;
       END IF;
     END IF;
-    utc := (pg_catalog.format('%s-%s-%s %s:%s:%s%s', m[1], m[2], m[3], m[5], m[6], coalesce(m[8], '00'),
-                              coalesce(m[9], '')))::timestamp
+    utc := (pg_catalog.left(body, 10) || ' ' || pg_catalog.substr(body, 12, 5) || ':'
+            || coalesce(nullif(pg_catalog.substr(body, 18), ''), '00'))::timestamp
            - pg_catalog.make_interval(mins => offset_minutes);
   END IF;
   IF utc < '1900-01-01'::timestamp OR utc >= '3000-01-01'::timestamp THEN
@@ -223,6 +229,8 @@ DECLARE
                    END;
   words text[] := '{}';
   name text;
+  field jsonb;
+  word text;
   rules jsonb;
 BEGIN
   item_path := p_path;
@@ -230,7 +238,15 @@ BEGIN
   item_recurring := false;
   IF fields IS NOT NULL AND pg_catalog.jsonb_typeof(p_value) = 'object' THEN
     FOREACH name IN ARRAY fields LOOP
-      words := words || public.user_memory_index_words(p_value -> name, name);
+      field := p_value -> name;
+      IF pg_catalog.jsonb_typeof(field) = 'string' THEN  -- most are: no call for them
+        word := public.user_memory_index_strip(field #>> '{}');
+        IF word <> '' THEN
+          words := words || word;
+        END IF;
+      ELSIF pg_catalog.jsonb_typeof(field) IN ('object', 'array') THEN
+        words := words || public.user_memory_index_words(field, name);
+      END IF;
     END LOOP;
   ELSE
     words := public.user_memory_index_words(p_value, NULL);
@@ -272,7 +288,8 @@ BEGIN
                                        'response_status'];
     END IF;
   END IF;
-  IF (item_value)::text ~ '"(date_of_birth|email|phone)":' THEN
+  IF pg_catalog.jsonb_typeof(item_value) IN ('object', 'array')
+     AND (item_value)::text ~ '"(?:date_of_birth|email|phone)":' THEN
     item_value := public.user_memory_index_redacted(item_value);
   END IF;
   RETURN NEXT;
@@ -280,8 +297,11 @@ END
 $$;
 
 -- items.py _walk: the items under one value at p_path (p_key: the member it is under, or the
--- list's member for a list's values; p_depth: 1 for a top-level member).
-CREATE FUNCTION public.user_memory_index_walk(p_value jsonb, p_path text, p_key text, p_depth integer)
+-- list's member for a list's values; p_depth: 1 for a top-level member). The strings of an object
+-- or a list are taken in one query each (a call per value would cost a document of 100,000 short
+-- strings seconds); p_limit: more items than this under the value is refused (22023) as soon as
+-- it is seen, before the rest is walked.
+CREATE FUNCTION public.user_memory_index_walk(p_value jsonb, p_path text, p_key text, p_depth integer, p_limit bigint)
 RETURNS TABLE (item_path text, item_kind text, item_text text, item_value jsonb, item_status text,
                item_due_at timestamptz, item_starts_at timestamptz, item_ends_at timestamptz, item_recurring boolean)
 LANGUAGE plpgsql
@@ -291,11 +311,14 @@ DECLARE
   e record;
   s text;
   kind text := pg_catalog.jsonb_typeof(p_value);
+  found bigint := 0;
+  added bigint;
+  hidden constant text[] := ARRAY[
+    'version', 'last_updated_by', 'schema_version', 'recency_score', 'influence_score', 'last_updated',
+    'last_modified', 'last_summarized_at', 'completed_at', 'id', 'response_status',
+    'date_of_birth', 'email', 'phone'];
 BEGIN
-  IF p_key IS NOT NULL AND p_key = ANY (ARRAY[
-       'version', 'last_updated_by', 'schema_version', 'recency_score', 'influence_score', 'last_updated',
-       'last_modified', 'last_summarized_at', 'completed_at', 'id', 'response_status',
-       'date_of_birth', 'email', 'phone']) THEN
+  IF p_key IS NOT NULL AND p_key = ANY (hidden) THEN
     RETURN;
   END IF;
   IF p_depth = 1 AND kind = 'object' AND p_key IN ('goals', 'todos', 'events', 'parts') THEN
@@ -306,9 +329,8 @@ BEGIN
                p_path || '/' || pg_catalog.replace(pg_catalog.replace(x.key, '~', '~0'), '/', '~1'),
                pg_catalog.rtrim(p_key, 's'), x.value) el
        WHERE pg_catalog.jsonb_typeof(x.value) <> 'null';
-    RETURN;
-  END IF;
-  IF kind = 'string' THEN
+    GET DIAGNOSTICS found = ROW_COUNT;
+  ELSIF kind = 'string' THEN
     s := public.user_memory_index_strip(p_value #>> '{}');
     IF s <> '' THEN
       item_path := p_path;
@@ -318,19 +340,61 @@ BEGIN
       item_recurring := false;
       RETURN NEXT;
     END IF;
+    RETURN;
   ELSIF kind = 'object' THEN
-    FOR e IN SELECT x.key, x.value FROM pg_catalog.jsonb_each(p_value) x LOOP
+    RETURN QUERY
+      SELECT l.path, 'leaf', pg_catalog.left(pg_catalog.replace(l.key, '_', ' ') || ': ' || l.words, 4000), l.value,
+             NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, false
+        FROM (SELECT p_path || '/' || pg_catalog.replace(pg_catalog.replace(x.key, '~', '~0'), '/', '~1') AS path,
+                     x.key, x.value, public.user_memory_index_strip(x.value #>> '{}') AS words
+                FROM pg_catalog.jsonb_each(p_value) x
+               WHERE pg_catalog.jsonb_typeof(x.value) = 'string' AND NOT x.key = ANY (hidden)) l
+       WHERE l.words <> '';
+    GET DIAGNOSTICS found = ROW_COUNT;
+    FOR e IN SELECT x.key, x.value FROM pg_catalog.jsonb_each(p_value) x
+              WHERE pg_catalog.jsonb_typeof(x.value) IN ('object', 'array') LOOP
+      IF found > p_limit THEN
+        EXIT;
+      END IF;
       RETURN QUERY SELECT * FROM public.user_memory_index_walk(
-        e.value, p_path || '/' || pg_catalog.replace(pg_catalog.replace(e.key, '~', '~0'), '/', '~1'), e.key, p_depth + 1);
+        e.value, p_path || '/' || pg_catalog.replace(pg_catalog.replace(e.key, '~', '~0'), '/', '~1'), e.key,
+        p_depth + 1, p_limit - found);
+      GET DIAGNOSTICS added = ROW_COUNT;
+      found := found + added;
     END LOOP;
   ELSIF kind = 'array' THEN
-    FOR e IN SELECT x.value, x.n - 1 AS i FROM pg_catalog.jsonb_array_elements(p_value) WITH ORDINALITY AS x(value, n) LOOP
-      IF pg_catalog.jsonb_typeof(e.value) = 'object' THEN
-        RETURN QUERY SELECT * FROM public.user_memory_index_element(p_path || '/' || e.i, 'entry', e.value);
-      ELSE
-        RETURN QUERY SELECT * FROM public.user_memory_index_walk(e.value, p_path || '/' || e.i, p_key, p_depth + 1);
+    RETURN QUERY
+      SELECT p_path || '/' || (x.n - 1), 'leaf',
+             pg_catalog.left(pg_catalog.replace(coalesce(p_key, ''), '_', ' ') || ': ' || x.words, 4000), x.value,
+             NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, false
+        FROM (SELECT a.value, a.n, public.user_memory_index_strip(a.value #>> '{}') AS words
+                FROM pg_catalog.jsonb_array_elements(p_value) WITH ORDINALITY AS a(value, n)
+               WHERE pg_catalog.jsonb_typeof(a.value) = 'string') x
+       WHERE x.words <> '';
+    GET DIAGNOSTICS found = ROW_COUNT;
+    IF found <= p_limit THEN
+      RETURN QUERY
+        SELECT el.*
+          FROM pg_catalog.jsonb_array_elements(p_value) WITH ORDINALITY AS a(value, n),
+               LATERAL public.user_memory_index_element(p_path || '/' || (a.n - 1), 'entry', a.value) el
+         WHERE pg_catalog.jsonb_typeof(a.value) = 'object';
+      GET DIAGNOSTICS added = ROW_COUNT;
+      found := found + added;
+    END IF;
+    FOR e IN SELECT a.value, a.n - 1 AS i FROM pg_catalog.jsonb_array_elements(p_value) WITH ORDINALITY AS a(value, n)
+              WHERE pg_catalog.jsonb_typeof(a.value) = 'array' LOOP
+      IF found > p_limit THEN
+        EXIT;
       END IF;
+      RETURN QUERY SELECT * FROM public.user_memory_index_walk(e.value, p_path || '/' || e.i, p_key, p_depth + 1,
+                                                               p_limit - found);
+      GET DIAGNOSTICS added = ROW_COUNT;
+      found := found + added;
     END LOOP;
+  END IF;
+  IF found > p_limit THEN
+    RAISE EXCEPTION 'user_memory_append: the search index would hold more items than its limit'
+      USING ERRCODE = 'invalid_parameter_value';
   END IF;
 END
 $$;
@@ -369,8 +433,8 @@ END
 $$;
 
 -- items.py document_items: the document's items, only those in p_sections when given; pointers
--- over 1,000 bytes are left out (memory_items' bound).
-CREATE FUNCTION public.user_memory_index_items(p_doc jsonb, p_sections text[])
+-- over 1,000 bytes are left out (memory_items' bound). More than p_limit items is refused (22023).
+CREATE FUNCTION public.user_memory_index_items(p_doc jsonb, p_sections text[], p_limit bigint)
 RETURNS TABLE (item_path text, item_kind text, item_text text, item_value jsonb, item_status text,
                item_due_at timestamptz, item_starts_at timestamptz, item_ends_at timestamptz, item_recurring boolean)
 LANGUAGE plpgsql
@@ -380,6 +444,8 @@ DECLARE
   e record;
   top text;
   wanted text[];
+  found bigint := 0;
+  added bigint;
 BEGIN
   FOR e IN SELECT x.key, x.value FROM pg_catalog.jsonb_each(p_doc) x LOOP
     top := '/' || pg_catalog.replace(pg_catalog.replace(e.key, '~', '~0'), '/', '~1');
@@ -398,11 +464,19 @@ BEGIN
            WHERE pg_catalog.jsonb_typeof(x.value) <> 'null'
              AND top || '/' || pg_catalog.replace(pg_catalog.replace(x.key, '~', '~0'), '/', '~1') = ANY (wanted)
              AND pg_catalog.octet_length(el.item_path) <= 1000;
+        GET DIAGNOSTICS added = ROW_COUNT;
+        found := found + added;
         CONTINUE;
       END IF;
     END IF;
-    RETURN QUERY SELECT w.* FROM public.user_memory_index_walk(e.value, top, e.key, 1) w
+    RETURN QUERY SELECT w.* FROM public.user_memory_index_walk(e.value, top, e.key, 1, p_limit - found) w
                   WHERE pg_catalog.octet_length(w.item_path) <= 1000;
+    GET DIAGNOSTICS added = ROW_COUNT;
+    found := found + added;
+    IF found > p_limit THEN
+      RAISE EXCEPTION 'user_memory_append: the search index would hold more items than its limit'
+        USING ERRCODE = 'invalid_parameter_value';
+    END IF;
   END LOOP;
 END
 $$;
@@ -429,10 +503,10 @@ REVOKE ALL ON FUNCTION public.user_memory_index_until(jsonb) FROM PUBLIC, anon, 
 REVOKE ALL ON FUNCTION public.user_memory_index_redacted(jsonb) FROM PUBLIC, anon, authenticated, service_role;
 REVOKE ALL ON FUNCTION public.user_memory_index_words(jsonb, text) FROM PUBLIC, anon, authenticated, service_role;
 REVOKE ALL ON FUNCTION public.user_memory_index_element(text, text, jsonb) FROM PUBLIC, anon, authenticated, service_role;
-REVOKE ALL ON FUNCTION public.user_memory_index_walk(jsonb, text, text, integer)
+REVOKE ALL ON FUNCTION public.user_memory_index_walk(jsonb, text, text, integer, bigint)
   FROM PUBLIC, anon, authenticated, service_role;
 REVOKE ALL ON FUNCTION public.user_memory_index_sections(jsonb) FROM PUBLIC, anon, authenticated, service_role;
-REVOKE ALL ON FUNCTION public.user_memory_index_items(jsonb, text[]) FROM PUBLIC, anon, authenticated, service_role;
+REVOKE ALL ON FUNCTION public.user_memory_index_items(jsonb, text[], bigint) FROM PUBLIC, anon, authenticated, service_role;
 REVOKE ALL ON FUNCTION public.user_memory_index_scope(jsonb, text[]) FROM PUBLIC, anon, authenticated, service_role;
 
 -- ---------------------------------------------------------------------------------------------
@@ -477,6 +551,15 @@ DECLARE
   max_index_bytes bigint;
   item_count bigint;
   item_bytes bigint;
+  new_paths text[];
+  new_kinds text[];
+  new_texts text[];
+  new_values jsonb[];
+  new_statuses text[];
+  new_due timestamptz[];
+  new_starts timestamptz[];
+  new_ends timestamptz[];
+  new_recurring boolean[];
   ts timestamptz := clock_timestamp();
 BEGIN
   IF caller = 'none' THEN
@@ -646,30 +729,51 @@ BEGIN
     -- Only a recurring event's recur_until is taken from the rows sent (or kept), bounded.
     sections := public.user_memory_index_sections(p_patch);
     scope := CASE WHEN sections IS NOT NULL THEN public.user_memory_index_scope(p_document, sections) END;
-    WITH fresh AS MATERIALIZED (
-           SELECT * FROM public.user_memory_index_items(p_document, sections)),
-         sent AS (
+    -- The user's rows are bounded (rows of user_memory_settings) before anything is written: the
+    -- rows outside the scope stay, the scope's become the result's (a document of a thousand
+    -- short strings under a long key would otherwise make an index far larger than itself).
+    IF scope IS NOT NULL THEN
+      SELECT count(*), coalesce(sum(pg_column_size(i.text) + pg_column_size(i.value)), 0) INTO item_count, item_bytes
+        FROM public.memory_items i
+       WHERE i.user_id = p_user_id
+         AND NOT EXISTS (SELECT 1 FROM unnest(scope) p WHERE i.path = p OR left(i.path, length(p) + 1) = p || '/');
+    ELSE
+      item_count := 0;
+      item_bytes := 0;
+    END IF;
+    SELECT array_agg(f.item_path), array_agg(f.item_kind), array_agg(f.item_text), array_agg(f.item_value),
+           array_agg(f.item_status), array_agg(f.item_due_at), array_agg(f.item_starts_at), array_agg(f.item_ends_at),
+           array_agg(f.item_recurring), item_count + count(*),
+           item_bytes + coalesce(sum(pg_column_size(f.item_text) + pg_column_size(f.item_value)), 0)
+      INTO new_paths, new_kinds, new_texts, new_values, new_statuses, new_due, new_starts, new_ends, new_recurring,
+           item_count, item_bytes
+      FROM public.user_memory_index_items(p_document, sections, max_items - item_count) f;
+    IF item_count > max_items OR item_bytes > max_index_bytes THEN
+      RAISE EXCEPTION 'user_memory_append: the search index would hold % items of % bytes, over the limit of % items or % bytes',
+        item_count, item_bytes, max_items, max_index_bytes USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM public.memory_items i
+     WHERE i.user_id = p_user_id
+       AND (scope IS NULL
+            OR EXISTS (SELECT 1 FROM unnest(scope) p WHERE i.path = p OR left(i.path, length(p) + 1) = p || '/'))
+       AND NOT EXISTS (SELECT 1 FROM unnest(new_paths) n(path) WHERE n.path = i.path);
+    WITH sent AS (
            SELECT DISTINCT ON (x ->> 'path') x ->> 'path' AS path, x -> 'recur_until' AS recur_until
              FROM jsonb_array_elements(p_items) x
             WHERE jsonb_typeof(x) = 'object' AND (x -> 'remove') IS DISTINCT FROM 'true'::jsonb
-            ORDER BY x ->> 'path'),
-         gone AS (
-           DELETE FROM public.memory_items i
-            WHERE i.user_id = p_user_id
-              AND (scope IS NULL
-                   OR EXISTS (SELECT 1 FROM unnest(scope) p WHERE i.path = p OR left(i.path, length(p) + 1) = p || '/'))
-              AND NOT EXISTS (SELECT 1 FROM fresh f WHERE f.item_path = i.path))
+            ORDER BY x ->> 'path')
     INSERT INTO public.memory_items AS i
       (user_id, path, version, kind, text, value, status, due_at, starts_at, ends_at, recurring, recur_until, updated_at)
-    SELECT p_user_id, f.item_path, p_expected + 1, f.item_kind, f.item_text, f.item_value, f.item_status, f.item_due_at,
-           f.item_starts_at, f.item_ends_at, f.item_recurring,
-           CASE WHEN NOT f.item_recurring THEN NULL
+    SELECT p_user_id, f.path, p_expected + 1, f.kind, f.text, f.value, f.status, f.due_at, f.starts_at, f.ends_at,
+           f.recurring,
+           CASE WHEN NOT f.recurring THEN NULL
                 WHEN s.path IS NOT NULL THEN public.user_memory_index_until(s.recur_until)
                 ELSE kept.recur_until END,
            ts
-      FROM fresh f
-      LEFT JOIN sent s ON s.path = f.item_path
-      LEFT JOIN public.memory_items kept ON kept.user_id = p_user_id AND kept.path = f.item_path AND kept.recurring
+      FROM unnest(new_paths, new_kinds, new_texts, new_values, new_statuses, new_due, new_starts, new_ends, new_recurring)
+           AS f(path, kind, text, value, status, due_at, starts_at, ends_at, recurring)
+      LEFT JOIN sent s ON s.path = f.path
+      LEFT JOIN public.memory_items kept ON kept.user_id = p_user_id AND kept.path = f.path AND kept.recurring
     ON CONFLICT (user_id, path) DO UPDATE
        SET version = EXCLUDED.version, kind = EXCLUDED.kind, text = EXCLUDED.text, value = EXCLUDED.value,
            status = EXCLUDED.status, due_at = EXCLUDED.due_at, starts_at = EXCLUDED.starts_at,
@@ -678,14 +782,6 @@ BEGIN
      WHERE (i.kind, i.text, i.value, i.status, i.due_at, i.starts_at, i.ends_at, i.recurring, i.recur_until)
            IS DISTINCT FROM (EXCLUDED.kind, EXCLUDED.text, EXCLUDED.value, EXCLUDED.status, EXCLUDED.due_at,
                              EXCLUDED.starts_at, EXCLUDED.ends_at, EXCLUDED.recurring, EXCLUDED.recur_until);
-    -- Bounded per user (rows of user_memory_settings): a document of a thousand short strings
-    -- under a long key would otherwise make an index far larger than itself.
-    SELECT count(*), coalesce(sum(pg_column_size(i.text) + pg_column_size(i.value)), 0) INTO item_count, item_bytes
-      FROM public.memory_items i WHERE i.user_id = p_user_id;
-    IF item_count > max_items OR item_bytes > max_index_bytes THEN
-      RAISE EXCEPTION 'user_memory_append: the search index would hold % items of % bytes, over the limit of % items or % bytes',
-        item_count, item_bytes, max_items, max_index_bytes USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     indexed := p_expected + 1;
   ELSIF p_items IS NOT NULL AND coalesce(indexed, 0) = coalesce(current_version, 0) THEN
     -- The service's rows are the ones it diffed and verified.
