@@ -22,10 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg import errors as pgerrors
 from psycopg.types.json import Jsonb
-from user_memory.adapters.postgres import PostgresActivity
+from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, transaction
 from user_memory.domain.companion.items import document_items, item_changes
 from user_memory.domain.memory.patching import make_patch
+from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Window
+from user_memory.errors import InvalidDocument
 
 from tests.integration.roles import as_role
 
@@ -240,6 +242,20 @@ def test_an_end_users_index_over_its_bound_is_refused_and_nothing_is_written(con
     # Then the version and its rows were all rolled back
     assert head(conn, user)[:2] == (1, 1)
     assert set(rows(conn, user)) == {"/tags/0", "/tags/1"}
+
+
+def test_the_api_store_answers_an_index_over_its_bound_as_an_invalid_document(conn, pool):
+    user = uuid.uuid4()
+    # Given a bound of 3 rows a user, When the API's store writes 5 items for an end user
+    conn.execute("UPDATE user_memory_settings SET value = '3' WHERE name = 'max_index_items'")
+    try:
+        with pytest.raises(InvalidDocument, match="search index would hold"), transaction(pool, end_user=user) as tx:
+            MemoryStore(PostgresRecorder(tx)).append(user, {"tags": list("abcde")}, expected_version=0, source=SOURCE)
+    finally:
+        conn.execute("UPDATE user_memory_settings SET value = '20000' WHERE name = 'max_index_items'")
+    # Then it is a typed error the API answers with 422, and nothing was written
+    assert conn.execute("SELECT count(*) FROM user_memory_heads WHERE user_id = %s", (user,)).fetchone() == (0,)
+    assert rows(conn, user) == {}
 
 
 # -- the property: an end user's index is what the service computes for the stored document -------
