@@ -23,8 +23,10 @@
 --     the stored value again; the fan-out reads `recurring`, which is derived), and it is kept
 --     within the years 1900-2999, or NULL (recurs for ever) when it is not a time;
 --   * the user's rows are bounded: at most max_index_items rows and max_index_bytes bytes (text
---     and value, as stored) per user, rows of user_memory_settings (a write over them is refused,
---     22023, and nothing is written).
+--     and value, pg_column_size) per user, rows of user_memory_settings. A write over them is
+--     refused (22023) before any row is written, and the walk stops as soon as it passes
+--     max_index_items (a document of 100,000 one-character strings is refused in a fraction of a
+--     second instead of being walked, and indexed, whole).
 -- Without p_items (a writer that sends none) the index is left behind, as before, and
 -- user_memory_reindex (the service) rebuilds it from the document.
 --
