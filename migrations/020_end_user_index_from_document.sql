@@ -132,10 +132,11 @@ BEGIN
 END
 $$;
 
--- A recur_until sent by the caller: a time within [1900, 3000), else NULL (recurs for ever).
+-- A recur_until sent by the caller: a time within [1900, 3000), else NULL (recurs for ever). Stable,
+-- not immutable: a time without an offset is read on the session's clock.
 CREATE FUNCTION public.user_memory_index_until(p_value jsonb) RETURNS timestamptz
 LANGUAGE plpgsql
-IMMUTABLE PARALLEL SAFE
+STABLE PARALLEL SAFE
 AS $$
 DECLARE
   t timestamptz;
