@@ -24,6 +24,7 @@ from psycopg import errors as pgerrors
 from psycopg.types.json import Jsonb
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, transaction
 from user_memory.domain.companion.items import document_items, item_changes
+from user_memory.domain.companion.times import parse_when
 from user_memory.domain.memory.patching import make_patch
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Window
@@ -385,3 +386,53 @@ def test_an_end_users_index_is_the_services_items_of_the_stored_document(conn, d
         # (only a recurring event's end comes from the rows sent; otherwise there is none)
         assert without(found, "version", "recur_until") == without(expected, "recur_until")
         assert all(row["recur_until"] is None for row in found.values() if not row["recurring"])
+
+
+# -- the database's items.py, directly: the same items and times as the service's for any input ---
+
+unicode_texts = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=8)
+any_documents = st.dictionaries(
+    st.sampled_from(TOP_KEYS) | unicode_texts,
+    st.dictionaries(unicode_texts, elements | st.dictionaries(unicode_texts, unicode_texts), max_size=3)
+    | st.recursive(
+        unicode_texts | st.none(),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(unicode_texts, inner, max_size=3),
+        max_leaves=8,
+    ),
+    max_size=4,
+)
+DIGIT = "[0-9]"
+TIME_LIKE = (
+    rf"{DIGIT}{{4}}-{DIGIT}{{2}}-{DIGIT}{{2}}"
+    rf"(T{DIGIT}{{2}}:{DIGIT}{{2}}(:{DIGIT}{{2}}(\.{DIGIT}{{1,7}})?)?(Z|[+-]{DIGIT}{{2}}:{DIGIT}{{2}})?)?"
+)
+
+
+def parsed(value: str) -> datetime | None:
+    try:
+        return parse_when(value)
+    except ValueError:
+        return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(document=any_documents)
+def test_the_databases_items_of_any_document_are_the_services(conn, document):
+    stored = conn.execute("SELECT %s::jsonb", (Jsonb(document),)).fetchone()
+    assert stored is not None
+    found = conn.execute(
+        "SELECT item_path, item_kind, item_text, item_value, item_status, item_due_at, item_starts_at, item_ends_at,"
+        " item_recurring FROM user_memory_index_items(%s, NULL, 1000000)",
+        (Jsonb(stored[0]),),
+    ).fetchall()
+    names = ["path", "kind", "text", "value", "status", "due_at", "starts_at", "ends_at", "recurring"]
+    got = {r[0]: dict(zip(names, r, strict=True)) for r in found}
+    assert got == without(expected_rows(stored[0]), "recur_until")
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.from_regex(TIME_LIKE, fullmatch=True) | st.from_regex(r"\d{4}-\d{2}-\d{2}", fullmatch=True) | texts)
+def test_the_databases_times_are_parse_whens(conn, value):
+    row = conn.execute("SELECT user_memory_index_when(%s)", (Jsonb(value),)).fetchone()
+    assert row is not None
+    assert row[0] == parsed(value)
