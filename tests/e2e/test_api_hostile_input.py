@@ -218,6 +218,31 @@ def test_a_kilobyte_of_copies_of_the_whole_document_is_a_413_that_writes_nothing
     assert after["version"] == before["version"] and after["document"] == before["document"]
 
 
+def test_adds_and_moves_that_nest_the_document_too_deep_are_a_422_not_a_500(api):
+    # Given a new user, When they send 12 KB of adds of 90-level chains (the body's nesting is
+    # within 100) and moves of each into the next one's tail: 1,100 levels once applied, whose size
+    # check failed with RecursionError (a 500)
+    client = ApiClient(api, uuid.uuid4())
+    ops: list[dict[str, Any]] = [{"op": "add", "path": "/a", "value": _chain(90)}]
+    for i in range(12):
+        source, target = ("/a", "/b") if i % 2 == 0 else ("/b", "/a")
+        ops += [{"op": "add", "path": target, "value": _chain(90)}]
+        ops += [{"op": "move", "from": source, "path": target + "/k" * 90}]
+    reply = client.request(
+        "PATCH", "/me/memory", body=json.dumps(ops), headers={"Content-Type": "application/json-patch+json"}
+    )
+    # Then it is refused as over the appliers' bounds, and nothing is written
+    assert "levels deep" in problem(reply, 422, "invalid-input")["detail"]
+    assert ok(client.get("/me/memory"))["version"] == 0
+
+
+def _chain(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"k": value}
+    return value
+
+
 def test_a_rule_that_never_advances_is_refused_without_stalling_the_request(api):
     # Given a user; When they create an event whose rule never advances (it used to hang)
     user = Bounded(api)

@@ -95,6 +95,39 @@ def test_a_value_nested_deeper_than_can_be_measured_is_refused():
         apply_patch({}, [{"op": "add", "path": "/a", "value": deep}], budget=PatchBudget(CEILING))
 
 
+def chain(levels: int) -> Any:
+    value: Any = {}
+    for _ in range(levels):
+        value = {"k": value}
+    return value
+
+
+def deepening_patch(steps: int = 12) -> list[dict[str, Any]]:
+    """Adds of 90-level chains (within the API's nesting of bodies) and moves of each into the next
+    one's tail: 90 levels deeper per step, a few hundred bytes each."""
+    ops: list[dict[str, Any]] = [{"op": "add", "path": "/a", "value": chain(90)}]
+    for i in range(steps):
+        source, target = ("/a", "/b") if i % 2 == 0 else ("/b", "/a")
+        ops += [
+            {"op": "add", "path": target, "value": chain(90)},
+            {"op": "move", "from": source, "path": target + "/k" * 90},
+        ]
+    return ops
+
+
+def test_moves_that_nest_the_document_deeper_and_deeper_are_refused():
+    # Given 12 KB of adds and moves that would nest a document 1,100 levels deep (its size check
+    # then failed with RecursionError: a 500)
+    patch = deepening_patch()
+    assert len(json.dumps(patch)) < 12 * 1024
+    # When it is applied with a budget, Then the first move past the bound is refused, typed (422)
+    with pytest.raises(PatchOverBounds, match=f"more than {patching.MAX_NESTING} levels deep") as err:
+        apply_patch({}, patch, budget=PatchBudget(CEILING))
+    assert kind_of(err.value) is INVALID_INPUT
+    # And a few such steps, within the bound, apply
+    assert apply_patch({}, deepening_patch(2), budget=PatchBudget(CEILING))
+
+
 def test_a_trusted_patch_has_no_budget():
     # Given our own diff of a large rewrite (more operations than an end user may send)
     patch = [{"op": "add", "path": f"/{i}", "value": i} for i in range(MAX_OPERATIONS + 1)]

@@ -37,6 +37,7 @@ __all__ = [
     "check_growth",
     "copy_json",
     "escape_token",
+    "json_bytes",
     "json_equal",
     "make_patch",
     "parse_pointer",
@@ -54,6 +55,12 @@ MAX_POINTER_BYTES = 2048
 MAX_POINTER_TOKENS = 100
 # A new member costs its key, its quotes, the colon and a comma beside its value.
 _MEMBER_BYTES = 4
+# The nesting pydantic-core writes (deeper values it refuses): every value the budget measured is
+# within it. A working document may be nested at most MAX_NESTING levels: what the service reads,
+# encodes and compares recurses once a level, and Python stops near 1,000 (a patch of adds and
+# moves deeper, 11 KB, made one of 1,100 levels whose size check failed as a 500).
+MEASURED_NESTING = 255
+MAX_NESTING = 512
 # JSON with every non-ASCII character escaped is at least as long as the compact UTF-8 text (an
 # escape is 6 bytes, a character at most 4): the measure of what pydantic-core does not write.
 _ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
@@ -69,13 +76,14 @@ class PatchBudget:
     the budget as it was.
     """
 
-    __slots__ = ("max_bytes", "max_operations", "operations", "size")
+    __slots__ = ("max_bytes", "max_operations", "nesting", "operations", "size")
 
     def __init__(self, max_bytes: int, *, max_operations: int | None = MAX_OPERATIONS, size: int | None = None) -> None:
         self.max_bytes = max_bytes
         self.max_operations = max_operations
         self.size = size
         self.operations = 0
+        self.nesting: int | None = None  # an upper bound of the working document's nesting
 
 
 def json_bytes(value: Any, where: str = "") -> int:
@@ -321,7 +329,9 @@ def apply_patch(
     size = 0
     if budget is not None:
         check_bounds(patch, None if budget.max_operations is None else budget.max_operations - budget.operations)
-        size = budget.size if budget.size is not None else _document_bytes(doc)
+        if budget.size is None or budget.nesting is None:
+            budget.size, budget.nesting = _document_bytes(doc)
+        size, nesting = budget.size, budget.nesting
     # Sharing or in place: copy on write (or not at all); otherwise copy the input once up front.
     writer = _Writer(doc, in_place) if in_place or share else _Writer(copy_json(doc), in_place=True)
     value_of = (lambda v: v) if in_place else copy_json
@@ -337,6 +347,7 @@ def apply_patch(
             value = _member(op, "value", n)
             if budget is not None:
                 size = _grown(size, tokens, json_bytes(value, f"operation {n}: "), budget, n)
+                nesting = _nested(nesting, len(tokens) + MEASURED_NESTING, n)
             writer.add(tokens, value_of(value), pointer)
         elif kind == "remove":
             writer.remove(tokens, pointer)
@@ -345,6 +356,7 @@ def apply_patch(
             _resolve(writer.root, tokens, pointer)  # must exist
             if budget is not None:
                 size = _grown(size, tokens, json_bytes(value, f"operation {n}: "), budget, n, member=False)
+                nesting = _nested(nesting, len(tokens) + MEASURED_NESTING, n)
             writer.replace(tokens, value_of(value), pointer)
         elif kind == "test":
             if not json_equal(_resolve(writer.root, tokens, pointer), _member(op, "value", n)):
@@ -360,6 +372,8 @@ def apply_patch(
                     raise PatchError(f"operation {n}: cannot move {source!r} into its own child {pointer!r}")
                 if budget is not None and tokens:  # the value only changes places: its new key is the growth
                     size = _grown(size, tokens, 0, budget, n)
+                    # and it is nested deeper by as many levels as its new place is deeper
+                    nesting = _nested(nesting, nesting + max(0, len(tokens) - len(from_tokens)), n)
                 value = writer.remove(from_tokens, source)
                 if budget is not None and not tokens:  # the moved value becomes the whole document
                     size = json_bytes(value, f"operation {n}: ")
@@ -367,25 +381,36 @@ def apply_patch(
                 found = _resolve(writer.root, from_tokens, source)
                 if budget is not None:  # measured before it is copied: a copy over the budget is never made
                     size = _grown(size, tokens, json_bytes(found, f"operation {n}: "), budget, n)
+                    nesting = _nested(nesting, len(tokens) + MEASURED_NESTING, n)
                 # A fresh copy: the same object must never sit at two places of the result.
                 value = copy_json(found)
             writer.add(tokens, value, pointer)
     if budget is not None:
-        budget.size = size
+        budget.size, budget.nesting = size, nesting
         budget.operations += len(patch)
     return writer.root
 
 
-def _document_bytes(doc: Any) -> int:
-    """The budget's starting size: the document's measure (the ASCII-escaped text when it is nested
-    deeper than pydantic-core writes; then no copy of it fits a budget anyway)."""
+def _document_bytes(doc: Any) -> tuple[int, int]:
+    """The budget's start: the document's measure and a bound of its nesting (the ASCII-escaped
+    text when it is nested deeper than pydantic-core writes; then nothing may nest it deeper)."""
     try:
-        return json_bytes(doc)
+        return json_bytes(doc), MEASURED_NESTING
     except PatchOverBounds:
         try:
-            return len(_ASCII_ENCODER.encode(doc))
+            return len(_ASCII_ENCODER.encode(doc)), MAX_NESTING
         except (RecursionError, TypeError, ValueError):
             raise PatchOverBounds("the document is nested too deeply to measure") from None
+
+
+def _nested(nesting: int, placed: int, n: int) -> int:
+    """The bound of the working document's nesting once a value nested at most `placed` levels
+    (its place's depth included) is in it; PatchOverBounds when that is over MAX_NESTING."""
+    if placed <= nesting:
+        return nesting
+    if placed > MAX_NESTING:
+        raise PatchOverBounds(f"operation {n}: the patch would nest the document more than {MAX_NESTING} levels deep")
+    return placed
 
 
 def _grown(size: int, tokens: list[str], added: int, budget: PatchBudget, n: int, *, member: bool = True) -> int:

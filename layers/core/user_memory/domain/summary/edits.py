@@ -371,14 +371,14 @@ def _run(
     for n, edit in enumerate(edits, 1):
         try:
             ops = _operations(edit, doc, model)
-            before = budget.size
+            before = budget.size, budget.nesting
             after = apply_patch(doc, ops, share=True, budget=budget)
         except (_BadEdit, PatchError, DocumentGrowsTooLarge) as err:
             errors.append(f"edit {n} ({edit.op} {_shown(edit.path)}): {err}")
             continue
         why = guard(doc, after) if guard is not None else None
         if why is not None:
-            budget.size = before  # a refused edit leaves the document as it was
+            budget.size, budget.nesting = before  # a refused edit leaves the document as it was
             refused.append(RefusedEdit(edit=edit, why=why))
             continue
         cascade = _dangling(doc, after)
