@@ -7,14 +7,43 @@
 -- half of move and copy) adds the size of its value to the size of the working document it goes
 -- into (jsonb's own bytes: pg_column_size, constant time on a value in memory) and is refused
 -- with UMP02 before jsonb_set runs when that is over p_max_bytes (user_memory_append passes twice
--- the document limit); a write to the root counts only its value. The bounds at the door are
--- unchanged (1,000 operations, pointers of 2,048 bytes and 100 tokens, UMP02), and so is the
--- message of the size refusal ('operation N: the document grows over M bytes'), which the
--- service reads as a 413 (adapters/postgres.py).
+-- the document limit); a write to the root counts only its value. The working document is also
+-- nested at most 512 levels, kept as the service keeps it (user_memory_json_nesting below): a
+-- value added, replaced with or copied with an item at level 255 is refused, and a move deeper
+-- adds the levels its new place adds (12 KB of adds and moves, each moving a chain into the next
+-- one's tail, stored a document of 1,100 levels that the service could not read back). Both are
+-- UMP02, as the bounds at the door, which are unchanged (1,000 operations, pointers of 2,048
+-- bytes and 100 tokens). The size refusal's message is unchanged too ('operation N: the document
+-- grows over M bytes'): the service reads it as a 413 (adapters/postgres.py).
 --
 -- Expand-only: the signature, owner and privileges are unchanged (CREATE OR REPLACE keeps them:
 -- the owner only; user_memory_append calls it as its owner), so the previous release's code,
--- which reads UMP02 as a refused patch, works against it unchanged.
+-- which reads UMP02 as a refused patch, works against it unchanged. The new helper is, like the
+-- applier's others, the owner's only.
+
+-- The nesting bound once `p_value` is placed at a depth of `p_depth` tokens: a value with an item at
+-- level 255 is refused (the depth the service's measure, pydantic-core's JSON, writes), and so is a
+-- document that would be nested more than 512 levels (the service reads, encodes and compares
+-- documents recursively). A jsonpath scan of the value: what its jsonb_set costs anyway.
+CREATE FUNCTION public.user_memory_json_nesting(p_nesting integer, p_value jsonb, p_depth integer, p_op integer)
+RETURNS integer
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+BEGIN
+  IF jsonb_typeof(p_value) IN ('object', 'array') AND jsonb_path_exists(p_value, 'strict $.**{255}') THEN
+    RAISE EXCEPTION 'operation %: the value is nested more than 255 levels deep', p_op USING ERRCODE = 'UMP02';
+  END IF;
+  IF p_depth + 255 > 512 THEN  -- not reached (pointers have at most 100 tokens), kept for the bound
+    RAISE EXCEPTION 'operation %: the patch would nest the document more than 512 levels deep', p_op
+      USING ERRCODE = 'UMP02';
+  END IF;
+  RETURN greatest(p_nesting, p_depth + 255);
+END
+$$;
+
+REVOKE ALL ON FUNCTION public.user_memory_json_nesting(integer, jsonb, integer, integer)
+  FROM PUBLIC, anon, authenticated, service_role;
 
 CREATE OR REPLACE FUNCTION public.user_memory_apply_patch(p_doc jsonb, p_patch jsonb, p_max_bytes integer DEFAULT 1048576)
 RETURNS jsonb
@@ -44,6 +73,9 @@ DECLARE
   -- The working document's bytes (jsonb's own, pg_column_size: O(1) on a value in memory); a
   -- head read from the table may still be compressed, so the first write measures it again.
   doc_bytes integer := pg_column_size(p_doc);
+  -- An upper bound of the working document's nesting, as the service keeps it: a value measured is
+  -- nested at most 255 levels, a document that is not gets no deeper, a place adds its depth.
+  nesting integer := CASE WHEN jsonb_path_exists(p_doc, 'strict $.**{255}') THEN 512 ELSE 255 END;
 BEGIN
   IF jsonb_typeof(p_patch) IS DISTINCT FROM 'array' THEN
     RAISE EXCEPTION 'a patch must be a JSON array of operations, got %', coalesce(jsonb_typeof(p_patch), 'NULL')
@@ -99,6 +131,7 @@ BEGIN
           RAISE EXCEPTION 'operation %: test failed', n USING ERRCODE = 'UMP01';
         END IF;
       ELSE
+        nesting := public.user_memory_json_nesting(nesting, value, cardinality(tokens), n);
         IF (CASE WHEN cardinality(tokens) = 0 THEN 0 ELSE doc_bytes END) + pg_column_size(value) > p_max_bytes THEN
           RAISE EXCEPTION 'operation %: the document grows over % bytes', n, p_max_bytes USING ERRCODE = 'UMP02';
         END IF;
@@ -152,7 +185,19 @@ BEGIN
     -- add: the whole operation; move and copy: their second half
     IF kind IN ('add', 'move', 'copy') THEN
       depth := cardinality(tokens);
-      -- Refused before the new document is built: a copy that doubles it is never made.
+      -- Refused before the new document is built: a copy that doubles it is never made, a move
+      -- nests its value deeper by as many levels as its new place is deeper.
+      IF kind = 'move' THEN
+        IF depth > cardinality(from_tokens) THEN
+          nesting := nesting + depth - cardinality(from_tokens);
+          IF nesting > 512 THEN
+            RAISE EXCEPTION 'operation %: the patch would nest the document more than 512 levels deep', n
+              USING ERRCODE = 'UMP02';
+          END IF;
+        END IF;
+      ELSE
+        nesting := public.user_memory_json_nesting(nesting, value, depth, n);
+      END IF;
       IF (CASE WHEN depth = 0 THEN 0 ELSE doc_bytes END) + pg_column_size(value) > p_max_bytes THEN
         RAISE EXCEPTION 'operation %: the document grows over % bytes', n, p_max_bytes USING ERRCODE = 'UMP02';
       END IF;

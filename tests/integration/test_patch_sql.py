@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from user_memory.adapters.postgres import PostgresRecorder, transaction
-from user_memory.domain.memory.patching import MAX_OPERATIONS, PatchError, apply_patch, json_equal
+from user_memory.domain.memory.patching import MAX_OPERATIONS, PatchBudget, PatchError, apply_patch, json_equal
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.ports import NewVersion
 from user_memory.errors import DocumentGrowsTooLarge, PatchMismatch, PatchOverBounds
@@ -380,3 +380,41 @@ def test_any_chain_of_copies_moves_and_adds_stays_within_the_databases_bound(con
     result, size = row
     assert size <= _BOUND
     assert json_equal(result, apply_patch(doc, patch))
+
+
+def _chain(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"k": value}
+    return value
+
+
+def test_an_end_users_adds_and_moves_cannot_nest_the_document_deeper_than_the_service_reads(conn, store):
+    # Given a user with a memory
+    user = str(uuid.uuid4())
+    store.append(user, {"summary": "Likes tea."}, expected_version=0, source="seed")
+    # When, as an end user, it sends 12 KB of adds of 90-level chains and moves of each into the
+    # next one's tail (1,100 levels once applied: stored, the service could not read it back)
+    ops: list[dict[str, Any]] = [{"op": "add", "path": "/a", "value": _chain(90)}]
+    for i in range(12):
+        source, target = ("/a", "/b") if i % 2 == 0 else ("/b", "/a")
+        ops += [{"op": "add", "path": target, "value": _chain(90)}]
+        ops += [{"op": "move", "from": source, "path": target + "/k" * 90}]
+    with (
+        pytest.raises(psycopg.DatabaseError, match="the patch would nest the document more than 512 levels") as err,
+        conn.transaction(),
+    ):
+        as_end_user(conn, user)
+        conn.execute(APPEND, (user, 1, Jsonb(ops), False, None, "api"))
+    # Then it is refused with the bounds' SQLSTATE and nothing is written; the head reads back
+    assert err.value.sqlstate == "UMP02"
+    assert store.head(user).version == 1
+    # And a value nested more than 255 levels is refused as the service refuses it
+    with pytest.raises(psycopg.DatabaseError, match="nested more than 255 levels") as err:
+        conn.execute(APPLY_WITHIN, (Jsonb({}), Jsonb([{"op": "add", "path": "/a", "value": _chain(255)}]), 10**6))
+    assert err.value.sqlstate == "UMP02"
+    with pytest.raises(PatchOverBounds):
+        apply_patch({}, [{"op": "add", "path": "/a", "value": _chain(255)}], budget=PatchBudget(10**6))
+    assert apply_patch({}, [{"op": "add", "path": "/a", "value": _chain(254)}], budget=PatchBudget(10**6))
+    row = conn.execute(APPLY_WITHIN, (Jsonb({}), Jsonb([{"op": "add", "path": "/a", "value": _chain(254)}]), 10**6))
+    assert row.fetchone() is not None
