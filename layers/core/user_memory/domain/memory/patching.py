@@ -13,6 +13,8 @@ would take it past the budget is refused before it is made (DocumentGrowsTooLarg
 upper bound of the compact JSON: each value added, replaced with or copied counts at its
 pydantic-core length, a new member its key, and what is removed is never measured (that would cost
 as much as the copy it prevents), so the budget bounds both the memory and the work of a patch.
+The document's nesting is kept the same way (a measured value is nested at most 255 levels, a
+move adds the levels its new place adds): past MAX_NESTING, PatchOverBounds.
 """
 
 from __future__ import annotations
@@ -71,9 +73,9 @@ class PatchBudget:
     any number) and pointers within the database's bounds, checked at the door, and a working
     document kept under `max_bytes` along the way (twice the document limit, by convention).
 
-    `size` is the working document's size once known (measured on first use, then kept between
-    patches that share the budget: a model's edits, applied one by one). A patch that fails leaves
-    the budget as it was.
+    `size` (and `nesting`) are the working document's once known (measured on first use, then
+    kept between patches that share the budget: a model's edits, applied one by one). A patch that
+    fails leaves them as they were before it.
     """
 
     __slots__ = ("max_bytes", "max_operations", "nesting", "operations", "size")
@@ -89,7 +91,7 @@ class PatchBudget:
 def json_bytes(value: Any, where: str = "") -> int:
     """An upper bound of the compact JSON bytes of `value`, at C speed (pydantic-core's JSON; the
     ASCII-escaped text for what it does not write, a lone surrogate). PatchOverBounds for a value
-    nested deeper than pydantic-core writes (254 levels): no document of this service is."""
+    nested deeper than pydantic-core writes (MEASURED_NESTING levels): no document of this service is."""
     try:
         return len(to_json(value))
     except PydanticSerializationError as err:
@@ -326,7 +328,7 @@ def apply_patch(
     """
     if not isinstance(patch, list):
         raise PatchError(f"a patch must be a list of operations, got {type(patch).__name__}")
-    size = 0
+    size = nesting = 0
     if budget is not None:
         check_bounds(patch, None if budget.max_operations is None else budget.max_operations - budget.operations)
         if budget.size is None or budget.nesting is None:
