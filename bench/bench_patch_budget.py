@@ -178,7 +178,9 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     docs = documents(rng)
-    cases = [(docs[i % 2], hostile(KINDS[i % len(KINDS)], docs[i % 2], rng)) for i in range(args.patches)]
+    # Every kind on both documents: the kind turns with each patch, the document with each round
+    place = [(KINDS[i % len(KINDS)], docs[(i // len(KINDS)) % 2]) for i in range(args.patches)]
+    cases = [(doc, hostile(kind, doc, rng)) for kind, doc in place]
     floors = [(doc, benign(doc, min(len(patch), 1000))) for doc, patch in cases]
     print(
         f"{args.patches} hostile patches ({', '.join(KINDS)}), {len(json.dumps(cases[0][1]))}..."
