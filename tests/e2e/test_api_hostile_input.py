@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import tracemalloc
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -185,6 +186,61 @@ NEVER_MATCHES = "RRULE:FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30"
 
 def hostile_event(rule: str, event_id: str = "stall") -> dict[str, Any]:
     return {"id": event_id, "summary": "Hostile", "start": "2026-01-05T09:00:00Z", "recurrence": [rule]}
+
+
+def test_a_kilobyte_of_copies_of_the_whole_document_is_a_413_that_writes_nothing(api):
+    # Given a new user (the copies double whatever there is: here the empty document)
+    client = ApiClient(api, uuid.uuid4())
+    before = ok(client.get("/me/memory"))
+    # When they send the finding's patch: 22 copies of the whole document into new members, under
+    # 1 KB, which doubled the document per operation (25 s and 503 MB before the 413)
+    patch = [{"op": "copy", "from": "", "path": f"/c{i}"} for i in range(22)]
+    body = json.dumps(patch)
+    assert len(body) < 1024
+    tracemalloc.start()
+    try:
+        reply = client.request(
+            "PATCH", "/me/memory", body=body, headers={"Content-Type": "application/json-patch+json"}
+        )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # Then it is a 413 naming the operation that would have crossed twice the size limit, which the
+    # request never built: its memory stays within what Python takes for that many bytes of JSON (an
+    # empty object is 2 bytes of JSON and 64 of Python: at most a few dozen times; bounded by memory,
+    # not time)
+    body_ = problem(reply, 413, "too-large")
+    assert body_["detail"].startswith("operation ") and "while it applies" in body_["detail"]
+    limit = 2 * ApiSettings.from_env({}).max_document_bytes
+    assert peak < 64 * limit, f"the request took {peak:,} bytes at its peak"
+    # And nothing was written
+    after = ok(client.get("/me/memory"))
+    assert after["version"] == before["version"] and after["document"] == before["document"]
+
+
+def test_adds_and_moves_that_nest_the_document_too_deep_are_a_422_not_a_500(api):
+    # Given a new user, When they send 12 KB of adds of 90-level chains (the body's nesting is
+    # within 100) and moves of each into the next one's tail: 1,100 levels once applied, whose size
+    # check failed with RecursionError (a 500)
+    client = ApiClient(api, uuid.uuid4())
+    ops: list[dict[str, Any]] = [{"op": "add", "path": "/a", "value": _chain(90)}]
+    for i in range(12):
+        source, target = ("/a", "/b") if i % 2 == 0 else ("/b", "/a")
+        ops += [{"op": "add", "path": target, "value": _chain(90)}]
+        ops += [{"op": "move", "from": source, "path": target + "/k" * 90}]
+    reply = client.request(
+        "PATCH", "/me/memory", body=json.dumps(ops), headers={"Content-Type": "application/json-patch+json"}
+    )
+    # Then it is refused as over the appliers' bounds, and nothing is written
+    assert "levels deep" in problem(reply, 422, "invalid-input")["detail"]
+    assert ok(client.get("/me/memory"))["version"] == 0
+
+
+def _chain(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"k": value}
+    return value
 
 
 def test_a_rule_that_never_advances_is_refused_without_stalling_the_request(api):

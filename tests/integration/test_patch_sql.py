@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from user_memory.adapters.postgres import PostgresRecorder, transaction
-from user_memory.domain.memory.patching import MAX_STORED_OPERATIONS, PatchError, apply_patch, json_equal
+from user_memory.domain.memory.patching import MAX_OPERATIONS, PatchBudget, PatchError, apply_patch, json_equal
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.ports import NewVersion
-from user_memory.errors import PatchMismatch
+from user_memory.errors import DocumentGrowsTooLarge, PatchMismatch, PatchOverBounds
 
 from tests.json_patch_suite import conformance_cases
 
@@ -175,8 +175,8 @@ def test_a_patch_over_the_bounds_is_refused_with_its_own_sqlstate(conn, doc, pat
 
 def test_the_bounds_of_the_service_are_the_databases(conn):
     # Given a patch of exactly the service's maximum of operations, Then the database applies it
-    patch = [{"op": "add", "path": f"/{i}", "value": i} for i in range(MAX_STORED_OPERATIONS)]
-    assert len(sql_apply(conn, {}, patch)) == MAX_STORED_OPERATIONS
+    patch = [{"op": "add", "path": f"/{i}", "value": i} for i in range(MAX_OPERATIONS)]
+    assert len(sql_apply(conn, {}, patch)) == MAX_OPERATIONS
     # And one more is refused
     assert sql_apply(conn, {}, [*patch, {"op": "remove", "path": "/0"}]) == Refused("UMP02")
 
@@ -282,3 +282,139 @@ def test_an_end_users_rewrite_beyond_the_bounds_is_stored_as_the_whole_document(
     store = MemoryStore(PostgresRecorder(pool))
     assert store.history(user, limit=1)[0].is_checkpoint is False
     assert json_equal(store.at(user, 2).document, new) and json_equal(store.at(user, 1).document, old)
+
+
+# -- the running budget (migration 019) ----------------------------------------------------------------
+
+APPLY_WITHIN = "SELECT r, pg_column_size(r) FROM user_memory_apply_patch(%s, %s, %s) r"
+
+
+def test_an_end_users_kilobyte_of_copies_of_the_whole_document_is_refused_and_writes_nothing(conn, store):
+    # Given a user with a memory of a few hundred bytes
+    user = str(uuid.uuid4())
+    store.append(user, {"summary": "Likes tea. " * 20, "parts": {}}, expected_version=0, source="seed")
+    # When, as an end user (the Data API's `authenticated`), it sends the finding's patch: 22 copies
+    # of the whole document into new members, under 1 KB
+    patch = [{"op": "copy", "from": "", "path": f"/c{i}"} for i in range(22)]
+    assert len(json.dumps(patch)) < 1024
+    with (
+        pytest.raises(psycopg.DatabaseError, match=r"operation \d+: the document grows over") as err,
+        conn.transaction(),
+    ):
+        as_end_user(conn, user)
+        conn.execute(APPEND, (user, 1, Jsonb(patch), False, None, "api"))
+    # Then the database refuses it with its bounds' SQLSTATE, and nothing was written
+    assert err.value.sqlstate == "UMP02"
+    assert store.head(user).version == 1
+
+
+def test_a_replace_that_grows_the_document_past_the_bound_is_refused(conn):
+    # Given a small document, When a replace would take it over the bound (015 never measured one)
+    patch = [{"op": "replace", "path": "/a", "value": "x" * 20_000}]
+    with pytest.raises(psycopg.DatabaseError, match="operation 0: the document grows over 10000 bytes") as err:
+        conn.execute(APPLY_WITHIN, (Jsonb({"a": 1}), Jsonb(patch), 10_000))
+    # Then it is refused with the bounds' SQLSTATE
+    assert err.value.sqlstate == "UMP02"
+
+
+def test_the_store_reports_a_document_grown_past_the_bound_as_too_large(pool):
+    # Given an end user's memory
+    user = uuid.uuid4()
+    MemoryStore(PostgresRecorder(pool)).append(user, {"a": "x" * 1000}, expected_version=0, source="seed")
+
+    # When its append's patch copies the document past twice the limit, Then the store names it
+    # as the size error (a 413 at the API), not as a patch that does not apply
+    def insert(patch: list[Any]) -> None:
+        with transaction(pool, end_user=user) as tx:
+            new = NewVersion(
+                user_id=user,
+                expected_version=1,
+                patch=patch,
+                document={},
+                document_json="{}",
+                checkpoint=False,
+                source="api",
+            )
+            PostgresRecorder(tx).insert(new)
+
+    with pytest.raises(DocumentGrowsTooLarge, match=r"operation \d+: .*while it applies"):
+        insert([{"op": "copy", "from": "", "path": f"/c{i}"} for i in range(22)])
+    # And over the operations, the bounds' own error (a 422)
+    with pytest.raises(PatchOverBounds, match="over the limit of 1000"):
+        insert([{"op": "test", "path": "/a", "value": 1}] * 1001)
+
+
+_member = st.sampled_from(["/a", "/b", "/c", "/d"])
+_growing = st.one_of(
+    st.builds(lambda p: {"op": "copy", "from": "", "path": p}, _member),
+    st.builds(lambda f, p: {"op": "copy", "from": f, "path": p}, st.sampled_from(["/a", "/b"]), _member),
+    st.builds(lambda p, v: {"op": "add", "path": p, "value": v}, _member, _json),
+    st.builds(lambda p, v: {"op": "replace", "path": p, "value": v}, st.sampled_from(["/a", "/b"]), _json),
+    st.builds(lambda f, p: {"op": "move", "from": f, "path": p}, st.sampled_from(["/c", "/d"]), _member),
+)
+_BOUND = 4096
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    doc=st.fixed_dictionaries({"a": _json, "b": _json}),
+    chain=st.lists(_growing, min_size=1, max_size=40),
+    repeat=st.integers(1, 30),
+)
+def test_any_chain_of_copies_moves_and_adds_stays_within_the_databases_bound(conn, doc, chain, repeat):
+    # Given any document and a chain of copies (the root's too), moves, adds and replaces, repeated
+    patch = (chain * repeat)[:1000]
+    # When the database applies it under a bound of 4 KiB
+    try:
+        with conn.transaction():
+            row = conn.execute(APPLY_WITHIN, (Jsonb(doc), Jsonb(patch), _BOUND)).fetchone()
+    except psycopg.DatabaseError as err:
+        # Then it is refused as not applying (a move from a member that is gone), or at the bound
+        assert err.sqlstate in REFUSED, err
+        if err.sqlstate == "UMP02":
+            assert "the document grows over 4096 bytes" in str(err)
+        return
+    # Or it applies, and the result (every document along the way: each is refused before it is
+    # built) is within the bound, and is what the service's applier gives
+    assert row is not None
+    result, size = row
+    assert size <= _BOUND
+    assert json_equal(result, apply_patch(doc, patch))
+
+
+def _chain(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"k": value}
+    return value
+
+
+def test_an_end_users_adds_and_moves_cannot_nest_the_document_deeper_than_the_service_reads(conn, store):
+    # Given a user with a memory
+    user = str(uuid.uuid4())
+    store.append(user, {"summary": "Likes tea."}, expected_version=0, source="seed")
+    # When, as an end user, it sends 12 KB of adds of 90-level chains and moves of each into the
+    # next one's tail (1,100 levels once applied: stored, the service could not read it back)
+    ops: list[dict[str, Any]] = [{"op": "add", "path": "/a", "value": _chain(90)}]
+    for i in range(12):
+        source, target = ("/a", "/b") if i % 2 == 0 else ("/b", "/a")
+        ops += [{"op": "add", "path": target, "value": _chain(90)}]
+        ops += [{"op": "move", "from": source, "path": target + "/k" * 90}]
+    with (
+        pytest.raises(psycopg.DatabaseError, match="the patch would nest the document more than 512 levels") as err,
+        conn.transaction(),
+    ):
+        as_end_user(conn, user)
+        conn.execute(APPEND, (user, 1, Jsonb(ops), False, None, "api"))
+    # Then it is refused with the bounds' SQLSTATE and nothing is written; the head reads back
+    assert err.value.sqlstate == "UMP02"
+    assert store.head(user).version == 1
+    # And a value nested more than 255 levels is refused as the service refuses it
+    with pytest.raises(psycopg.DatabaseError, match="nested more than 255 levels") as err:
+        conn.execute(APPLY_WITHIN, (Jsonb({}), Jsonb([{"op": "add", "path": "/a", "value": _chain(255)}]), 10**6))
+    assert err.value.sqlstate == "UMP02"
+    with pytest.raises(PatchOverBounds):
+        apply_patch({}, [{"op": "add", "path": "/a", "value": _chain(255)}], budget=PatchBudget(10**6))
+    assert apply_patch({}, [{"op": "add", "path": "/a", "value": _chain(254)}], budget=PatchBudget(10**6))
+    row = conn.execute(APPLY_WITHIN, (Jsonb({}), Jsonb([{"op": "add", "path": "/a", "value": _chain(254)}]), 10**6))
+    assert row.fetchone() is not None

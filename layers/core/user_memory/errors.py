@@ -24,6 +24,11 @@ class PatchError(UserMemoryError, ValueError):
     """A JSON Patch or JSON Pointer is invalid, or does not apply to the document."""
 
 
+class PatchOverBounds(PatchError):
+    """A JSON Patch is over the appliers' bounds: too many operations, a JSON Pointer too long or too
+    deep, or a value nested too deeply to measure (refused before the document is touched)."""
+
+
 class InvalidDocument(UserMemoryError, ValueError):
     """A memory document does not validate against its schema.
 
@@ -40,6 +45,20 @@ class DocumentTooLarge(InvalidDocument):
 
     def __init__(self, size: int, limit: int) -> None:
         super().__init__(f"document is {size:,} bytes, over the limit of {limit:,} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class DocumentGrowsTooLarge(DocumentTooLarge):
+    """A patch would take the working document past its ceiling (twice the size limit) while it
+    applies: refused at that operation, before the value is copied or added."""
+
+    def __init__(self, where: str, size: int, limit: int) -> None:
+        InvalidDocument.__init__(
+            self,
+            f"{where}the patch would take the document over the limit of {limit:,} bytes while it applies "
+            "(twice the document size limit)",
+        )
         self.size = size
         self.limit = limit
 

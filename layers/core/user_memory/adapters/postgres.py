@@ -37,19 +37,24 @@ from user_memory.domain.ports import InsertOutcome, NewVersion, StoredRow
 from user_memory.errors import (
     AccessDenied,
     ConfigError,
+    DocumentGrowsTooLarge,
     DocumentTooLarge,
     InvalidDocument,
     PatchError,
     PatchMismatch,
+    PatchOverBounds,
     StorageError,
     StorageUnavailable,
     UserMemoryError,
 )
 
-# SQLSTATEs of migrations/015: the patch does not apply (UMP01) or is over its bounds (UMP02); the
-# document is not the patch applied to the head (UMP03).
-_PATCH_REFUSED = frozenset({"UMP01", "UMP02"})
+# SQLSTATEs of migrations/015: the patch does not apply (UMP01) or is over its bounds (UMP02: its
+# operations or pointers, or the document it grows, migrations/019); the document is not the patch
+# applied to the head (UMP03).
+_PATCH_REFUSED = "UMP01"
+_PATCH_OVER_BOUNDS = "UMP02"
 _PATCH_MISMATCH = "UMP03"
+_GROWS = re.compile(r"operation (\d+): the document grows over (\d+) bytes")
 
 
 def translate(err: psycopg.Error) -> UserMemoryError:
@@ -58,8 +63,14 @@ def translate(err: psycopg.Error) -> UserMemoryError:
     primary = (getattr(err.diag, "message_primary", None) or str(err)).splitlines()[0][:300]
     if isinstance(err, pgerrors.InsufficientPrivilege):
         return AccessDenied(primary)
-    if err.sqlstate in _PATCH_REFUSED:  # migrations/015: the database's applier refused the patch
+    if err.sqlstate == _PATCH_REFUSED:  # migrations/015: the database's applier refused the patch
         return PatchError(primary)
+    if err.sqlstate == _PATCH_OVER_BOUNDS:
+        grows = _GROWS.search(primary)
+        if grows:  # the database's measure (jsonb's own bytes), reported as it measured it
+            limit = int(grows.group(2))
+            return DocumentGrowsTooLarge(f"operation {grows.group(1)}: ", limit + 1, limit)
+        return PatchOverBounds(primary)
     if err.sqlstate == _PATCH_MISMATCH:
         return PatchMismatch(primary)
     if isinstance(err, pgerrors.InvalidParameterValue):

@@ -30,7 +30,15 @@ from user_memory.domain.conversations.model import (
 from user_memory.domain.kv import DEFAULT_NAMESPACE, JsonValue, KvEntry, KvPage, KvStore
 from user_memory.domain.memory.agent import execute_tool_call, forget
 from user_memory.domain.memory.document import empty_document, get_schema, validate_document
-from user_memory.domain.memory.patching import apply_patch, json_equal, make_patch, merge_patch
+from user_memory.domain.memory.patching import (
+    PatchBudget,
+    apply_patch,
+    check_bounds,
+    check_growth,
+    json_equal,
+    make_patch,
+    merge_patch,
+)
 from user_memory.domain.memory.render import render_memory
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import (
@@ -265,10 +273,14 @@ class MemoryService:
     # -- writes ----------------------------------------------------------------------------------
 
     def apply_json_patch(self, patch: Patch, edit: Edit) -> AppendResult:
-        """RFC 6902: the patch applied to the head (or to version If-Match), validated, as a new version."""
+        """RFC 6902: the patch applied to the head (or to version If-Match), validated, as a new version.
+
+        Its operations and pointers are checked before the head is read (PatchOverBounds), and the
+        working document is held under twice the size limit while it applies (DocumentGrowsTooLarge)."""
+        check_bounds(patch)
 
         def change(document: Document) -> Document:
-            result = apply_patch(document, patch)
+            result = apply_patch(document, patch, budget=PatchBudget(2 * self.max_document_bytes))
             if not isinstance(result, dict):
                 raise InvalidDocument("the patch turns the document into something other than a JSON object")
             return result
@@ -279,7 +291,12 @@ class MemoryService:
         """RFC 7396: the merge patch applied to the head (or to version If-Match), validated."""
         if not isinstance(patch, dict):
             raise InvalidPatch("a merge patch for a memory document must be a JSON object")
-        return self._edit(lambda document: merge_patch(document, patch), edit)
+
+        def change(document: Document) -> Document:
+            check_growth(document, patch, 2 * self.max_document_bytes)  # before the merge is built
+            return merge_patch(document, patch)
+
+        return self._edit(change, edit)
 
     def replace(self, document: Any, edit: Edit) -> AppendResult:
         """The whole document replaced, validated, as a new version."""

@@ -30,6 +30,7 @@ from user_memory.errors import (
     MethodNotAllowed,
     NotFound,
     PatchError,
+    PatchOverBounds,
     PreconditionRequired,
     SendFailed,
     StorageUnavailable,
@@ -137,6 +138,8 @@ def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
         return ELEMENT_EXISTS
     if isinstance(err, InvalidPatch):
         return INVALID_PATCH
+    if isinstance(err, PatchOverBounds):
+        return INVALID_INPUT
     if isinstance(err, PatchError):
         return PATCH_CONFLICT
     if isinstance(err, InvalidDocument | UnknownSection | InvalidUpdate | InvalidToolCall):

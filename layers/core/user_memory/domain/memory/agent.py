@@ -25,7 +25,14 @@ from user_memory.domain.memory.document import (
     section_names,
     validate_document,
 )
-from user_memory.domain.memory.patching import apply_patch, copy_json, json_equal, merge_into, parse_pointer
+from user_memory.domain.memory.patching import (
+    apply_patch,
+    check_growth,
+    copy_json,
+    json_equal,
+    merge_into,
+    parse_pointer,
+)
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import DEFAULT_MAX_DOCUMENT_BYTES, AppendResult, Document
 from user_memory.errors import (
@@ -122,9 +129,11 @@ def apply_update(
 
     Raises UnknownSection for a section the schema does not have, InvalidUpdate for an unknown
     mode or an append that does not fit, InvalidDocument (or DocumentTooLarge) when the result
-    does not validate.
+    does not validate; DocumentGrowsTooLarge, before the update is built, when the document and
+    the value together are over twice the limit.
     """
     _check_section(section, schema)
+    check_growth(document, value, 2 * max_document_bytes)
     current = _working_copy(document, schema)
     if mode == "merge":
         current[section] = empty_document(schema)[section] if value is None else merge_into(current[section], value)

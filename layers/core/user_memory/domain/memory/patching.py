@@ -5,22 +5,41 @@
 ever does not, a structural diff that replaces the smallest differing value is used
 instead, and that one is verified too. `apply_patch` is our own small applier so that
 every failure is a PatchError and `test` compares JSON types exactly.
+
+An untrusted patch (an API body, a model's edits, a library caller's) is applied with a
+`PatchBudget`: its operations and pointers are checked at the door (the database applier's
+bounds, PatchOverBounds), and the working document's size is kept as it goes, so that a copy that
+would take it past the budget is refused before it is made (DocumentGrowsTooLarge). The size is an
+upper bound of the compact JSON: each value added, replaced with or copied counts at its
+pydantic-core length, a new member its key, and what is removed is never measured (that would cost
+as much as the copy it prevents), so the budget bounds both the memory and the work of a patch.
+The document's nesting is kept the same way (a measured value is nested at most 255 levels, a
+move adds the levels its new place adds): past MAX_NESTING, PatchOverBounds.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonpatch
+from pydantic_core import PydanticSerializationError, to_json
 
-from user_memory.errors import PatchError
+from user_memory.errors import DocumentGrowsTooLarge, PatchError, PatchOverBounds
 
 __all__ = [
+    "MAX_OPERATIONS",
+    "MAX_POINTER_BYTES",
+    "MAX_POINTER_TOKENS",
     "OPERATIONS",
+    "PatchBudget",
     "PatchError",
     "apply_patch",
+    "check_bounds",
+    "check_growth",
     "copy_json",
     "escape_token",
+    "json_bytes",
     "json_equal",
     "make_patch",
     "parse_pointer",
@@ -30,11 +49,91 @@ __all__ = [
 Operation = dict[str, Any]
 OPERATIONS = frozenset({"add", "remove", "replace", "move", "copy", "test"})  # RFC 6902's six
 
-# The bounds of the database's applier (migrations/015: user_memory_apply_patch), which applies an
-# end user's patch to the head before it stores it.
-MAX_STORED_OPERATIONS = 1000
-MAX_STORED_POINTER_BYTES = 2048
-MAX_STORED_POINTER_TOKENS = 100
+# The bounds of the database's applier (migrations/015 and 019: user_memory_apply_patch), which
+# applies an end user's patch to the head before it stores it; an untrusted patch is held to them
+# here too (PatchBudget), before anything is applied.
+MAX_OPERATIONS = 1000
+MAX_POINTER_BYTES = 2048
+MAX_POINTER_TOKENS = 100
+# A new member costs its key, its quotes, the colon and a comma beside its value.
+_MEMBER_BYTES = 4
+# The nesting pydantic-core writes (deeper values it refuses): every value the budget measured is
+# within it. A working document may be nested at most MAX_NESTING levels: what the service reads,
+# encodes and compares recurses once a level, and Python stops near 1,000 (a patch of adds and
+# moves deeper, 11 KB, made one of 1,100 levels whose size check failed as a 500).
+MEASURED_NESTING = 255
+MAX_NESTING = 512
+# JSON with every non-ASCII character escaped is at least as long as the compact UTF-8 text (an
+# escape is 6 bytes, a character at most 4): the measure of what pydantic-core does not write.
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+
+
+class PatchBudget:
+    """What one untrusted change may do to a document: at most `max_operations` operations (None:
+    any number) and pointers within the database's bounds, checked at the door, and a working
+    document kept under `max_bytes` along the way (twice the document limit, by convention).
+
+    `size` (and `nesting`) are the working document's once known (measured on first use, then
+    kept between patches that share the budget: a model's edits, applied one by one). A patch that
+    fails leaves them as they were before it.
+    """
+
+    __slots__ = ("max_bytes", "max_operations", "nesting", "operations", "size")
+
+    def __init__(self, max_bytes: int, *, max_operations: int | None = MAX_OPERATIONS, size: int | None = None) -> None:
+        self.max_bytes = max_bytes
+        self.max_operations = max_operations
+        self.size = size
+        self.operations = 0
+        self.nesting: int | None = None  # an upper bound of the working document's nesting
+
+
+def json_bytes(value: Any, where: str = "") -> int:
+    """An upper bound of the compact JSON bytes of `value`, at C speed (pydantic-core's JSON; the
+    ASCII-escaped text for what it does not write, a lone surrogate). PatchOverBounds for a value
+    nested deeper than pydantic-core writes (MEASURED_NESTING levels): no document of this service is."""
+    try:
+        return len(to_json(value))
+    except PydanticSerializationError as err:
+        if "depth" in str(err):
+            raise PatchOverBounds(f"{where}the value is nested too deeply to measure") from None
+    try:
+        return len(_ASCII_ENCODER.encode(value))
+    except (RecursionError, TypeError, ValueError):
+        raise PatchOverBounds(f"{where}the value cannot be measured as JSON") from None
+
+
+def check_bounds(patch: Any, max_operations: int | None = MAX_OPERATIONS) -> None:
+    """PatchOverBounds when `patch` has more than `max_operations` operations or a pointer over
+    MAX_POINTER_BYTES bytes or MAX_POINTER_TOKENS tokens (what else is wrong, apply_patch says)."""
+    if not isinstance(patch, list):
+        return
+    if max_operations is not None and len(patch) > max_operations:
+        raise PatchOverBounds(f"the patch has {len(patch):,} operations, over the limit of {max_operations:,}")
+    for n, op in enumerate(patch):
+        if isinstance(op, dict):
+            for member in ("path", "from"):
+                pointer = op.get(member)
+                if isinstance(pointer, str) and not _pointer_within_bounds(pointer):
+                    raise PatchOverBounds(
+                        f"operation {n}: JSON Pointer {member!r} is over the limits of {MAX_POINTER_BYTES:,} bytes "
+                        f"and {MAX_POINTER_TOKENS} tokens"
+                    )
+
+
+def _pointer_within_bounds(pointer: str) -> bool:
+    return pointer.count("/") <= MAX_POINTER_TOKENS and (
+        len(pointer) * 4 <= MAX_POINTER_BYTES or len(pointer.encode(errors="surrogatepass")) <= MAX_POINTER_BYTES
+    )
+
+
+def check_growth(document: Any, value: Any, max_bytes: int) -> None:
+    """DocumentGrowsTooLarge when `document` and `value` together are over `max_bytes`: the bound of
+    a change that places each of its values once (a merge patch, a tool's section update), checked
+    before the change is made."""
+    size = json_bytes(document) + json_bytes(value)
+    if size > max_bytes:
+        raise DocumentGrowsTooLarge("", size, max_bytes)
 
 
 # JSON's scalar types: compared with ==, once their types are the same.
@@ -207,12 +306,19 @@ def _member(op: Operation, name: str, n: int) -> Any:
     return op[name]
 
 
-def apply_patch(doc: Any, patch: Any, *, in_place: bool = False, share: bool = False) -> Any:
+def apply_patch(
+    doc: Any, patch: Any, *, in_place: bool = False, share: bool = False, budget: PatchBudget | None = None
+) -> Any:
     """Apply an RFC 6902 patch and return the new document; `doc` is never modified.
 
     Any invalid patch, pointer or failed `test` raises PatchError. The patch applies
     atomically: on error nothing is returned and the input is untouched. The result shares
     nothing with `doc` or `patch`.
+
+    `budget` holds an untrusted patch to its bounds: PatchOverBounds at the door (operations,
+    pointers), DocumentGrowsTooLarge at the first operation that would take the working document
+    past `budget.max_bytes`, before that operation copies or adds anything. Without it (a stored
+    history being rebuilt, a diff of our own being verified) the patch is trusted.
 
     `share=True` copies only the containers the patch writes into: the result then shares
     the untouched subtrees with `doc` (both must be treated as read-only), which makes a
@@ -222,6 +328,12 @@ def apply_patch(doc: Any, patch: Any, *, in_place: bool = False, share: bool = F
     """
     if not isinstance(patch, list):
         raise PatchError(f"a patch must be a list of operations, got {type(patch).__name__}")
+    size = nesting = 0
+    if budget is not None:
+        check_bounds(patch, None if budget.max_operations is None else budget.max_operations - budget.operations)
+        if budget.size is None or budget.nesting is None:
+            budget.size, budget.nesting = _document_bytes(doc)
+        size, nesting = budget.size, budget.nesting
     # Sharing or in place: copy on write (or not at all); otherwise copy the input once up front.
     writer = _Writer(doc, in_place) if in_place or share else _Writer(copy_json(doc), in_place=True)
     value_of = (lambda v: v) if in_place else copy_json
@@ -234,13 +346,20 @@ def apply_patch(doc: Any, patch: Any, *, in_place: bool = False, share: bool = F
         pointer = _member(op, "path", n)
         tokens = parse_pointer(pointer)
         if kind == "add":
-            writer.add(tokens, value_of(_member(op, "value", n)), pointer)
+            value = _member(op, "value", n)
+            if budget is not None:
+                size = _grown(size, tokens, json_bytes(value, f"operation {n}: "), budget, n)
+                nesting = _nested(nesting, len(tokens) + MEASURED_NESTING, n)
+            writer.add(tokens, value_of(value), pointer)
         elif kind == "remove":
             writer.remove(tokens, pointer)
         elif kind == "replace":
-            value = value_of(_member(op, "value", n))
+            value = _member(op, "value", n)
             _resolve(writer.root, tokens, pointer)  # must exist
-            writer.replace(tokens, value, pointer)
+            if budget is not None:
+                size = _grown(size, tokens, json_bytes(value, f"operation {n}: "), budget, n, member=False)
+                nesting = _nested(nesting, len(tokens) + MEASURED_NESTING, n)
+            writer.replace(tokens, value_of(value), pointer)
         elif kind == "test":
             if not json_equal(_resolve(writer.root, tokens, pointer), _member(op, "value", n)):
                 raise PatchError(f"operation {n}: test failed at {pointer!r}")
@@ -253,12 +372,56 @@ def apply_patch(doc: Any, patch: Any, *, in_place: bool = False, share: bool = F
                     continue
                 if tokens[: len(from_tokens)] == from_tokens:
                     raise PatchError(f"operation {n}: cannot move {source!r} into its own child {pointer!r}")
+                if budget is not None and tokens:  # the value only changes places: its new key is the growth
+                    size = _grown(size, tokens, 0, budget, n)
+                    # and it is nested deeper by as many levels as its new place is deeper
+                    nesting = _nested(nesting, nesting + max(0, len(tokens) - len(from_tokens)), n)
                 value = writer.remove(from_tokens, source)
+                if budget is not None and not tokens:  # the moved value becomes the whole document
+                    size = json_bytes(value, f"operation {n}: ")
             else:
+                found = _resolve(writer.root, from_tokens, source)
+                if budget is not None:  # measured before it is copied: a copy over the budget is never made
+                    size = _grown(size, tokens, json_bytes(found, f"operation {n}: "), budget, n)
+                    nesting = _nested(nesting, len(tokens) + MEASURED_NESTING, n)
                 # A fresh copy: the same object must never sit at two places of the result.
-                value = copy_json(_resolve(writer.root, from_tokens, source))
+                value = copy_json(found)
             writer.add(tokens, value, pointer)
+    if budget is not None:
+        budget.size, budget.nesting = size, nesting
+        budget.operations += len(patch)
     return writer.root
+
+
+def _document_bytes(doc: Any) -> tuple[int, int]:
+    """The budget's start: the document's measure and a bound of its nesting (the ASCII-escaped
+    text when it is nested deeper than pydantic-core writes; then nothing may nest it deeper)."""
+    try:
+        return json_bytes(doc), MEASURED_NESTING
+    except PatchOverBounds:
+        try:
+            return len(_ASCII_ENCODER.encode(doc)), MAX_NESTING
+        except (RecursionError, TypeError, ValueError):
+            raise PatchOverBounds("the document is nested too deeply to measure") from None
+
+
+def _nested(nesting: int, placed: int, n: int) -> int:
+    """The bound of the working document's nesting once a value nested at most `placed` levels
+    (its place's depth included) is in it; PatchOverBounds when that is over MAX_NESTING."""
+    if placed <= nesting:
+        return nesting
+    if placed > MAX_NESTING:
+        raise PatchOverBounds(f"operation {n}: the patch would nest the document more than {MAX_NESTING} levels deep")
+    return placed
+
+
+def _grown(size: int, tokens: list[str], added: int, budget: PatchBudget, n: int, *, member: bool = True) -> int:
+    """The working document's size once `added` bytes are placed at `tokens` (the whole document
+    when `tokens` is empty); DocumentGrowsTooLarge when that is over the budget."""
+    grown = size + added + (len(tokens[-1]) + _MEMBER_BYTES if member else 0) if tokens else added
+    if grown > budget.max_bytes:
+        raise DocumentGrowsTooLarge(f"operation {n}: ", grown, budget.max_bytes)
+    return grown
 
 
 def _structural_diff(old: Any, new: Any, path: str, ops: list[Operation]) -> None:
@@ -304,17 +467,14 @@ def make_patch(old: Any, new: Any) -> list[Operation]:
 
 
 def _storable_pointer(pointer: Any) -> bool:
-    if not isinstance(pointer, str):
-        return True  # no such member (`from` of most operations)
-    return pointer.count("/") <= MAX_STORED_POINTER_TOKENS and (
-        len(pointer) * 4 <= MAX_STORED_POINTER_BYTES or len(pointer.encode()) <= MAX_STORED_POINTER_BYTES
-    )
+    # not a string: no such member (`from` of most operations)
+    return not isinstance(pointer, str) or _pointer_within_bounds(pointer)
 
 
 def storable_patch(patch: list[Operation], document: Any) -> list[Operation]:
     """`patch` when the database's applier takes it (operations and pointers within its bounds),
     else one operation that replaces the whole document with `document` (the patch's result)."""
-    if len(patch) <= MAX_STORED_OPERATIONS and all(
+    if len(patch) <= MAX_OPERATIONS and all(
         _storable_pointer(op.get("path")) and _storable_pointer(op.get("from")) for op in patch
     ):
         return patch

@@ -16,7 +16,7 @@ from typing import Any
 
 from user_memory.domain.companion.items import item_changes
 from user_memory.domain.memory.document import document_size, encode, utf8_size
-from user_memory.domain.memory.patching import apply_patch, copy_json, make_patch, storable_patch
+from user_memory.domain.memory.patching import PatchBudget, apply_patch, copy_json, make_patch, storable_patch
 from user_memory.domain.model import (
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_MAX_DOCUMENT_BYTES,
@@ -232,10 +232,11 @@ class MemoryStore:
         source: str,
         idempotency_key: str | None = None,
     ) -> AppendResult:
-        """Apply `patch` to the head and write the result as the next version (PatchError if it fails)."""
+        """Apply `patch` to the head and write the result as the next version (PatchError if it fails;
+        PatchOverBounds or DocumentGrowsTooLarge when it is over the applier's budget)."""
 
         def next_document(head: Document) -> Document:
-            document = apply_patch(head, patch)
+            document = apply_patch(head, patch, budget=PatchBudget(2 * self.max_document_bytes))
             if not isinstance(document, dict):
                 raise InvalidDocument("the patch turns the document into something other than a JSON object")
             return document

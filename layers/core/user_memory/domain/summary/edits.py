@@ -46,10 +46,16 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from user_memory.domain.memory.document import get_schema, validate_document
-from user_memory.domain.memory.patching import apply_patch, copy_json, parse_pointer
+from user_memory.domain.memory.patching import MAX_OPERATIONS, PatchBudget, apply_patch, copy_json, parse_pointer
 from user_memory.domain.model import DEFAULT_MAX_DOCUMENT_BYTES, Activity, Document, Patch
 from user_memory.domain.summary.requests import forget_allows
-from user_memory.errors import InvalidDocument, InvalidEdits, PatchError, describe_validation_error
+from user_memory.errors import (
+    DocumentGrowsTooLarge,
+    InvalidDocument,
+    InvalidEdits,
+    PatchError,
+    describe_validation_error,
+)
 
 __all__ = [
     "EDIT_OPS",
@@ -176,7 +182,9 @@ def parse_edits(items: Iterable[Any], shape: type[BaseModel] | None = None) -> t
     return tuple(edit for _, edit in edits)
 
 
-def every_error(err: InvalidDocument, document: Document, schema: str) -> InvalidDocument:
+def every_error(
+    err: InvalidDocument, document: Document, schema: str, max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
+) -> InvalidDocument:
     """The error an answer raised, with the errors of its edits that did parse (checked against
     `document`, in order, as if the others were not there) added in the answer's order; `err`
     itself when there is nothing more to check."""
@@ -184,7 +192,7 @@ def every_error(err: InvalidDocument, document: Document, schema: str) -> Invali
         return err
     numbered = list(zip(err.numbers, err.errors, strict=True))
     try:
-        _run(document, [edit for _, edit in err.readable], schema, None, numbers=[n for n, _ in err.readable])
+        _run(document, [edit for _, edit in err.readable], schema, None, max_bytes, [n for n, _ in err.readable])
     except InvalidEdits as checked:
         numbered += list(zip(checked.numbers or [], checked.errors, strict=False))
     numbered.sort(key=lambda pair: pair[0])
@@ -384,11 +392,17 @@ def _run(
     edits: Sequence[MemoryEdit],
     schema: str,
     guard: Guard | None,
+    max_bytes: int,
     numbers: Sequence[int] | None = None,
 ) -> tuple[Document, Patch, list[MemoryEdit], list[RefusedEdit]]:
     """`numbers`: each edit's place in the model's answer, for the errors (default 1, 2, ...)."""
+    if len(edits) > MAX_OPERATIONS:  # at the door, as any patch's operations
+        raise InvalidEdits([f"{len(edits):,} edits are over the limit of {MAX_OPERATIONS:,} in one answer"])
     model = get_schema(schema)
     doc = _normal_form(document, schema)
+    # One budget over the whole list: the working document stays under twice the limit as the
+    # edits apply one by one (a cascade's removals are not counted against the operations).
+    budget = PatchBudget(2 * max_bytes, max_operations=None)
     patch: Patch = []
     applied: list[MemoryEdit] = []
     refused: list[RefusedEdit] = []
@@ -397,13 +411,15 @@ def _run(
     for n, edit in zip(numbers or range(1, len(edits) + 1), edits, strict=True):
         try:
             ops = _operations(edit, doc, model)
-            after = apply_patch(doc, ops, share=True)
-        except (_BadEdit, PatchError) as err:
+            before = budget.size, budget.nesting
+            after = apply_patch(doc, ops, share=True, budget=budget)
+        except (_BadEdit, PatchError, DocumentGrowsTooLarge) as err:
             errors.append(f"edit {n} ({edit.op} {_shown(edit.path)}): {err}")
             failed.append(n)
             continue
         why = guard(doc, after) if guard is not None else None
         if why is not None:
+            budget.size, budget.nesting = before  # a refused edit leaves the document as it was
             refused.append(RefusedEdit(edit=edit, why=why))
             continue
         cascade = _dangling(doc, after)
@@ -418,10 +434,17 @@ def _run(
     return doc, patch, applied, refused
 
 
-def edits_to_patch(document: Document, edits: Sequence[MemoryEdit], *, schema: str = "user_state") -> Patch:
+def edits_to_patch(
+    document: Document,
+    edits: Sequence[MemoryEdit],
+    *,
+    schema: str = "user_state",
+    max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+) -> Patch:
     """The RFC 6902 patch the edits stand for, against `document` in its schema's normal form (no
-    guardrail, no validation of the result). InvalidEdits names every edit that does not apply."""
-    return copy_json(_run(document, edits, schema, None)[1])
+    guardrail, no validation of the result). InvalidEdits names every edit that does not apply, or
+    that would take the document over twice `max_bytes`."""
+    return copy_json(_run(document, edits, schema, None, max_bytes)[1])
 
 
 def apply_edits(
@@ -441,7 +464,7 @@ def apply_edits(
     the wrong shape, or when the document after the edits does not validate.
     """
     doc, patch, applied, refused = _run(
-        document, edits, schema, lambda before, after: refusal(before, after, activities)
+        document, edits, schema, lambda before, after: refusal(before, after, activities), max_bytes
     )
     stamps = author is not None and applied and "last_updated_by" in get_schema(schema).model_fields
     if stamps and doc.get("last_updated_by") != author:

@@ -39,7 +39,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from user_memory.domain.memory.document import check_json_size, empty_document, get_schema, validate_document
-from user_memory.domain.memory.patching import apply_patch, copy_json, make_patch
+from user_memory.domain.memory.patching import PatchBudget, apply_patch, copy_json, make_patch
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import FORGET_KINDS as FORGET_KINDS  # defined there; re-exported as before
 from user_memory.domain.model import Activity, Document, MemoryVersion, RunStatus, Window, WriteStatus
@@ -368,7 +368,7 @@ def summarize_valid(
         except InvalidDocument as err:  # an answer the adapter could not read; it may say what it cost
             tokens += err.prompt_tokens + err.completion_tokens
             prompt_tokens += err.prompt_tokens
-            feedback = str(every_error(err, document, cfg.schema))  # the edits that did parse are checked too
+            feedback = str(every_error(err, document, cfg.schema, cfg.max_document_bytes))  # the edits that did parse are checked too
             continue
         tokens += result.total_tokens
         prompt_tokens += result.prompt_tokens
@@ -599,7 +599,9 @@ def _replayed(
 ) -> Document:
     """Our change replayed on a newer head, validated; what a person changed meanwhile is kept as
     they left it unless the run's activity asks for a change there (facts.keep_human_edits)."""
-    proposed = validate_document(apply_patch(newer.document, patch), cfg.schema, max_bytes=cfg.max_document_bytes)
+    # Our own diff (any number of operations), on a head a person may have grown: size-bounded.
+    replayed = apply_patch(newer.document, patch, budget=PatchBudget(2 * cfg.max_document_bytes, max_operations=None))
+    proposed = validate_document(replayed, cfg.schema, max_bytes=cfg.max_document_bytes)
     human = people_edits(store, user_id, newer, cfg)
     if not human:
         return proposed
