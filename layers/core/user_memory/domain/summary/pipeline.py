@@ -368,7 +368,8 @@ def summarize_valid(
         except InvalidDocument as err:  # an answer the adapter could not read; it may say what it cost
             tokens += err.prompt_tokens + err.completion_tokens
             prompt_tokens += err.prompt_tokens
-            feedback = str(every_error(err, document, cfg.schema, cfg.max_document_bytes))  # the edits that did parse are checked too
+            # the edits that did parse are checked too
+            feedback = str(every_error(err, document, cfg.schema, cfg.max_document_bytes))
             continue
         tokens += result.total_tokens
         prompt_tokens += result.prompt_tokens
