@@ -72,8 +72,11 @@ def translate(err: psycopg.Error) -> UserMemoryError:
     return StorageError(f"{type(err).__name__}: {primary}")
 
 
-def open_pool(dsn: str, *, size: int = 1, timeout: float = 10.0, role: str | None = None) -> ConnectionPool:
+def open_pool(
+    dsn: str, *, size: int = 1, max_size: int | None = None, timeout: float = 10.0, role: str | None = None
+) -> ConnectionPool:
     """A pool of autocommit connections, opened and checked; one per process (Lambda: size 1).
+    `size` are opened at once, up to `max_size` more when needed (the worker's concurrent runs).
 
     With `role`, every connection takes it (SET ROLE) once, when it is opened: the function's
     login then acts as that role, and a transaction-local role (an end user's) returns to it.
@@ -89,7 +92,7 @@ def open_pool(dsn: str, *, size: int = 1, timeout: float = 10.0, role: str | Non
     pool = ConnectionPool(
         dsn,
         min_size=size,
-        max_size=size,
+        max_size=max(size, max_size or size),
         kwargs={"autocommit": True},
         configure=take_role if role else None,
         open=False,
