@@ -6,6 +6,15 @@ exception. A record is not started when the invocation is too close to its deadl
 as DeadlineReached and comes back after the visibility timeout. Every outbound call of the batch
 ends before that deadline (the scope `process_batch` opens, adapters/openai_calls).
 
+The invocation's users run side by side in LLM_CONCURRENCY lanes (`Lanes`), so a batch takes
+about one LLM latency rather than one per user: consecutive refresh_user records run at once and
+each of their users in a lane of its own, on its own pooled connection held for the run; any
+other record runs alone, in the event's order, its work in a lane. No user starts once the time
+left is below the margin (DeadlineReached); a record fails when one of its users failed, and is
+deferred when one of them was. The log lines, the tally and the metrics are the same as one
+after another (the tally and the metrics are counted under locks); only their order follows
+the lanes. The partial batch response lists failures in the event's order.
+
 Each user's run leaves one INFO line (`user refreshed`: user id, run key, outcome written /
 unchanged / skipped and why, version, edits applied and refused, facts restored and filled; never
 content). A user whose stored document no longer validates is skipped, not failed: logged
