@@ -24,7 +24,7 @@ from user_memory.runtime import WorkerServices, build_worker
 from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.poller import FakeLambdaContext
 
-from tests.e2e.helpers import refresh_body, seed_users, sqs_event
+from tests.e2e.helpers import emitted_metrics, refresh_body, seed_users, sqs_event
 from tests.fake_openai import FakeOpenAI, edit, edits_completion, fake_openai_server
 
 pytestmark = [
@@ -89,9 +89,10 @@ class OutOfTimeAfter:
 
 @pytest.mark.parametrize(("shape", "bound"), [("records", 4), ("one message", 10)])
 def test_a_batch_of_ten_users_runs_their_llm_calls_side_by_side_within_the_bound(
-    database_url, wide_pool, conn, logs, shape, bound
+    database_url, wide_pool, conn, logs, capsys, monkeypatch, shape, bound
 ):
     # Given ten users with a day of activity and an endpoint that takes a while to answer each call
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
     day = datetime(2032, 3, 1, tzinfo=UTC)
     run_key = f"daily:concurrency-{uuid.uuid4()}"
     users = seed_users(wide_pool, 10, day, f"lanes-{uuid.uuid4()}")
@@ -101,6 +102,8 @@ def test_a_batch_of_ten_users_runs_their_llm_calls_side_by_side_within_the_bound
     with fake_openai_server() as (fake, url):
         fake.default, fake.default_delay = ANSWER, LATENCY
         services = services_for(database_url, wide_pool, url, bound)
+        metrics.clear_metrics()  # earlier tests ran with metrics disabled, which never flushes them
+        capsys.readouterr()
         # When one invocation takes them (ten records of one user, or one message of ten)
         result = invoke(services, event)
     # Then every user's version is written, each with its own log line, and no record fails
@@ -111,8 +114,11 @@ def test_a_batch_of_ten_users_runs_their_llm_calls_side_by_side_within_the_bound
     assert {line["outcome"] for line in lines} == {"written"} and len(fake.requests) == 10
     # And the calls overlapped, never more of them at once than LLM_CONCURRENCY
     assert 2 <= fake.max_in_flight <= bound
+    # And the invocation's counts hold every user, in the batch line and the metrics
     [done] = logs.named("batch done")
-    assert done["users"] == {"written": 10}
+    assert (done["users"], done["edits_applied"], done["tokens"]) == ({"written": 10}, 20, 15000)
+    emf = emitted_metrics(capsys)
+    assert (emf["Users_written"], emf["EditsApplied"], emf["LLMTokens"]) == ([10.0], [20.0], [15000.0])
 
 
 def test_one_users_failure_while_the_others_run_fails_only_its_record(database_url, wide_pool, conn, logs):
