@@ -2,7 +2,7 @@
 the bare floor of the same work, on one embedded PostgreSQL database.
 
     .venv/bin/python bench/bench_worker.py [--users 10000] [--sizes small,10kb] [--head-by summary|person]
-                                           [--profile] [--profile-users 2000]
+                                           [--profile] [--profile-users 2000] [--llm-concurrency 1]
 
 Two document sizes, each its own set of users:
   small  the demo's day of activity (1-8 activities), first version of an empty memory
@@ -11,8 +11,10 @@ Two document sizes, each its own set of users:
 
 The worker: `user_memory_functions.worker.app.handler(event, context, services=...)`, 10
 records per event, one refresh_user message per user, the rule-based summarizer, a pool of
-one connection (as in Lambda), Powertools as production runs it (metrics and tracing
-disabled, logs at INFO; the log lines go to a counting sink instead of stdout).
+one connection (as in Lambda before LLM_CONCURRENCY; `--llm-concurrency N`: N connections and
+LLM_CONCURRENCY=N, the invocation's users side by side in N lanes), Powertools as production
+runs it (metrics and tracing disabled, logs at INFO; the log lines go to a counting sink instead
+of stdout).
 
 The floor, per user, on a plain connection with prepared statements, through the adapter's own
 SQL: read the message body; the head with the run key's recorded version (the adapter's head
@@ -29,7 +31,8 @@ alternate event by event (10 users each) over different users of the same shape,
 same database state.
 
 Each side is timed by wall clock (the ratio the target is about) and by CPU: this process's
-thread (time.thread_time) plus the side's PostgreSQL backend (/proc/<pid>/schedstat, Linux),
+thread (time.thread_time; the whole process's with lanes) plus the side's PostgreSQL backends
+(/proc/<pid>/schedstat, Linux),
 which other load on a shared machine stretches far less than wall time. The last lines
 (`summary`) are one line per size, for collecting repeats.
 
@@ -400,19 +403,22 @@ def backend_cpu_ns(pid: int) -> int | None:
 class Side:
     """Per event: wall seconds, and CPU seconds of this process's thread and of the side's backend."""
 
-    backend_pid: int
+    backend_pids: list[int]
     wall: list[float]
     python_cpu: list[float]
     server_cpu: list[float]
+    # The worker's lanes run in threads of their own: then the process's CPU, not this thread's.
+    clock: Callable[[], int] = time.thread_time_ns
 
     def run(self, work: Callable[[], float]) -> None:
-        b0 = backend_cpu_ns(self.backend_pid)
-        c0 = time.thread_time_ns()
+        b0 = [backend_cpu_ns(pid) for pid in self.backend_pids]
+        c0 = self.clock()
         self.wall.append(work())
-        c1 = time.thread_time_ns()
-        b1 = backend_cpu_ns(self.backend_pid)
+        c1 = self.clock()
+        b1 = [backend_cpu_ns(pid) for pid in self.backend_pids]
         self.python_cpu.append((c1 - c0) / 1e9)
-        self.server_cpu.append((b1 - b0) / 1e9 if b0 is not None and b1 is not None else float("nan"))
+        spent = [b - a for a, b in zip(b0, b1, strict=True) if a is not None and b is not None]
+        self.server_cpu.append(sum(spent) / 1e9 if len(spent) == len(b0) else float("nan"))
 
     @property
     def cpu(self) -> float:
@@ -442,16 +448,20 @@ class RunResult:
         return self.floor.wall
 
 
-def worker_backend(services: WorkerServices) -> int:
-    pool = services.store.recorder.pool  # type: ignore[attr-defined]
-    with pool.connection() as conn:  # a pool of one: the connection every statement of the worker uses
-        return int(conn.info.backend_pid)
+def worker_connections(services: WorkerServices) -> list[psycopg.Connection]:
+    """Every connection of the worker's pool (all opened at start): the ones its statements use."""
+    pool = services.store.recorder.pool.pool  # type: ignore[attr-defined]  # HeldConnections' pool
+    conns = [pool.getconn() for _ in range(pool.max_size)]
+    for conn in conns:
+        pool.putconn(conn)
+    return conns
 
 
 def measured_run(services: WorkerServices, floor: Floor, worker_events: list, floor_events: list) -> RunResult:
     """Worker and floor alternate, one event (10 users) each, taking turns at going first."""
-    w = Side(worker_backend(services), [], [], [])
-    f = Side(int(floor.conn.info.backend_pid), [], [], [])
+    pids = [int(c.info.backend_pid) for c in worker_connections(services)]
+    w = Side(pids, [], [], [], clock=time.process_time_ns if services.concurrency > 1 else time.thread_time_ns)
+    f = Side([int(floor.conn.info.backend_pid)], [], [], [])
     users = sum(len(e["Records"]) for e in worker_events)
     for i, (we, fe) in enumerate(zip(worker_events, floor_events, strict=True)):
         # who goes first alternates, so that neither always runs right after the other
@@ -467,14 +477,12 @@ def measured_run(services: WorkerServices, floor: Floor, worker_events: list, fl
 
 
 def round_trips(services: WorkerServices, floor: Floor, worker_events: list, floor_events: list) -> tuple[float, float]:
-    pool = services.store.recorder.pool  # type: ignore[attr-defined]
-    with pool.connection() as conn:
-        pass  # a pool of one: this is the connection every statement of the worker uses
+    conns = worker_connections(services)  # the connections every statement of the worker uses
     # The first event of each warms up (prepared statements, pydantic, caches); the rest is traced.
     invoke(services, worker_events[0])
     floor.run_event(floor_events[0])
     users = sum(len(e["Records"]) for e in worker_events[1:])
-    with traced(conn) as worker_trips:
+    with traced(*conns) as worker_trips:
         for e in worker_events[1:]:
             invoke(services, e)
     with traced(floor.conn) as floor_trips:
@@ -977,19 +985,27 @@ def main() -> None:
     )
     parser.add_argument("--profile-users", type=int, default=2000)
     parser.add_argument(
+        "--llm-concurrency",
+        type=int,
+        default=1,
+        help="LLM_CONCURRENCY, with a pool of as many connections (1: one connection, as before the setting)",
+    )
+    parser.add_argument(
         "--head-by",
         choices=sorted(SEED_SOURCES),
         default="summary",
         help="who wrote version 1 of the ~10 KB memories: last night's summary, or a person (one more read each)",
     )
     args = parser.parse_args()
+    if args.profile and args.llm_concurrency > 1:
+        parser.error("--profile times the steps of one thread: use it with --llm-concurrency 1")
     for n in (args.users, args.trace_users, args.profile_users):
         if n % RECORDS_PER_EVENT or n < 2 * RECORDS_PER_EVENT:
             parser.error(f"user counts must be multiples of {RECORDS_PER_EVENT}, at least {2 * RECORDS_PER_EVENT}")
 
     dsn = fresh_database("user_memory_bench_worker")
-    settings = WorkerSettings.from_env({}, database_url=dsn, summarizer="rules")
-    pool = open_pool(dsn)  # one connection, as in Lambda
+    settings = WorkerSettings.from_env({}, database_url=dsn, summarizer="rules", llm_concurrency=args.llm_concurrency)
+    pool = open_pool(dsn, size=args.llm_concurrency)  # one connection per lane, all opened at once
     services = build_worker(settings, pool=pool)
     floor = Floor(dsn, RuleBasedSummarizer(), settings.max_activities_per_run)
     sink = LineSink()
@@ -1001,7 +1017,7 @@ def main() -> None:
 
     print(
         f"\nWorker benchmark: handler on SQS-shaped events ({RECORDS_PER_EVENT} records each, one user per "
-        "message), rule-based summarizer, embedded PostgreSQL, no moto"
+        f"message), rule-based summarizer, embedded PostgreSQL, no moto; LLM_CONCURRENCY={services.concurrency}"
     )
     print("Powertools: POWERTOOLS_METRICS_DISABLED=true, POWERTOOLS_TRACE_DISABLED=true, POWERTOOLS_LOG_LEVEL=INFO")
     print(

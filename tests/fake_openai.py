@@ -5,6 +5,12 @@ summaries (`edits_completion` of `edit`s) or tool calls (`tool_call_completion` 
 Every request is recorded (`FakeOpenAI.requests`: path, JSON body, headers), so a test can check
 what the client sent (`FakeOpenAI.messages`, `system_prompt`, `user_prompt`, `response_format`).
 
+Requests may come at once (the worker's lanes): each is recorded with the endpoint's monotonic
+clock when it arrived (`at`), `max_in_flight` is the most it was answering at the same time, and
+`answered_429` the times it sent each 429. `default_delay` delays every unscripted answer (a
+model's latency), and a reply scripted with `in_flight=n` waits until n requests are in flight
+(or IN_FLIGHT_WAIT_SECONDS) before it is sent: what it answers then cannot overtake them.
+
 A reply scripted with `trickle=s` is sent one byte every `s` seconds, from the status line on
 (as an endpoint stuck behind a slow proxy): every read the client makes gets a byte before its
 per-read timeout, so only a wall-clock deadline ends the call. The endpoint stops when the
@@ -14,6 +20,7 @@ client hangs up, or after TRICKLE_LIMIT_SECONDS.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,6 +31,8 @@ from tests.fake_http import JsonHandler, serving
 
 # A trickling reply gives up after this long, so a client without a deadline still ends (late).
 TRICKLE_LIMIT_SECONDS = 30.0
+# A reply that waits for requests in flight gives up waiting after this long.
+IN_FLIGHT_WAIT_SECONDS = 10.0
 
 
 def completion(
@@ -96,13 +105,39 @@ def tool_call_completion(
 
 
 class FakeOpenAI:
-    """Replies are consumed in order: (status, body dict or None, delay seconds, headers, trickle)."""
+    """Replies are consumed in order of arrival: (status, body dict or None, delay seconds,
+    headers, trickle, requests in flight to wait for)."""
 
     def __init__(self) -> None:
-        self.replies: list[tuple[int, Any, float, dict[str, str], float]] = []
+        self.replies: list[tuple[int, Any, float, dict[str, str], float, int]] = []
         self.requests: list[dict[str, Any]] = []
         self.default: Any = None
+        self.default_delay = 0.0
         self.trickled: list[int] = []  # bytes each trickling reply got out before it stopped
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.answered_429: list[float] = []
+        self.changed = threading.Condition()
+
+    def arrived(self, request: dict[str, Any]) -> tuple[int, Any, float, dict[str, str], float, int]:
+        """Record a request in flight; the reply it gets."""
+        with self.changed:
+            request["at"] = time.monotonic()
+            self.requests.append(request)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.changed.notify_all()
+            if self.replies:
+                return self.replies.pop(0)
+            return (200, self.default, self.default_delay, {}, 0.0, 0)
+
+    def wait_in_flight(self, n: int) -> None:
+        with self.changed:
+            self.changed.wait_for(lambda: self.in_flight >= n, timeout=IN_FLIGHT_WAIT_SECONDS)
+
+    def done(self) -> None:
+        with self.changed:
+            self.in_flight -= 1
 
     def reply(
         self,
@@ -112,9 +147,11 @@ class FakeOpenAI:
         headers: dict[str, str] | None = None,
         *,
         trickle: float = 0.0,
+        in_flight: int = 0,
     ) -> None:
-        """Script the next answer; `trickle`: seconds between its bytes (0: all at once)."""
-        self.replies.append((status, body, delay, headers or {}, trickle))
+        """Script the next answer; `trickle`: seconds between its bytes (0: all at once);
+        `in_flight`: sent once that many requests are in flight."""
+        self.replies.append((status, body, delay, headers or {}, trickle, in_flight))
 
     def messages(self, index: int = -1) -> list[dict[str, Any]]:
         """The chat messages of a recorded request (the last by default)."""
@@ -140,22 +177,27 @@ def fake_openai_server() -> Iterator[tuple[FakeOpenAI, str]]:
 
     class Handler(JsonHandler):
         def do_POST(self) -> None:  # http.server's name
-            fake.requests.append(
-                {
-                    "path": self.path,
-                    "body": self.read_json(),
-                    "headers": {k.lower(): v for k, v in self.headers.items()},
-                }
-            )
-            status, body, delay, headers, trickle = (
-                fake.replies.pop(0) if fake.replies else (200, fake.default, 0.0, {}, 0.0)
-            )
-            if delay:
-                time.sleep(delay)
+            request = {
+                "path": self.path,
+                "body": self.read_json(),
+                "headers": {k.lower(): v for k, v in self.headers.items()},
+            }
+            status, body, delay, headers, trickle, in_flight = fake.arrived(request)
+            try:
+                if in_flight:
+                    fake.wait_in_flight(in_flight)
+                if delay:
+                    time.sleep(delay)
+            finally:
+                # No longer in flight once the answer starts: the client cannot send its next
+                # request on this lane before it has it, so the count never runs ahead.
+                fake.done()
             payload = json.dumps(body if body is not None else {"error": {"message": "no reply scripted"}}).encode()
             if trickle:
                 self._trickle(status, payload, trickle)
                 return
+            if status == 429:
+                fake.answered_429.append(time.monotonic())
             self.send_json(status, payload, headers if headers or status != 429 else {"retry-after-ms": "10"})
 
         def _trickle(self, status: int, payload: bytes, interval: float) -> None:

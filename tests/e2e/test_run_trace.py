@@ -66,7 +66,8 @@ def test_each_users_run_leaves_one_info_line_with_its_outcome_and_counts_never_c
             )
         )
         fake.reply(edits_completion(edit("replace", "/safety_notes", "", "stale")))
-        services = worker_services(database_url, pool, openai_base_url=url, openai_api_key="k")
+        # The answers are scripted in the users' order: one lane, so the calls come in that order
+        services = worker_services(database_url, pool, openai_base_url=url, openai_api_key="k", llm_concurrency=1)
         # When the worker runs the message
         result = worker_handler(
             sqs_event(refresh_body([written, refused, idle], day, "daily:2031-03-01")),

@@ -250,6 +250,40 @@ def test_a_long_retry_after_is_not_waited_out_past_the_calls_budget():
     assert waits == [] and len(fake.requests) == 1
 
 
+def test_a_retry_after_given_to_one_call_holds_the_other_callers_of_the_endpoint():
+    # Given two summarizers of the same endpoint and model (two lanes of the worker), the first of
+    # which is answered 429 with Retry-After: 10 s on a call allowed 2 s
+    waits: list[float] = []
+    with fake_openai_server() as (fake, url):
+        fake.reply({"error": {"message": "slow down"}}, status=429, headers={"retry-after": "10"})
+        first, second = summarizer(url, openai_max_retries=3), summarizer(url, openai_max_retries=3)
+        first.sleep = second.sleep = waits.append
+        with pytest.raises(SummarizerUnavailable, match="HTTP 429"):
+            first.summarize(CURRENT, ACTS, timeout=2)
+        # When the second asks within those 10 s, with 2 s of its own
+        with pytest.raises(SummarizerUnavailable, match="HTTP 429"):
+            second.summarize(CURRENT, ACTS, timeout=2)
+    # Then it fails at once as rate-limited, without asking the endpoint or sleeping past its budget
+    assert waits == [] and len(fake.requests) == 1
+
+
+def test_a_caller_waits_out_anothers_retry_after_when_its_budget_allows():
+    # Given a summarizer rate-limited with Retry-After: 1 s and no retries left
+    waits: list[float] = []
+    with fake_openai_server() as (fake, url):
+        fake.reply({"error": {"message": "slow down"}}, status=429, headers={"retry-after": "1"})
+        fake.reply(completion(json.dumps(GOOD)))
+        first, second = summarizer(url, openai_max_retries=0), summarizer(url, openai_max_retries=0)
+        first.sleep = second.sleep = waits.append
+        with pytest.raises(SummarizerUnavailable, match="HTTP 429"):
+            first.summarize(CURRENT, ACTS, timeout=5)
+        # When another caller of the endpoint asks with 5 s to spare
+        result = second.summarize(CURRENT, ACTS, timeout=5)
+    # Then it waited (what was left of the second) before its request, which was answered
+    assert "planner" in result.document["parts"] and len(fake.requests) == 2
+    assert len(waits) == 1 and 0 < waits[0] <= 1.0
+
+
 def test_retries_wait_as_the_server_asks_within_the_budget():
     waits: list[float] = []
     with fake_openai_server() as (fake, url):

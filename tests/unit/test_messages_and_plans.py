@@ -307,6 +307,15 @@ def test_settings_pick_the_summarizer_and_refuse_an_unusable_openai_choice():
         WorkerSettings.from_env({"CHECKPOINT_INTERVAL": "0"})
 
 
+@pytest.mark.parametrize("value", ["0", "51", "ten"])
+def test_an_llm_concurrency_outside_one_to_fifty_is_refused_at_start_by_name(value):
+    assert WorkerSettings.from_env({}).llm_concurrency == 10
+    assert WorkerSettings.from_env({"LLM_CONCURRENCY": "50"}).llm_concurrency == 50
+    with pytest.raises(ConfigError, match="LLM_CONCURRENCY") as info:
+        WorkerSettings.from_env({"LLM_CONCURRENCY": value})
+    assert value not in str(info.value)  # named, never echoed
+
+
 def test_a_rule_based_worker_for_a_schema_it_has_no_rules_for_is_refused_at_start():
     # Its summary would leave the document as it is and mark the activity summarized unread
     with pytest.raises(ConfigError, match="no rules for DOCUMENT_SCHEMA=tutor") as info:

@@ -7,10 +7,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
-from user_memory.observability import traced
+from user_memory.observability import metrics, traced
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = ("api", "worker", "fanout", "retention")
@@ -71,3 +72,32 @@ def test_traced_returns_the_handler_itself_when_sdk_tracing_is_off(monkeypatch):
         return event
 
     assert traced(handler) is handler
+
+
+def test_metrics_counted_from_the_worker_lanes_at_once_lose_no_value():
+    # Given four threads (the worker's lanes) that count the same metric at the same moment,
+    # with the interpreter switching threads as often as it can
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    counted = []
+    try:
+        for _ in range(100):
+            metrics.clear_metrics()
+            start = threading.Barrier(4)
+
+            def count(start: threading.Barrier = start) -> None:
+                start.wait()
+                for _ in range(20):
+                    metrics.add_metric(name="UsersFailed", unit="Count", value=1)
+
+            threads = [threading.Thread(target=count) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            counted.append(len(metrics.provider.metric_set["UsersFailed"]["Value"]))
+    finally:
+        sys.setswitchinterval(interval)
+        metrics.clear_metrics()
+    # Then every value is kept (Powertools' add_metric reads, extends and stores back its entry)
+    assert counted == [80] * 100

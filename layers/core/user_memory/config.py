@@ -226,6 +226,9 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
 
     deadline_margin_ms: int = Field(default=15_000, ge=0)
     lambda_timeout_seconds: float = Field(default=120.0, gt=0)
+    # Users (and records) one invocation runs at once, each on its own pooled connection, so that
+    # a batch takes about one LLM latency rather than one per user (jobs/worker.py).
+    llm_concurrency: int = Field(default=DEFAULT_LLM_CONCURRENCY, ge=1, le=MAX_LLM_CONCURRENCY)
 
     @model_validator(mode="after")
     def _fits(self) -> WorkerSettings:

@@ -16,15 +16,32 @@ keeps of an exception only its type and stack (file, line, function), never its 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricResolution, MetricUnit
 
 SERVICE = "user-memory"
 
+
+class _Metrics(Metrics):
+    """Powertools' Metrics, safe to count from the worker's threads: its add_metric reads, extends
+    and stores back a shared entry (and publishes at 100 values), so two threads at once could
+    lose a value. Logging needs no such lock (the logging module's handlers hold their own)."""
+
+    _lock = threading.Lock()
+
+    def add_metric(
+        self, name: str, unit: MetricUnit | str, value: float, resolution: MetricResolution | int = 60
+    ) -> None:
+        with self._lock:
+            super().add_metric(name=name, unit=unit, value=value, resolution=resolution)
+
+
 logger = Logger(service=SERVICE)
-metrics = Metrics(namespace="UserMemory", service=SERVICE)
+metrics = _Metrics(namespace="UserMemory", service=SERVICE)
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 

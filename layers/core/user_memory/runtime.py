@@ -183,6 +183,8 @@ class WorkerServices:
     # Holds one database connection for a user's run, so that its statements share one checkout.
     hold: Callable[[], AbstractContextManager[None]] = field(default=nullcontext, repr=False)
     pool: ConnectionPool | None = field(default=None, repr=False)
+    # Runs at once in an invocation: LLM_CONCURRENCY, at most the pool's connections (each run holds one).
+    concurrency: int = 1
 
     def close(self) -> None:
         """Close the pool this object opened (a given pool belongs to the caller)."""
@@ -204,7 +206,9 @@ def build_worker(
     conversation_summarizer = conversation_summarizer or build_conversation_summarizer(settings)
     sender = SqsSender(settings.queue_url, _sqs_client(sqs_client)) if settings.queue_url else None
     owned = pool is None
-    pool = pool or open_pool(database_conninfo(settings), role=settings.database_role)
+    pool = pool or open_pool(
+        database_conninfo(settings), max_size=settings.llm_concurrency, role=settings.database_role
+    )
     db = HeldConnections(pool)  # every adapter's statements go through it: a hold covers them all
     return WorkerServices(
         settings=settings,
@@ -219,6 +223,7 @@ def build_worker(
         sender=sender,
         hold=db.hold,
         pool=pool if owned else None,
+        concurrency=max(1, min(settings.llm_concurrency, getattr(pool, "max_size", 1))),
     )
 
 

@@ -28,12 +28,18 @@ cannot be read fails with the tokens it cost).
 `call_within` is the one retry loop of these calls: at most `max_retries` retries of rate
 limits, 5xx, timeouts and connection errors, every try inside the deadline and every wait inside
 the call's budget (the openai client's own retries would wait out any Retry-After, however long).
+
+A 429's Retry-After holds every call to that endpoint and model, not only the one it answered
+(`RetryAfterGate`, shared through `endpoint_gate`): the worker runs several users' calls at once,
+and each of them asking again at once would only earn more 429s. A call whose budget or deadline
+ends before the endpoint takes requests again fails at once, as a 429, without asking.
 """
 
 from __future__ import annotations
 
 import json
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -147,6 +153,38 @@ def openai_client(*, api_key: str | None, base_url: str | None, timeout: float) 
     )
 
 
+class RetryAfterGate:
+    """The time before which an endpoint asked not to be called (its last 429's Retry-After), for
+    every call that shares the gate; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._until = 0.0
+        self._said: Exception | None = None
+
+    def close_for(self, seconds: float, said: Exception) -> None:
+        """No request for `seconds` from now (a later end already set stays)."""
+        with self._lock:
+            until = time.monotonic() + seconds
+            if until > self._until:
+                self._until, self._said = until, said
+
+    def closed(self) -> tuple[float, Exception | None]:
+        """Seconds before the endpoint takes requests again (0: now), and the 429 that said so."""
+        with self._lock:
+            return max(0.0, self._until - time.monotonic()), self._said
+
+
+_GATES: dict[tuple[str, str], RetryAfterGate] = {}
+_GATES_LOCK = threading.Lock()
+
+
+def endpoint_gate(base_url: object, model: str) -> RetryAfterGate:
+    """The gate of an endpoint and model (rate limits are per model), shared in this process."""
+    with _GATES_LOCK:
+        return _GATES.setdefault((str(base_url), model), RetryAfterGate())
+
+
 def call_within(
     call: Callable[[float], T],
     *,
@@ -155,16 +193,29 @@ def call_within(
     budget: float | None,
     failure: Callable[[Exception, float], Exception],
     sleep: Callable[[float], None] = time.sleep,
+    gate: RetryAfterGate | None = None,
 ) -> T:
     """`call(per_try)` with at most `max_retries` retries (429, 5xx, timeouts, connection errors).
 
     Each try runs within min(`timeout`, what is left of `budget`) of wall clock (`within`); the
     tries and the waits between them stay inside `budget` seconds in all (None: no bound beyond
     each try's). A failure is raised as `failure(error, per_try)`, from the openai error (or as
-    that error itself when `failure` returns it).
+    that error itself when `failure` returns it). With a `gate`, no try starts before the time a
+    429's Retry-After (this call's or another's) named; a 429 with Retry-After sets it.
     """
     ends = None if budget is None else time.monotonic() + budget
+
+    def no_time_for(wait: float) -> bool:
+        outer = time_left()
+        return (ends is not None and time.monotonic() + wait >= ends) or (outer is not None and outer <= wait)
+
+    waited_for: Exception | None = None  # the 429 this call has just waited out itself
     for attempt in range(max_retries + 1):
+        closed, said = gate.closed() if gate is not None else (0.0, None)
+        if closed > 0 and said is not None and said is not waited_for:
+            if no_time_for(closed):
+                _raise(failure(said, timeout), said)
+            sleep(closed)
         # The try's own bound: the timeout, cut to what is left of the budget and of the
         # enclosing scope (the invocation's), so that errors name the bound that applied.
         bounds = (timeout, None if ends is None else ends - time.monotonic(), time_left())
@@ -174,11 +225,12 @@ def call_within(
                 return call(per_try)
         except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as err:
             wait = retry_after(err, attempt)
-            outer = time_left()
-            no_time = (ends is not None and time.monotonic() + wait >= ends) or (outer is not None and outer <= wait)
-            if attempt == max_retries or no_time:
+            if gate is not None and isinstance(err, openai.RateLimitError) and server_retry_after(err) is not None:
+                gate.close_for(wait, err)
+            if attempt == max_retries or no_time_for(wait):
                 _raise(failure(err, per_try), err)
             sleep(wait)
+            waited_for = err
         except openai.APIStatusError as err:
             _raise(failure(err, per_try), err)
     raise SummarizerUnavailable("no try of the call was made")  # pragma: no cover - max_retries >= 0
@@ -202,6 +254,12 @@ def llm_unavailable(err: Exception, per_try: float) -> SummarizerUnavailable:
 
 def retry_after(err: Exception, attempt: int) -> float:
     """The server's Retry-After (capped at 20 s), else exponential backoff from 0.5 s."""
+    server = server_retry_after(err)
+    return min(8.0, 0.5 * 2**attempt) if server is None else server
+
+
+def server_retry_after(err: Exception) -> float | None:
+    """The wait the answer's Retry-After (or retry-after-ms) header asks for, capped at 20 s; None without one."""
     response = getattr(err, "response", None)
     headers = getattr(response, "headers", None) or {}
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
@@ -210,8 +268,8 @@ def retry_after(err: Exception, attempt: int) -> float:
             try:
                 return min(20.0, max(0.0, float(value) * scale))
             except ValueError:
-                break
-    return min(8.0, 0.5 * 2**attempt)
+                return None
+    return None
 
 
 def strict_schema(node: Any) -> Any:
@@ -252,6 +310,7 @@ class ChatCaller:
         timeout: float = 25.0,
         max_retries: int = 1,
         sleep: Callable[[float], None] = time.sleep,
+        gate: RetryAfterGate | None = None,
     ) -> None:
         self.client = client
         self.model = model
@@ -259,6 +318,10 @@ class ChatCaller:
         self.timeout = timeout
         self.max_retries = max_retries
         self.sleep = sleep
+        # Shared with every caller of the same endpoint and model (both summarizers, every lane);
+        # a client without a URL (a test's stand-in) gets one of its own.
+        base_url = getattr(client, "base_url", None)
+        self.gate = gate or (endpoint_gate(base_url, model) if base_url is not None else RetryAfterGate())
 
     @staticmethod
     def settings_of(settings: WorkerSettings) -> dict[str, Any]:
@@ -290,6 +353,7 @@ class ChatCaller:
             budget=timeout,
             failure=llm_unavailable,
             sleep=self.sleep,
+            gate=self.gate,
         )
 
 

@@ -143,8 +143,16 @@ def _rereading(conninfo: Conninfo) -> type[psycopg.Connection]:
     return RereadingConnection
 
 
-def open_pool(dsn: str | Conninfo, *, size: int = 1, timeout: float = 10.0, role: str | None = None) -> ConnectionPool:
+def open_pool(
+    dsn: str | Conninfo,
+    *,
+    size: int = 1,
+    max_size: int | None = None,
+    timeout: float = 10.0,
+    role: str | None = None,
+) -> ConnectionPool:
     """A pool of autocommit connections, opened and checked; one per process (Lambda: size 1).
+    `size` are opened at once, up to `max_size` more when needed (the worker's concurrent runs).
 
     `dsn` is a connection string, or a Conninfo read for each new connection (a login's secret,
     read anew after an authentication failure, so a rotated password needs no redeploy).
@@ -171,7 +179,7 @@ def open_pool(dsn: str | Conninfo, *, size: int = 1, timeout: float = 10.0, role
         lambda: conninfo(),
         connection_class=_rereading(conninfo),
         min_size=size,
-        max_size=size,
+        max_size=max(size, max_size or size),
         kwargs={"autocommit": True},
         configure=take_role if role else None,
         check=ConnectionPool.check_connection,

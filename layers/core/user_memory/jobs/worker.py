@@ -6,6 +6,15 @@ exception. A record is not started when the invocation is too close to its deadl
 as DeadlineReached and comes back after the visibility timeout. Every outbound call of the batch
 ends before that deadline (the scope `process_batch` opens, adapters/openai_calls).
 
+The invocation's users run side by side in LLM_CONCURRENCY lanes (`Lanes`), so a batch takes
+about one LLM latency rather than one per user: consecutive refresh_user records run at once and
+each of their users in a lane of its own, on its own pooled connection held for the run; any
+other record runs alone, in the event's order, its work in a lane. No user starts once the time
+left is below the margin (DeadlineReached); a record fails when one of its users failed, and is
+deferred when one of them was. The log lines, the tally and the metrics are the same as one
+after another (the tally and the metrics are counted under locks); only their order follows
+the lanes. The partial batch response lists failures in the event's order.
+
 Each user's run leaves one INFO line (`user refreshed`: user id, run key, outcome written /
 unchanged / skipped and why, version, edits applied and refused, facts restored and filled; never
 content). A user whose stored document no longer validates is skipped, not failed: logged
@@ -28,8 +37,14 @@ never dropped.
 
 from __future__ import annotations
 
+import contextvars
+import json
+import threading
 from collections import Counter
-from typing import Annotated, Any
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+from typing import Annotated, Any, TypeVar
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -57,6 +72,8 @@ from user_memory.jobs.embedding import embed_after_write
 from user_memory.observability import logger, metrics
 from user_memory.runtime import WorkerServices
 
+T = TypeVar("T")
+
 
 class QueueRecord(SqsRecordModel):
     """An SQS record whose body is one of our messages (size-checked, then parsed)."""
@@ -64,17 +81,99 @@ class QueueRecord(SqsRecordModel):
     body: Annotated[Json[Message], BeforeValidator(check_body_size)]  # type: ignore[assignment]
 
 
-class WorkerProcessor(BatchProcessor):
-    """BatchProcessor whose failure handler logs and counts every failed record."""
+class Lanes:
+    """The invocation's bounded concurrency: at most `size` pieces of work at once (a user's run,
+    or a record of another kind), each in a thread of its own with the caller's context (the
+    deadline scope of adapters/http_deadline) and, while it runs, a pooled connection of its own
+    (the pool holds at least `size`). Nothing starts once the time left is below the deadline's
+    margin: it fails as DeadlineReached. With size 1 the work runs inline, in order, as before."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int, deadline: Deadline) -> None:
+        self.size = size
+        self.deadline = deadline
+        self._executor = ThreadPoolExecutor(size, thread_name_prefix="worker-lane") if size > 1 else None
+
+    def start(self, work: Callable[[], T], what: str = "this user") -> Future[T]:
+        """`work` in the next free lane; its future holds its result or error."""
+
+        def run() -> T:
+            if self.deadline.left() <= 0:
+                raise DeadlineReached(f"too close to the invocation's deadline to start {what}")
+            return work()
+
+        if self._executor is not None:
+            return self._executor.submit(contextvars.copy_context().run, run)
+        done: Future[T] = Future()
+        try:
+            done.set_result(run())
+        except Exception as err:
+            done.set_exception(err)
+        return done
+
+    def run(self, work: Callable[[], T], what: str) -> T:
+        """`work` in a lane, waited for (a record's own work: its database use counts in the bound)."""
+        return self.start(work, what).result()
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+
+class WorkerProcessor(BatchProcessor):
+    """BatchProcessor whose failure handler logs and counts every failed record, and whose records
+    run side by side (their work bounded by `lanes`), reported in the event's order."""
+
+    def __init__(self, lanes: Lanes | None = None) -> None:
         # A batch whose records all failed still returns its failures: retries stay per message.
         super().__init__(event_type=EventType.SQS, model=QueueRecord, raise_on_entire_batch_failure=False)
+        self.lanes = lanes
+
+    def process(self) -> list[tuple[Any, ...]]:
+        size = min(self.lanes.size if self.lanes else 1, len(self.records))
+        if size <= 1:
+            return super().process()
+        results: list[tuple[Any, ...]] = []
+        with ThreadPoolExecutor(size, thread_name_prefix="worker-record") as threads:
+            for group in _side_by_side(self.records):
+                # A record's thread waits for its work in the lanes; it runs in a copy of this
+                # thread's context, taken here (a pool's thread starts with an empty one).
+                started = [threads.submit(contextvars.copy_context().run, self._process_record, r) for r in group]
+                results += [f.result() for f in started]
+        order = {record.get("messageId"): i for i, record in enumerate(self.records) if isinstance(record, dict)}
+        self.fail_messages.sort(key=lambda m: order.get(_message_id(m), len(order)))
+        return results
 
     def failure_handler(self, record: Any, exception: Any) -> Any:
-        message_id = getattr(record, "messageId", None) or getattr(record, "message_id", None)
-        report_failed_record(message_id, exception[1])
+        report_failed_record(_message_id(record), exception[1])
         return super().failure_handler(record, exception)
+
+
+def _message_id(record: Any) -> str | None:
+    return getattr(record, "messageId", None) or getattr(record, "message_id", None)
+
+
+def _side_by_side(records: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The records in the event's order, in groups that may run at once: consecutive refresh_user
+    records together, any other record alone (an activity recorded before a refresh in the same
+    batch is summarized by it, as when the records ran one after another)."""
+    group: list[dict[str, Any]] = []
+    for record in records:
+        if _is_refresh(record):
+            group.append(record)
+            continue
+        if group:
+            yield group
+            group = []
+        yield [record]
+    if group:
+        yield group
+
+
+def _is_refresh(record: Any) -> bool:
+    try:
+        return bool(json.loads(record["body"]).get("type") == "refresh_user")
+    except Exception:  # not ours to judge here: the record's own processing reports it
+        return False
 
 
 def report_failed_record(message_id: str | None, exc: BaseException) -> None:
@@ -88,9 +187,11 @@ def report_failed_record(message_id: str | None, exc: BaseException) -> None:
 
 
 class _Tally:
-    """Per-invocation counts, logged and emitted once per batch instead of per user."""
+    """Per-invocation counts, logged and emitted once per batch instead of per user; counted from
+    the lanes' threads, under one lock."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self.statuses: Counter[str] = Counter()
         self.tokens = 0
         self.prompt_tokens = 0
@@ -112,7 +213,21 @@ class _Tally:
         self.ratings = 0
         self.digests = 0
 
+    def count(self, **counts: int) -> None:
+        """Add to the named counts."""
+        with self._lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
+
+    def count_conversations(self, status: str, n: int = 1) -> None:
+        with self._lock:
+            self.conversations[status] += n
+
     def add(self, outcome: RunOutcome) -> None:
+        with self._lock:
+            self._add(outcome)
+
+    def _add(self, outcome: RunOutcome) -> None:
         self.statuses[outcome.status.value] += 1
         self.tokens += outcome.tokens
         self.prompt_tokens += outcome.prompt_tokens
@@ -130,63 +245,94 @@ class _Tally:
 
 
 def refresh_users(
-    message: RefreshUser, message_id: str, services: WorkerServices, deadline: Deadline, tally: _Tally
+    message: RefreshUser, message_id: str, services: WorkerServices, deadline: Deadline, tally: _Tally, lanes: Lanes
 ) -> None:
-    """One run per user; a user's failure does not stop the others, and a retry skips the done ones."""
+    """One run per user, side by side in the lanes; a user's failure does not stop the others, and a
+    retry skips the done ones. The record fails when one of its users failed, and is deferred
+    (DeadlineReached) when one of them could not start or finish its LLM calls in time."""
     failures: dict[str, str] = {}
     errors: list[BaseException] = []
-
-    def failed(what: str, user_id: Any, err: BaseException) -> None:
-        error, reason = describe_failure(err)
+    stop = threading.Event()  # once one user ran out of time, the message's others do not start
+    runs = [
+        (user_id, lanes.start(partial(refresh_one, user_id, message, message_id, services, deadline, tally, stop)))
+        for user_id in message.user_ids
+    ]
+    deferred: DeadlineReached | None = None
+    for user_id, run in runs:
+        try:
+            failure = run.result()
+        except DeadlineReached as err:
+            deferred = deferred or err
+            continue
+        if failure is None:
+            continue
+        what, failed = failure
+        error, reason = describe_failure(failed)
         logger.warning(
             what, message_id=message_id, user_id=str(user_id), run_key=message.run_key, error=error, reason=reason
         )
         metrics.add_metric(name="UsersFailed", unit=MetricUnit.Count, value=1)
         failures[str(user_id)] = f"{error}: {reason}"
-        errors.append(err)
-
-    for user_id in message.user_ids:
-        try:
-            with services.hold():  # one connection for the run's statements
-                outcome = refresh_user(
-                    user_id,
-                    message.window,
-                    message.run_key,
-                    store=services.store,
-                    activity=services.activity,
-                    summarizer=services.summarizer,
-                    cfg=services.pipeline,
-                    deadline=deadline,
-                )
-        except DeadlineReached:
-            raise  # the rest of the message waits for the retry
-        except Exception as err:  # one user's failure, whatever it is, must not stop the others
-            failed("user refresh failed", user_id, err)
-            continue
-        tally.add(outcome)
-        log_run(outcome, message.run_key, message_id)
-        if outcome.status is RunStatus.INVALID_STORED_DOCUMENT:
-            report_invalid_document(outcome, message.run_key, message_id, services.settings.document_schema)
-            continue  # nothing builds on that document: not the companion's part, not embeddings
-        try:
-            _after_summary(user_id, message.run_key, services, tally)
-        except DeadlineReached:
-            raise
-        except Exception as err:  # as a summary's failure: logged, counted, retried
-            failed("companion nightly failed", user_id, err)
-            continue
-        if outcome.deferred:
-            logger.warning(
-                "activity deferred to the next run",
-                message_id=message_id,
-                user_id=str(user_id),
-                summarized=outcome.activities,
-                deferred=outcome.deferred,
-            )
+        errors.append(failed)
+    if deferred is not None:
+        raise deferred  # the rest of the message waits for the retry
     if len(errors) == 1 and len(message.user_ids) == 1:
         raise errors[0]
     if failures:
         raise UsersFailed(failures)
+
+
+def refresh_one(
+    user_id: Any,
+    message: RefreshUser,
+    message_id: str,
+    services: WorkerServices,
+    deadline: Deadline,
+    tally: _Tally,
+    stop: threading.Event,
+) -> tuple[str, BaseException] | None:
+    """One user's run and its nightly companions, in a lane: its log line and counts, or what failed
+    (the step's log message, the error). DeadlineReached is raised: the record is deferred."""
+    if stop.is_set():
+        raise DeadlineReached("another user of the message ran out of time; retried later")
+    try:
+        with services.hold():  # one connection for the run's statements
+            outcome = refresh_user(
+                user_id,
+                message.window,
+                message.run_key,
+                store=services.store,
+                activity=services.activity,
+                summarizer=services.summarizer,
+                cfg=services.pipeline,
+                deadline=deadline,
+            )
+    except DeadlineReached:
+        stop.set()
+        raise
+    except Exception as err:  # one user's failure, whatever it is, must not stop the others
+        return "user refresh failed", err
+    tally.add(outcome)
+    log_run(outcome, message.run_key, message_id)
+    if outcome.status is RunStatus.INVALID_STORED_DOCUMENT:
+        report_invalid_document(outcome, message.run_key, message_id, services.settings.document_schema)
+        return None  # nothing builds on that document: not the companion's part, not embeddings
+    try:
+        _after_summary(user_id, message.run_key, services, tally)
+    except DeadlineReached:
+        stop.set()
+        raise
+    except Exception as err:  # as a summary's failure: logged, counted, retried
+        return "companion nightly failed", err
+    if outcome.deferred:
+        logger.warning(
+            "activity deferred to the next run",
+            message_id=message_id,
+            user_id=str(user_id),
+            summarized=outcome.activities,
+            deferred=outcome.deferred,
+        )
+    return None
 
 
 # What a user's run did, as its log line says it: a version written, the memory unchanged (every
@@ -254,8 +400,7 @@ def _after_summary(user_id: Any, run_key: str, services: WorkerServices, tally: 
             companion=services.companion,
             max_document_bytes=services.settings.max_document_bytes,
         )
-        tally.ratings += done.ratings
-        tally.digests += 1 if done.digest_day else 0
+        tally.count(ratings=done.ratings, digests=1 if done.digest_day else 0)
     if services.search.embedder is not None:
         embed_after_write(services.search, user_id)
 
@@ -266,9 +411,9 @@ def record_activity(message: RecordActivity, services: WorkerServices, tally: _T
     messages = [a.to_message() for a in message.activities if a.is_message]  # checked before anything is written
     activities = [a.to_activity() for a in message.activities if not a.is_message]
     if activities:
-        tally.recorded += services.activity.record(activities)
+        tally.count(recorded=services.activity.record(activities))
     if messages:
-        tally.messages_recorded += services.conversations.record(messages)
+        tally.count(messages_recorded=services.conversations.record(messages))
 
 
 def generate_memories(
@@ -344,13 +489,13 @@ def _report_refused(refused: list[RefusedItem], message_id: str, tally: _Tally) 
             reason=item.reason,
         )
     if refused:
-        tally.conversations["refused"] += len(refused)
+        tally.count_conversations("refused", len(refused))
 
 
 def _tally_conversations(run: BatchRun, message_id: str, attempt: int, tally: _Tally) -> None:
     for outcome in run.outcomes:
-        tally.conversations[outcome.status] += 1
-        tally.conversation_tokens += outcome.prompt_tokens + outcome.completion_tokens
+        tally.count_conversations(outcome.status)
+        tally.count(conversation_tokens=outcome.prompt_tokens + outcome.completion_tokens)
         if outcome.status == "missing":
             logger.warning(
                 "batch item refused",
@@ -380,41 +525,47 @@ def _tally_conversations(run: BatchRun, message_id: str, attempt: int, tally: _T
             error=error,
             reason=reason,
         )
-        tally.conversations["failed"] += 1
+        tally.count_conversations("failed")
     if run.failures:
         metrics.add_metric(name="ConversationsFailed", unit=MetricUnit.Count, value=len(run.failures))
     if run.deferred:
-        tally.conversations["deferred"] += len(run.deferred)
+        tally.count_conversations("deferred", len(run.deferred))
 
 
-def handle_record(record: QueueRecord, services: WorkerServices, deadline: Deadline, tally: _Tally) -> None:
-    """Do what one message asks."""
+def handle_record(
+    record: QueueRecord, services: WorkerServices, deadline: Deadline, tally: _Tally, lanes: Lanes
+) -> None:
+    """Do what one message asks, its work in the lanes."""
     if deadline.left() <= 0:
         raise DeadlineReached("too close to the invocation's deadline to start this record")
     message = record.body
     if isinstance(message, RecordActivity):
-        record_activity(message, services, tally)
+        lanes.run(partial(record_activity, message, services, tally), "this record")
         return
     if isinstance(message, GenerateMemoryBatch):
-        generate_memories(message, record.messageId, services, deadline, tally)
+        lanes.run(partial(generate_memories, message, record.messageId, services, deadline, tally), "this record")
         return
-    refresh_users(message, record.messageId, services, deadline, tally)
+    refresh_users(message, record.messageId, services, deadline, tally, lanes)
 
 
 def process_batch(event: dict[str, Any], context: Any, services: WorkerServices) -> PartialItemFailureResponse:
     """Process one SQS event; returns the partial batch response."""
     deadline = Deadline(context.get_remaining_time_in_millis, services.settings.deadline_margin_ms / 1000)
     tally = _Tally()
+    lanes = Lanes(services.concurrency, deadline)
 
     def record_handler(record: QueueRecord) -> None:
-        handle_record(record, services, deadline, tally)
+        handle_record(record, services, deadline, tally, lanes)
 
     # Every outbound call of the batch (the model, the embeddings) ends before the deadline
     # margin, however slowly an endpoint answers (adapters/openai_calls).
-    with within(deadline.left()):
-        response = process_partial_response(
-            event=event, record_handler=record_handler, processor=WorkerProcessor(), context=context
-        )
+    try:
+        with within(deadline.left()):
+            response = process_partial_response(
+                event=event, record_handler=record_handler, processor=WorkerProcessor(lanes), context=context
+            )
+    finally:
+        lanes.close()
     failed = len(response.get("batchItemFailures", []))
     logger.info(
         "batch done",
