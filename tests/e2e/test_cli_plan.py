@@ -49,7 +49,7 @@ def test_plan_takes_the_measured_llm_seconds_and_concurrency(capsys):
             "--window-hours: the window must be above 0 and at most 24",
         ),
         (["--users-per-day", "10", "--headroom", "0.5"], "--headroom: the headroom must be at least 1"),
-        (["--users-per-day", "10", "--llm-concurrency", "101"], "the LLM concurrency must be at most 100, got 101"),
+        (["--users-per-day", "10", "--llm-concurrency", "51"], "the LLM concurrency must be at most 50, got 51"),
     ],
 )
 def test_bad_plan_arguments_are_one_error_line(capsys, argv, fragment):

@@ -12,6 +12,7 @@ from user_memory.domain.fanout import Backlog
 from user_memory.domain.plan import (
     BACKLOG_MARGIN_SECONDS,
     MAX_BATCH_SIZE,
+    MAX_LLM_CONCURRENCY,
     MAX_WORKER_CONCURRENCY,
     MIN_QUEUE_AGE_ALARM_SECONDS,
     MIN_WORKER_CONCURRENCY,
@@ -28,7 +29,7 @@ from user_memory.errors import FanoutRefused, InvalidArgument, PlanDoesNotFit
 
 users_a_day = st.integers(min_value=1, max_value=50_000_000)
 llm_seconds = st.floats(min_value=0.05, max_value=105, allow_nan=False)
-llm_concurrency = st.integers(min_value=1, max_value=100)
+llm_concurrency = st.integers(min_value=1, max_value=MAX_LLM_CONCURRENCY)
 window_hours = st.floats(min_value=0.25, max_value=24, allow_nan=False)
 headroom = st.floats(min_value=1, max_value=10, allow_nan=False)
 PER_USER = (
