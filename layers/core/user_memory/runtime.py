@@ -63,6 +63,7 @@ from user_memory.errors import ConfigError, WrongSchema
 from user_memory.jobs.embedding import embed_after_write
 
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
+    from user_memory.adapters.openai_batch import SummaryBatches
     from user_memory.domain.companion.ports import NightlyCompanionData
     from user_memory.domain.service import MemoryService
     from user_memory.domain.summary.pipeline import PipelineConfig
@@ -182,6 +183,8 @@ class WorkerServices:
     # Holds one database connection for a user's run, so that its statements share one checkout.
     hold: Callable[[], AbstractContextManager[None]] = field(default=nullcontext, repr=False)
     pool: ConnectionPool | None = field(default=None, repr=False)
+    # SUMMARY_DELIVERY=batch: the Batch API's side (jobs/summary_batch.py); None: online.
+    batches: SummaryBatches | None = None
 
     def close(self) -> None:
         """Close the pool this object opened (a given pool belongs to the caller)."""
@@ -218,6 +221,28 @@ def build_worker(
         sender=sender,
         hold=db.hold,
         pool=pool if owned else None,
+        batches=build_summary_batches(settings, summarizer, db),
+    )
+
+
+def build_summary_batches(
+    settings: WorkerSettings, summarizer: Summarizer, db: ConnectionSource
+) -> SummaryBatches | None:
+    """The Batch API's side of the worker when SUMMARY_DELIVERY=batch, on the summarizer's client."""
+    if settings.summary_delivery != "batch":
+        return None
+    from user_memory.adapters.openai_batch import OpenAIBatches, SummaryBatches
+    from user_memory.adapters.openai_summarizer import OpenAISummarizer
+    from user_memory.adapters.summary_batches import PostgresBatchRequests
+
+    if not isinstance(summarizer, OpenAISummarizer):
+        raise ConfigError("SUMMARY_DELIVERY=batch needs the OpenAI summarizer (its requests go into the batch)")
+    return SummaryBatches(
+        requests=PostgresBatchRequests(db),
+        endpoint=OpenAIBatches.of(summarizer),
+        online=summarizer,
+        poll_seconds=settings.batch_poll_seconds,
+        give_up_seconds=settings.batch_give_up_hours * 3600,
     )
 
 
