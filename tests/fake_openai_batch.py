@@ -44,6 +44,7 @@ class FakeBatchAPI:
         self.batches: dict[str, dict[str, Any]] = {}
         self.requests: list[tuple[str, str]] = []  # (method, path)
         self.chat: list[dict[str, Any]] = []  # the online calls' bodies
+        self.refuse_batches = 0  # answer the next N batch creations with this HTTP status (0: none)
         self.lock = threading.Lock()
 
     # -- what tests look at -------------------------------------------------------------------
@@ -175,6 +176,8 @@ def fake_batch_server(respond: Respond) -> Iterator[tuple[FakeBatchAPI, str]]:
                 purpose = fields["purpose"][1].decode()
                 file_id = fake._file(purpose, data, filename or "upload.jsonl")
                 self.answer(200, {k: v for k, v in fake.files[file_id].items() if k != "data"})
+            elif self.path == "/v1/batches" and fake.refuse_batches:
+                self.answer(fake.refuse_batches, {"error": {"message": "refused"}})
             elif self.path == "/v1/batches":
                 self.answer(*fake.create_batch(self.read_json()))
             elif self.path == "/v1/chat/completions":

@@ -278,3 +278,34 @@ def test_a_collect_message_for_a_batch_already_collected_does_nothing(database_u
     # Then the endpoint is not asked again and nothing is written
     assert fake.calls("GET", rf"/v1/batches/{batch_id}") == gets and [h[0] for h in heads(pool, users)] == [2]
     assert logs.named("batch already collected")
+
+
+def test_a_batch_that_cannot_be_created_leaves_its_users_to_the_online_path_at_once(database_url, pool, logs):
+    # Given an endpoint that refuses to create batches
+    with endpoint(planner) as (fake, url, sqs):
+        users = users_with_memory(pool, 2, f"refused-{uuid.uuid4()}")
+        run_key = f"daily:{uuid.uuid4()}"
+        stack = stack_for(database_url, pool, sqs, url)
+        fake.refuse_batches = 400
+        # When the night's message comes
+        assert deliver(stack, refresh_body(users, DAY, run_key)) == {"batchItemFailures": []}
+    # Then the failure is logged, the users are summarized online in the same invocation, and no claim is left
+    [failed] = logs.named("batch submit failed")
+    assert failed["error"] == "BatchUnavailable" and "HTTP 400" in failed["reason"]
+    assert len(fake.chat) == 2 and [h[0] for h in heads(pool, users)] == [2, 2]
+    assert claims(pool, run_key) == 0 and fake.batches == {}
+
+
+def test_a_batch_still_running_past_the_give_up_time_is_summarized_online(database_url, pool):
+    # Given a submitted batch that the endpoint keeps in progress for more than a day
+    with endpoint(planner) as (fake, url, sqs):
+        users = users_with_memory(pool, 2, f"overdue-{uuid.uuid4()}")
+        stack = stack_for(database_url, pool, sqs, url)
+        deliver(stack, refresh_body(users, DAY, f"daily:{uuid.uuid4()}"))
+        batch_id = only_batch(fake)
+        fake.run(batch_id)
+        fake.batches[batch_id]["created_at"] -= 27 * 3600
+        # When its collect message looks at it
+        drain(stack)
+    # Then its users are summarized online, once each
+    assert len(fake.chat) == 2 and [h[0] for h in heads(pool, users)] == [2, 2]

@@ -60,6 +60,7 @@ class BatchState:
 
     id: str
     status: str
+    created_at: float = 0.0  # Unix seconds
     output_file_id: str | None = None
     error_file_id: str | None = None
 
@@ -165,7 +166,11 @@ class OpenAIBatches:
         """The batch's status and files."""
         batch = self._call(lambda c: c.batches.retrieve(batch_id), budget)
         return BatchState(
-            id=batch.id, status=batch.status, output_file_id=batch.output_file_id, error_file_id=batch.error_file_id
+            id=batch.id,
+            status=batch.status,
+            created_at=float(batch.created_at),
+            output_file_id=batch.output_file_id,
+            error_file_id=batch.error_file_id,
         )
 
     def output(self, state: BatchState, budget: float | None = None) -> BatchOutput:

@@ -26,6 +26,7 @@ run key) or their claims gone.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -258,7 +259,7 @@ def collect_batch(
         logger.info("batch already collected", message_id=message_id, batch_id=message.batch_id)
         return
     state = batches.endpoint.state(message.batch_id, budget=max(deadline.left(), 0.0))
-    overdue = message.polls * batches.poll_seconds >= batches.give_up_seconds
+    overdue = time.time() - state.created_at >= batches.give_up_seconds
     if state.running and not overdue:
         assert services.sender is not None  # settings: SUMMARY_DELIVERY=batch needs QUEUE_URL
         services.sender.send(
