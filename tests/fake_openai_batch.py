@@ -8,6 +8,7 @@
 - GET /v1/batches/{id}: the batch object; the test moves it on (`FakeBatchAPI.run`, `.end`):
   validating, in_progress, then completed, expired, failed or cancelled, with output_file_id
   and error_file_id once ended.
+- POST /v1/batches/{id}/cancel: the batch goes to `cancelling`.
 - GET /v1/files/{id}/content: the file's bytes. An output line is {"id", "custom_id",
   "response": {"status_code", "request_id", "body"}, "error": null}; an error line has the
   request's error answer as its response, or `response` null and an `error` {code, message}
@@ -176,6 +177,10 @@ def fake_batch_server(respond: Respond) -> Iterator[tuple[FakeBatchAPI, str]]:
                 purpose = fields["purpose"][1].decode()
                 file_id = fake._file(purpose, data, filename or "upload.jsonl")
                 self.answer(200, {k: v for k, v in fake.files[file_id].items() if k != "data"})
+            elif m := re.fullmatch(r"/v1/batches/([\w-]+)/cancel", self.path):
+                batch = fake.batches[m.group(1)]
+                batch.update(status="cancelling", cancelling_at=int(time.time()))
+                self.answer(200, batch)
             elif self.path == "/v1/batches" and fake.refuse_batches:
                 self.answer(fake.refuse_batches, {"error": {"message": "refused"}})
             elif self.path == "/v1/batches":

@@ -21,7 +21,7 @@ from user_memory.adapters.postgres import PostgresRecorder
 from user_memory.domain.memory.repository import MemoryStore
 
 from tests.e2e.helpers import Stack, refresh_body, seed_users, sqs_event
-from tests.fake_openai import edit, edits_completion
+from tests.fake_openai import completion, edit, edits_completion
 from tests.fake_openai_batch import FakeBatchAPI, fake_batch_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("aws_env")]
@@ -307,5 +307,28 @@ def test_a_batch_still_running_past_the_give_up_time_is_summarized_online(databa
         fake.batches[batch_id]["created_at"] -= 27 * 3600
         # When its collect message looks at it
         drain(stack)
-    # Then its users are summarized online, once each
+    # Then the batch is cancelled and its users are summarized online, once each
+    assert fake.calls("POST", rf"/v1/batches/{batch_id}/cancel") == 1
+    assert fake.batches[batch_id]["status"] == "cancelling"
     assert len(fake.chat) == 2 and [h[0] for h in heads(pool, users)] == [2, 2]
+
+
+def test_a_batch_answer_that_is_not_of_the_schema_goes_back_online_with_the_error(database_url, pool):
+    # Given a model whose first answer is not JSON, and which answers well when told why
+    def unreadable_first(body: dict[str, Any]) -> dict[str, Any]:
+        if "could not be used" in body["messages"][-1]["content"]:
+            return planner(body)
+        return completion("this is not the edits' JSON", prompt_tokens=500, completion_tokens=10)
+
+    with endpoint(unreadable_first) as (fake, url, sqs):
+        [user] = users_with_memory(pool, 1, f"unreadable-{uuid.uuid4()}")
+        stack = stack_for(database_url, pool, sqs, url)
+        deliver(stack, refresh_body([user], DAY, f"daily:{uuid.uuid4()}"))
+        fake.end(only_batch(fake))
+        drain(stack)
+    # Then the batch's answer was checked like an online one: refused, and asked again online with the error
+    [retry] = fake.chat
+    assert "could not be used" in retry["messages"][-1]["content"]
+    [(version, document, provenance, _)] = heads(pool, [user])
+    assert version == 2 and document["parts"]["planner"]["goals"] == [{"goal": "plan"}]
+    assert provenance["calls"] == 2 and provenance["prompt_tokens"] == 1200

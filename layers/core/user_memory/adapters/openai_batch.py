@@ -173,6 +173,10 @@ class OpenAIBatches:
             error_file_id=batch.error_file_id,
         )
 
+    def cancel(self, batch_id: str, budget: float | None = None) -> None:
+        """Ask the endpoint to stop a batch (what it completed before stopping is still billed)."""
+        self._call(lambda c: c.batches.cancel(batch_id), budget)
+
     def output(self, state: BatchState, budget: float | None = None) -> BatchOutput:
         """What an ended batch answered (its output file) and what failed (its error file)."""
         texts = []

@@ -267,6 +267,8 @@ def collect_batch(
         )
         logger.info("batch running", message_id=message_id, batch_id=message.batch_id, status=state.status)
         return
+    if state.running:  # given up: stopped, so that answers nobody will read are not paid for
+        _cancel(message, message_id, batches, deadline)
     output = batches.endpoint.output(state, budget=max(deadline.left(), 0.0)) if not state.running else BatchOutput()
     by_user = {str(c.user_id): c for c in claims}
     answers = {by_user[cid].request_sha256: body for cid, body in output.answers.items() if cid in by_user}
@@ -298,6 +300,16 @@ def collect_batch(
     finally:
         _count(summarizer)
     batches.requests.done(message.batch_id, message.run_key, users)
+
+
+def _cancel(message: CollectBatch, message_id: str, batches: SummaryBatches, deadline: Deadline) -> None:
+    try:
+        batches.endpoint.cancel(message.batch_id, budget=max(deadline.left(), 0.0))
+    except Exception as err:  # its users are summarized online either way
+        error, reason = describe_failure(err)
+        logger.warning(
+            "batch cancel failed", message_id=message_id, batch_id=message.batch_id, error=error, reason=reason
+        )
 
 
 def _count(summarizer: PrecomputedAnswers) -> None:
