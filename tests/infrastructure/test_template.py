@@ -61,6 +61,7 @@ FUNCTION_ENV = {
         "SUMMARIZER_ATTEMPTS",
         "SUMMARY_MODE",
         "LLM_CONCURRENCY",
+        "SUMMARY_DELIVERY",
         "MAX_ACTIVITIES_PER_RUN",
         "DOCUMENT_SCHEMA",
         "MAX_DOCUMENT_BYTES",
@@ -724,6 +725,19 @@ def test_the_summary_mode_parameter_offers_exactly_the_settings_modes_with_the_s
     # Then the parameter allows exactly the setting's values, and defaults to the setting's default
     assert set(parameter["AllowedValues"]) == set(get_args(field.annotation))
     assert parameter["Default"] == field.default == "edit"
+
+
+def test_the_summary_delivery_parameter_offers_exactly_the_settings_deliveries_online_by_default(template):
+    # Given the worker's SUMMARY_DELIVERY setting (a Literal) and the template's SummaryDelivery parameter
+    from typing import get_args
+
+    field = WorkerSettings.model_fields["summary_delivery"]
+    parameter = template["Parameters"]["SummaryDelivery"]
+    # Then the parameter allows exactly the setting's values, defaults to online, and reaches the worker
+    assert set(parameter["AllowedValues"]) == set(get_args(field.annotation))
+    assert parameter["Default"] == field.default == "online"
+    variables = template["Resources"]["WorkerFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables["SUMMARY_DELIVERY"] == {"Ref": "SummaryDelivery"}
 
 
 def test_the_conversation_memory_schedule_is_optional_and_runs_the_trigger_on_the_fanout(template):

@@ -229,6 +229,16 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
     # Users (and records) one invocation runs at once, each on its own pooled connection, so that
     # a batch takes about one LLM latency rather than one per user (jobs/worker.py).
     llm_concurrency: int = Field(default=DEFAULT_LLM_CONCURRENCY, ge=1, le=MAX_LLM_CONCURRENCY)
+    # online: each user's summary is one chat completion in the worker's invocation. batch: the
+    # requests of a refresh_user message go to the endpoint's Batch API (half the price at
+    # OpenAI, answered within 24 h) and a collect_batch message, re-queued every
+    # BATCH_POLL_SECONDS (SQS's DelaySeconds, at most 900) until the batch ends, runs the answers
+    # through the same pipeline (jobs/summary_batch.py; needs QUEUE_URL and the OpenAI summarizer).
+    summary_delivery: Literal["online", "batch"] = "online"
+    batch_poll_seconds: int = Field(default=900, ge=0, le=900)
+    # A batch still not ended after this long (the endpoint's window is 24 h) is given up on: its
+    # users are summarized online.
+    batch_give_up_hours: float = Field(default=26.0, gt=0)
 
     @model_validator(mode="after")
     def _fits(self) -> WorkerSettings:
@@ -260,6 +270,11 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
             raise ValueError(
                 f"the rule-based summarizer has no rules for DOCUMENT_SCHEMA={self.document_schema}; "
                 f"use {' or '.join(sorted(RULE_SCHEMAS))}"
+            )
+        if self.summary_delivery == "batch" and (self.summarizer_kind != "openai" or not self.queue_url):
+            raise ValueError(
+                "SUMMARY_DELIVERY=batch needs the OpenAI summarizer (OPENAI_API_KEY or OPENAI_BASE_URL) and "
+                "QUEUE_URL (the collect_batch messages are sent there)"
             )
         whole_documents = self.summarizer_kind == "openai" and self.summary_mode == "document"
         if whole_documents and self.document_schema != "user_state":

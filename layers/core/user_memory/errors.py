@@ -174,6 +174,10 @@ class SummarizerUnavailable(SummarizerError):
     """The LLM endpoint failed: connection error, timeout, rate limit or a server error."""
 
 
+class BatchUnavailable(SummarizerUnavailable):
+    """The Batch API could not be used: an upload, a batch's creation or retrieval, or a file's content."""
+
+
 class EmbeddingsUnavailable(SummarizerUnavailable):
     """The embeddings endpoint failed, or answered vectors that cannot be stored."""
 

@@ -64,6 +64,7 @@ from user_memory.errors import ConfigError, WrongSchema
 from user_memory.jobs.embedding import embed_after_write
 
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
+    from user_memory.adapters.openai_batch import SummaryBatches
     from user_memory.domain.companion.ports import NightlyCompanionData
     from user_memory.domain.service import MemoryService
     from user_memory.domain.summary.pipeline import PipelineConfig
@@ -185,6 +186,8 @@ class WorkerServices:
     pool: ConnectionPool | None = field(default=None, repr=False)
     # Runs at once in an invocation: LLM_CONCURRENCY, at most the pool's connections (each run holds one).
     concurrency: int = 1
+    # SUMMARY_DELIVERY=batch: the Batch API's side (jobs/summary_batch.py); None: online.
+    batches: SummaryBatches | None = None
 
     def close(self) -> None:
         """Close the pool this object opened (a given pool belongs to the caller)."""
@@ -224,6 +227,28 @@ def build_worker(
         hold=db.hold,
         pool=pool if owned else None,
         concurrency=max(1, min(settings.llm_concurrency, getattr(pool, "max_size", 1))),
+        batches=build_summary_batches(settings, summarizer, db),
+    )
+
+
+def build_summary_batches(
+    settings: WorkerSettings, summarizer: Summarizer, db: ConnectionSource
+) -> SummaryBatches | None:
+    """The Batch API's side of the worker when SUMMARY_DELIVERY=batch, on the summarizer's client."""
+    if settings.summary_delivery != "batch":
+        return None
+    from user_memory.adapters.openai_batch import OpenAIBatches, SummaryBatches
+    from user_memory.adapters.openai_summarizer import OpenAISummarizer
+    from user_memory.adapters.summary_batches import PostgresBatchRequests
+
+    if not isinstance(summarizer, OpenAISummarizer):
+        raise ConfigError("SUMMARY_DELIVERY=batch needs the OpenAI summarizer (its requests go into the batch)")
+    return SummaryBatches(
+        requests=PostgresBatchRequests(db),
+        endpoint=OpenAIBatches.of(summarizer),
+        online=summarizer,
+        poll_seconds=settings.batch_poll_seconds,
+        give_up_seconds=settings.batch_give_up_hours * 3600,
     )
 
 

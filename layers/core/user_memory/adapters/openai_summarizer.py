@@ -272,8 +272,29 @@ class OpenAISummarizer(calls.ChatCaller):
         feedback: str | None = None,
         timeout: float | None = None,
     ) -> SummaryResult:
+        body, lines = self.request(document, activities, feedback)
+        response = self.complete(body["messages"], body["response_format"], timeout)
+        return self.read_answer(response, body["messages"], lines, document)
+
+    def request(
+        self, document: dict[str, Any], activities: list[Activity], feedback: str | None = None
+    ) -> tuple[dict[str, Any], PromptActivity]:
+        """One call's chat completion body (model, temperature, messages, response_format), and
+        what its activity block merged and left out: the online call and a batch's line alike."""
         messages, lines = self.prompt(document, activities, feedback)
-        response = self.complete(messages, response_format(self.mode), timeout)
+        body = {
+            "model": self.model,
+            "temperature": self.temperature,
+            "messages": messages,
+            "response_format": response_format(self.mode),
+        }
+        return body, lines
+
+    def read_answer(
+        self, response: Any, messages: list[dict[str, str]], lines: PromptActivity, document: dict[str, Any]
+    ) -> SummaryResult:
+        """The checked answer of a chat completion (online, or a batch's output line): its
+        tokens, and the edits or document it holds (InvalidDocument, with its cost, when unusable)."""
         prompt_tokens, completion_tokens, cached = calls.usage_tokens(response)
         if not prompt_tokens:  # an endpoint that reports no usage: the estimate
             prompt_tokens = tokens_for_chars(sum(len(m["content"]) for m in messages))

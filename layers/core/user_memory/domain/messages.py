@@ -4,6 +4,8 @@
  "run_key": "daily:2026-11-21"}
 {"type": "record_activity", "activities": [{"user_id": "<uuid>", "occurred_at": "...",
  "kind": "session", "payload": {...}, "source": "chat", "external_id": "msg-123"}]}
+{"type": "collect_batch", "batch_id": "batch_...", "run_key": "daily:2026-11-21", "window": {...},
+ "polls": 0}   (the worker's own, SUMMARY_DELIVERY=batch: jobs/summary_batch.py)
 {"task_type": "GENERATE_MEMORY_BATCH", "conversations": [{"user_id": "<uuid>",
  "conversation_id": "<the user's conversation id>"}, ...]}
 
@@ -77,6 +79,18 @@ class RefreshUser(BaseModel):
     user_ids: list[uuid.UUID] = Field(min_length=1, max_length=MAX_USERS_PER_MESSAGE)
     window: Window
     run_key: str = Field(min_length=1, max_length=RUN_KEY_MAX)
+
+
+class CollectBatch(BaseModel):
+    """The worker's own: collect a Batch API batch of a run's summaries (SUMMARY_DELIVERY=batch),
+    or look again after the delay while it runs (`polls`: how many times it has been looked at)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["collect_batch"]
+    batch_id: str = Field(min_length=1, max_length=200)
+    window: Window
+    run_key: str = Field(min_length=1, max_length=RUN_KEY_MAX)
+    polls: int = Field(default=0, ge=0)
 
 
 class ActivityIn(BaseModel):
@@ -154,15 +168,18 @@ def _message_tag(value: Any) -> str | None:
     return tag if isinstance(tag, str) else None
 
 
-AnyMessage = RefreshUser | RecordActivity | GenerateMemoryBatch
+AnyMessage = RefreshUser | RecordActivity | CollectBatch | GenerateMemoryBatch
 Message = Annotated[
     Annotated[RefreshUser, Tag("refresh_user")]
     | Annotated[RecordActivity, Tag("record_activity")]
+    | Annotated[CollectBatch, Tag("collect_batch")]
     | Annotated[GenerateMemoryBatch, Tag(TASK_GENERATE_MEMORY_BATCH)],
     Discriminator(
         _message_tag,
         custom_error_type="invalid_message_type",
-        custom_error_message=("type must be refresh_user or record_activity, or task_type GENERATE_MEMORY_BATCH"),
+        custom_error_message=(
+            "type must be refresh_user, record_activity or collect_batch, or task_type GENERATE_MEMORY_BATCH"
+        ),
     ),
 ]
 _MESSAGE: TypeAdapter[AnyMessage] = TypeAdapter(Message)

@@ -56,10 +56,11 @@ from user_memory.adapters.http_deadline import within
 from user_memory.domain.conversations.batch import BatchRun, run_batch
 from user_memory.domain.conversations.model import MAX_CONVERSATIONS_PER_MESSAGE
 from user_memory.domain.conversations.trigger import GenerateMemoryBatch, RefusedItem, batch_bodies
-from user_memory.domain.messages import Message, RecordActivity, RefreshUser, check_body_size
+from user_memory.domain.messages import CollectBatch, Message, RecordActivity, RefreshUser, check_body_size
 from user_memory.domain.model import RunStatus
 from user_memory.domain.summary.pipeline import Deadline, RunOutcome, refresh_user
 from user_memory.errors import (
+    ConfigError,
     ConversationsFailed,
     DeadlineReached,
     InvalidMessage,
@@ -545,7 +546,34 @@ def handle_record(
     if isinstance(message, GenerateMemoryBatch):
         lanes.run(partial(generate_memories, message, record.messageId, services, deadline, tally), "this record")
         return
+    if isinstance(message, CollectBatch) or services.batches is not None:
+        _batch_delivery(message, record.messageId, services, deadline, tally, lanes)
+        return
     refresh_users(message, record.messageId, services, deadline, tally, lanes)
+
+
+def _batch_delivery(
+    message: RefreshUser | CollectBatch,
+    message_id: str,
+    services: WorkerServices,
+    deadline: Deadline,
+    tally: _Tally,
+    lanes: Lanes,
+) -> None:
+    """SUMMARY_DELIVERY=batch (jobs/summary_batch.py): a refresh_user message's requests go into a
+    batch, a collect_batch message runs its answers through this module's per-user loop."""
+
+    def run_online(users: RefreshUser, on: WorkerServices) -> None:
+        refresh_users(users, message_id, on, deadline, tally, lanes)
+
+    if services.batches is None:
+        raise ConfigError("a collect_batch message reached a worker whose SUMMARY_DELIVERY is not batch")
+    from user_memory.jobs.summary_batch import collect_batch, submit_batch  # only when used: cold start
+
+    if isinstance(message, CollectBatch):
+        collect_batch(message, message_id, services, services.batches, deadline, run_online)
+    else:
+        submit_batch(message, message_id, services, services.batches, deadline, run_online)
 
 
 def process_batch(event: dict[str, Any], context: Any, services: WorkerServices) -> PartialItemFailureResponse:
