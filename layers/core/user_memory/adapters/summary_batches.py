@@ -1,4 +1,4 @@
-"""Which users of a run are in which Batch API batch (migration 022), on PostgreSQL.
+"""Which users of a run are in which Batch API batch (migration 021), on PostgreSQL.
 
 The claim is the idempotency: one statement inserts a row per (run key, user) that has none and
 returns the users it inserted, so of two deliveries of the same refresh_user message only one
