@@ -13,6 +13,7 @@ endpoint hung up on rather than left trickling.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from datetime import UTC, datetime
@@ -215,7 +216,9 @@ def test_a_trickling_embeddings_endpoint_after_an_api_write_answers_before_the_d
     # And the embedding's failure is logged with the user and the error, never the request's
     [failed] = logs.named("embedding failed")
     assert (failed["user_id"], failed["error"]) == (user, "EmbeddingsUnavailable")
-    assert "no answer within 5.5 s" in failed["reason"]
+    # (the time left after the write, less the margin: 5.5 s at most, less on a loaded machine)
+    bound = re.search(r"no answer within (\d+\.\d) s", failed["reason"])
+    assert bound is not None and 0 < float(bound.group(1)) <= INVOCATION - MARGIN_MS / 1000, failed["reason"]
 
 
 def test_an_answer_that_arrives_in_time_is_not_cut(database_url, pool):
