@@ -24,7 +24,7 @@ prompt says how many). A retry's feedback comes last, so the rest is a prefix of
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
@@ -38,10 +38,10 @@ from user_memory.domain.summary.edits import parse_edits
 from user_memory.domain.summary.pipeline import (
     PromptActivity,
     SummaryMode,
-    activity_line,
     prompt_activity,
     tokens_for_chars,
 )
+from user_memory.domain.summary.view import PromptView, merge_answer, prompt_view
 from user_memory.errors import InvalidDocument, join_problems
 
 if TYPE_CHECKING:
@@ -166,8 +166,23 @@ def from_llm_shape(data: dict[str, Any], previous: dict[str, Any], model: str) -
     }
 
 
-def _activity_line(a: Activity) -> str:
-    line = activity_line(a)
+# Compact JSON for the prompt's activity lines: the spaces after "," and ":" are a token each.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def prompt_time(t: datetime) -> str:
+    """A time as the prompt writes it: 2026-11-04T13:10Z for a whole minute in UTC, else ISO 8601."""
+    if t.utcoffset() == timedelta(0) and not t.second and not t.microsecond:
+        return t.strftime("%Y-%m-%dT%H:%MZ")
+    return t.isoformat()
+
+
+def prompt_line(a: Activity) -> str:
+    """An activity's line in the prompt: the pipeline's activity_line written compactly, cut
+    beyond MAX_ACTIVITY_LINE_CHARS with a marker."""
+    extra = {k: v for k, v in a.payload.items() if k not in ("at", "kind")}
+    # the same object as the pipeline's activity_line, written compactly
+    line = _COMPACT.encode({"at": prompt_time(a.occurred_at), "kind": a.kind, **extra})
     if len(line) > MAX_ACTIVITY_LINE_CHARS:
         cut = len(line) - MAX_ACTIVITY_LINE_CHARS
         line = f"{line[:MAX_ACTIVITY_LINE_CHARS]} [truncated: {cut:,} more characters]"
@@ -231,29 +246,44 @@ class OpenAISummarizer(calls.ChatCaller):
         feedback: str | None = None,
         window: tuple[datetime, datetime] | None = None,
     ) -> tuple[list[dict[str, str]], PromptActivity]:
-        """The chat messages for one call, and what the activity block merged and left out.
+        """The chat messages for one call, and what the activity block merged and left out."""
+        messages, lines, _ = self._prompt_and_view(document, activities, feedback, window)
+        return messages, lines
 
-        The system message is the mode's fixed instructions; the user message carries the
-        document once and the activity once, then the feedback of a retry.
+    def _prompt_and_view(
+        self,
+        document: dict[str, Any],
+        activities: list[Activity],
+        feedback: str | None = None,
+        window: tuple[datetime, datetime] | None = None,
+    ) -> tuple[list[dict[str, str]], PromptActivity, PromptView]:
+        """The chat messages, what the activity block merged and left out, and the document's view.
+
+        The system message is the mode's fixed instructions; the user message carries the view of
+        the document once (domain/summary/view.py: what the activity touches in full, an outline of
+        the rest), the activity once, then the feedback of a retry.
         """
         span = (
-            f"{window[0].isoformat()} to {window[1].isoformat()}"
+            f"{prompt_time(window[0])} to {prompt_time(window[1])}"
             if window
             else (
-                f"{activities[0].occurred_at.isoformat()} to {activities[-1].occurred_at.isoformat()}"
+                f"{prompt_time(activities[0].occurred_at)} to {prompt_time(activities[-1].occurred_at)}"
                 if activities
                 else "none"
             )
         )
-        lines = prompt_activity(activities, self.max_prompt_activity_tokens, render=_activity_line)
+        lines = prompt_activity(activities, self.max_prompt_activity_tokens, render=prompt_line)
+        view = prompt_view(document, activities, self.schema)
         answer = "edits" if self.mode == "edit" else "answer"
+        outline = view.outline()
         user = _prompt("user.txt").format(
             window=span,
             document=json.dumps(
-                to_llm_shape(document) if self.schema == "user_state" else document,
+                to_llm_shape(view.document) if self.schema == "user_state" else view.document,
                 ensure_ascii=False,
                 separators=(",", ":"),
             ),
+            outline=f"<outline>\n{outline}\n</outline>\n" if outline else "",
             count=len(lines.lines),
             merged=f"; {lines.duplicates} repeated lines merged" if lines.duplicates else "",
             activity="\n".join(lines.lines),
@@ -262,7 +292,7 @@ class OpenAISummarizer(calls.ChatCaller):
             task=_TASKS[self.mode],
         )
         system = _prompt(_SYSTEM_PROMPTS[self.mode] if self.mode == "document" else _EDIT_PROMPTS[self.schema])
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}], lines
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}], lines, view
 
     def summarize(
         self,
@@ -272,7 +302,7 @@ class OpenAISummarizer(calls.ChatCaller):
         feedback: str | None = None,
         timeout: float | None = None,
     ) -> SummaryResult:
-        messages, lines = self.prompt(document, activities, feedback)
+        messages, lines, view = self._prompt_and_view(document, activities, feedback)
         response = self.complete(messages, response_format(self.mode), timeout)
         prompt_tokens, completion_tokens, cached = calls.usage_tokens(response)
         if not prompt_tokens:  # an endpoint that reports no usage: the estimate
@@ -294,4 +324,4 @@ class OpenAISummarizer(calls.ChatCaller):
             if self.mode == "edit":
                 parsed = LLMEdits.model_validate(data)
                 return result(edits=parse_edits(e.model_dump() for e in parsed.edits))
-            return result(document=from_llm_shape(data, document, self.model))
+            return result(document=merge_answer(document, view, from_llm_shape(data, document, self.model)))
