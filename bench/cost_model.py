@@ -39,19 +39,39 @@ CLOUDWATCH_ALARM_PER_MONTH = 0.10
 CLOUDWATCH_METRIC_PER_MONTH = 0.30
 XRAY_PER_MILLION_TRACES = 5.00
 SECRET_PER_MONTH = 0.40
-# The worker's default model (template parameter OpenAIModel): gpt-4o-mini, per million tokens.
+# The worker's default model (template parameter OpenAIModel): gpt-4o-mini, per million tokens
+# (the worker's LLM_PRICE_* settings default to the same).
 LLM_INPUT_PER_MILLION_TOKENS = 0.15
+LLM_CACHED_INPUT_PER_MILLION_TOKENS = 0.075
 LLM_OUTPUT_PER_MILLION_TOKENS = 0.60
+# OpenAI's Batch API: half the price of input and output (the nightly run's opt-in delivery mode,
+# SummaryDelivery=batch).
+LLM_BATCH_DISCOUNT = 0.5
+DATA_TRANSFER_OUT_PER_GB = 0.09  # EC2/API Gateway to the internet, the first 10 TB a month
+CLOUDWATCH_LOGS_STORAGE_PER_GB_MONTH = 0.03
+SECRETS_MANAGER_PER_10K_CALLS = 0.05
 
 # ---------------------------------------------------------------- measured in this repository
 # bench/results/sim_30_days.txt, edit mode (the default SummaryMode): 4,520 user-days summarized,
-# 4,809 LLM calls, prompt and completion tokens per user-day (o200k_base, the real tokenizer).
-LLM_PROMPT_TOKENS_PER_USER_DAY = 3905.9
-LLM_COMPLETION_TOKENS_PER_USER_DAY = 138.3
-LLM_CALLS_PER_USER_DAY = 4809 / 4520
+# 4,832 LLM calls, prompt and completion tokens per user-day (o200k_base, the real tokenizer), with
+# the prompt's view of the memory (the day's parts in full, an outline of the rest).
+LLM_PROMPT_TOKENS_PER_USER_DAY = 1314.4
+LLM_COMPLETION_TOKENS_PER_USER_DAY = 131.5
+LLM_CALLS_PER_USER_DAY = 4832 / 4520
+# Of the prompt tokens, what a warm prefix cache serves under OpenAI's rule (prompts of 1,024
+# tokens or more, in steps of 128): the view's prompts are shorter, so none (the same file: 0.0%;
+# their stable prefix, the instructions and the schema, is 52.9% of them).
+LLM_CACHED_PROMPT_SHARE = 0.0
+LLM_STABLE_PREFIX_SHARE = 0.529
 # The same simulation in document mode, for the comparison below.
-LLM_COMPLETION_TOKENS_PER_USER_DAY_DOCUMENT_MODE = 3049.6
-LLM_PROMPT_TOKENS_PER_USER_DAY_DOCUMENT_MODE = 3375.9
+LLM_COMPLETION_TOKENS_PER_USER_DAY_DOCUMENT_MODE = 298.0
+LLM_PROMPT_TOKENS_PER_USER_DAY_DOCUMENT_MODE = 1191.1
+# Before the prompt's view (the whole memory in every prompt), the same simulation, edit mode:
+# the month this model priced at $25,276 for 1M users a day.
+BEFORE_PROMPT_TOKENS_PER_USER_DAY = 3905.9
+BEFORE_COMPLETION_TOKENS_PER_USER_DAY = 138.3
+BEFORE_CALLS_PER_USER_DAY = 4809 / 4520
+BEFORE_CUSTOM_METRICS = 26
 # bench/results/worker.txt: the worker's own time per user with ~10 KB documents (the simulation's
 # size), rule-based summarizer, embedded PostgreSQL: 7.087 ms and 3 database round trips per user.
 WORKER_MS_PER_USER = 7.087
@@ -66,7 +86,10 @@ API_FIRST_INVOCATION_SECONDS = 0.359
 FUNCTION_MEMORY_MB = 1024
 WORKER_BATCH_SIZE = 3
 ALARMS = 11  # template.yaml's AWS::CloudWatch::Alarm resources (with the migrate function's)
-CUSTOM_METRICS = 26  # distinct add_metric names in layers/core (one dimension: service)
+# Distinct metric names the functions emit (one dimension: service): 27 named in layers/core, the
+# Users_<status> (6) and Conversations_<status> (5) families, RecordsFailed and RecordsDeferred, the
+# worker's 15 batch counts (LLMTokens ... LLMCostMicroUSD). The model counted 26 before.
+CUSTOM_METRICS = 27 + 6 + 5 + 2 + 15
 SECRETS = 7  # infra/database.yaml's six (master, two logins, three DSNs) and the OpenAI key
 
 # ---------------------------------------------------------------- assumptions (not measured)
@@ -83,7 +106,14 @@ LOG_BYTES_PER_API_REQUEST = 450 + 300  # the access log line, and START/END/REPO
 LOG_EVENTS_PER_API_REQUEST = 4
 LOG_BYTES_PER_USER_REFRESH = 900 + 600 / WORKER_BATCH_SIZE  # `user refreshed`, a share of EMF + platform
 LOG_EVENTS_PER_USER_REFRESH = 1 + 4 / WORKER_BATCH_SIZE
-NAT_BYTES_PER_USER_DAY = 20_000  # the LLM request and answer (~4k tokens of JSON), SQS sends
+# What leaves the VPC per user-day: the LLM request and answer (about 4 characters of JSON a
+# token, as the pipeline estimates) and a fixed share for TLS, headers and SQS sends. Through the
+# NAT gateway (processing) and out to the internet (data transfer out).
+LLM_BYTES_PER_TOKEN = 4
+NAT_OVERHEAD_BYTES_PER_USER_DAY = 4_000
+API_BYTES_PER_RESPONSE = 2_500  # an answer to an agent: a memory, its prompt block, a kv value
+LOG_RETENTION_MONTHS = 1  # the log groups' retention (30 days): a month of logs stored at a time
+SECRET_READS_PER_COLD_START = 1  # the DSN (the key is read once per worker environment too)
 API_PEAK_TO_AVERAGE = 3.0
 DB_CPU_MS_PER_API_REQUEST = 0.5  # the store's share of a request (bench/results/api.txt: 0.12-1.0 ms)
 DB_CPU_MS_PER_USER_REFRESH = 1.7  # bench/results/worker.txt: database round trips, 1.73 ms per user
@@ -125,12 +155,39 @@ def aurora_acus(users: int) -> float:
     return max(MIN_CAPACITY_ACUS, cpu_acus, cache_acus)
 
 
-def llm_cost_per_user_day(prompt: float, completion: float) -> float:
-    return prompt / 1e6 * LLM_INPUT_PER_MILLION_TOKENS + completion / 1e6 * LLM_OUTPUT_PER_MILLION_TOKENS
+def llm_cost_per_user_day(
+    prompt: float, completion: float, *, cached_share: float = LLM_CACHED_PROMPT_SHARE, batch: bool = False
+) -> float:
+    """One user-day's tokens at the list prices: the cached share of the prompt at the cached rate
+    (online only: cache hits are not assumed for batch requests), and half of it all through the
+    Batch API."""
+    if batch:
+        full = prompt * LLM_INPUT_PER_MILLION_TOKENS + completion * LLM_OUTPUT_PER_MILLION_TOKENS
+        return full / 1e6 * (1 - LLM_BATCH_DISCOUNT)
+    cached = prompt * cached_share
+    return (
+        (prompt - cached) * LLM_INPUT_PER_MILLION_TOKENS
+        + cached * LLM_CACHED_INPUT_PER_MILLION_TOKENS
+        + completion * LLM_OUTPUT_PER_MILLION_TOKENS
+    ) / 1e6
 
 
-def lines() -> list[Line]:
-    """Each cost line at each scale, USD a month."""
+def nat_bytes_per_user_day(prompt: float, completion: float) -> float:
+    return (prompt + completion) * LLM_BYTES_PER_TOKEN + NAT_OVERHEAD_BYTES_PER_USER_DAY
+
+
+def lines(
+    *,
+    prompt: float = LLM_PROMPT_TOKENS_PER_USER_DAY,
+    completion: float = LLM_COMPLETION_TOKENS_PER_USER_DAY,
+    calls: float = LLM_CALLS_PER_USER_DAY,
+    batch: bool = False,
+    uncounted: bool = True,
+    custom_metrics: int = CUSTOM_METRICS,
+) -> list[Line]:
+    """Each cost line at each scale, USD a month: the LLM's figures as given (the defaults are the
+    measured ones), online or through the Batch API; `uncounted=False` leaves out the lines this
+    model did not count before (data transfer out, log storage, secret reads), for the comparison."""
     rows: dict[str, list[float]] = {}
 
     def add(name: str, value: float) -> None:
@@ -144,7 +201,8 @@ def lines() -> list[Line]:
         worker_seconds_per_user = (
             WORKER_MS_PER_USER / 1000
             + WORKER_ROUND_TRIPS_PER_USER * PROXY_ROUND_TRIP_MS / 1000
-            + LLM_CALLS_PER_USER_DAY * LLM_SECONDS_PER_CALL
+            # Through the Batch API no function waits on the model: the results come back as a file.
+            + (0.0 if batch else calls * LLM_SECONDS_PER_CALL)
         )
         worker = lambda_cost(user_days / WORKER_BATCH_SIZE, WORKER_BATCH_SIZE * worker_seconds_per_user)
         fanout = lambda_cost(DAYS_PER_MONTH, users * FANOUT_MS_PER_USER / 1000)
@@ -162,8 +220,12 @@ def lines() -> list[Line]:
             "RDS Proxy (billed for at least 8 ACUs)",
             max(RDS_PROXY_MINIMUM_ACUS, acus) * RDS_PROXY_PER_ACU_HOUR * HOURS_PER_MONTH,
         )
-        nat = NAT_GATEWAY_PER_HOUR * HOURS_PER_MONTH + user_days * NAT_BYTES_PER_USER_DAY / GB * NAT_GATEWAY_PER_GB
+        llm_bytes = user_days * nat_bytes_per_user_day(prompt, completion)
+        nat = NAT_GATEWAY_PER_HOUR * HOURS_PER_MONTH + llm_bytes / GB * NAT_GATEWAY_PER_GB
         add("NAT gateway (one, with its data)", nat)
+        if uncounted:
+            out = llm_bytes + api_requests * API_BYTES_PER_RESPONSE
+            add("Data transfer out (LLM requests, API answers)", out / GB * DATA_TRANSFER_OUT_PER_GB)
         log_bytes = api_requests * (
             LOG_BYTES_PER_API_REQUEST + LOG_EVENTS_PER_API_REQUEST * CLOUDWATCH_LOGS_BYTES_PER_EVENT
         )
@@ -171,16 +233,47 @@ def lines() -> list[Line]:
             LOG_BYTES_PER_USER_REFRESH + LOG_EVENTS_PER_USER_REFRESH * CLOUDWATCH_LOGS_BYTES_PER_EVENT
         )
         add("CloudWatch Logs ingestion", log_bytes / GB * CLOUDWATCH_LOGS_PER_GB_INGESTED)
+        if uncounted:
+            stored = log_bytes * LOG_RETENTION_MONTHS / GB * CLOUDWATCH_LOGS_STORAGE_PER_GB_MONTH
+            reads = api_requests * COLD_START_SHARE * SECRET_READS_PER_COLD_START
+            add("Log storage (30 days) and secret reads", stored + reads / 1e4 * SECRETS_MANAGER_PER_10K_CALLS)
         reservoir = 86400 * DAYS_PER_MONTH
         traced = min(api_requests, reservoir) + XRAY_SAMPLED_SHARE * max(0.0, api_requests - reservoir)
         add("X-Ray traces (Tracing: Active)", traced / 1e6 * XRAY_PER_MILLION_TRACES)
-        fixed = ALARMS * CLOUDWATCH_ALARM_PER_MONTH + CUSTOM_METRICS * CLOUDWATCH_METRIC_PER_MONTH
+        fixed = ALARMS * CLOUDWATCH_ALARM_PER_MONTH + custom_metrics * CLOUDWATCH_METRIC_PER_MONTH
         add("Alarms, custom metrics, secrets", fixed + SECRETS * SECRET_PER_MONTH)
-        add(
-            "LLM tokens (gpt-4o-mini, edit mode)",
-            user_days * llm_cost_per_user_day(LLM_PROMPT_TOKENS_PER_USER_DAY, LLM_COMPLETION_TOKENS_PER_USER_DAY),
-        )
+        label = "LLM tokens (gpt-4o-mini, edit mode" + (", Batch API)" if batch else ")")
+        add(label, user_days * llm_cost_per_user_day(prompt, completion, batch=batch))
     return [Line(name.strip(), tuple(values)) for name, values in rows.items()]
+
+
+def month(**figures: object) -> float:
+    """The 1M-users-a-day month's total with these figures (see `lines`)."""
+    return sum(line.monthly[-1] for line in lines(**figures))  # type: ignore[arg-type]
+
+
+def before_after() -> str:
+    """The 1M-users-a-day month before the prompt's view and after each step (docs/benchmarks.md)."""
+    before = {
+        "prompt": BEFORE_PROMPT_TOKENS_PER_USER_DAY,
+        "completion": BEFORE_COMPLETION_TOKENS_PER_USER_DAY,
+        "calls": BEFORE_CALLS_PER_USER_DAY,
+        "uncounted": False,
+        "custom_metrics": BEFORE_CUSTOM_METRICS,
+    }
+    base = month(**before)
+    steps = [
+        ("before: the whole memory in every prompt, online (as counted before)", base),
+        (
+            "the same, with data transfer out, log storage and every metric counted",
+            month(**{**before, "uncounted": True, "custom_metrics": CUSTOM_METRICS}),
+        ),
+        ("the prompt's view (the day's parts, an outline), online", month()),
+        ("the prompt's view through the Batch API (SummaryDelivery=batch)", month(batch=True)),
+    ]
+    out = [f"| {SCALES[-1]:,} users/day, USD a month | total | of before |", "| --- | ---: | ---: |"]
+    out += [f"| {name} | {dollars(value)} | {value / base:.0%} |" for name, value in steps]
+    return "\n".join(out)
 
 
 def dollars(value: float) -> str:
@@ -222,7 +315,14 @@ def levers() -> str:
     rows = [
         ("LLM, document mode (SummaryMode=document) instead of edit", document),
         ("LLM, edit mode (the default)", edit),
-        ("LLM, edit mode through a batch API at half price", edit / 2),
+        ("LLM, edit mode through the Batch API at half price", edit * (1 - LLM_BATCH_DISCOUNT)),
+        (
+            f"LLM, edit mode if every stable prefix ({LLM_STABLE_PREFIX_SHARE:.0%} of the prompt) were cached",
+            user_days
+            * llm_cost_per_user_day(
+                LLM_PROMPT_TOKENS_PER_USER_DAY, LLM_COMPLETION_TOKENS_PER_USER_DAY, cached_share=LLM_STABLE_PREFIX_SHARE
+            ),
+        ),
         ("worker Lambda waiting on the LLM at 1024 MB", worker_llm_wait),
         (f"the same at 256 MB (max RSS measured {WORKER_MAX_RSS_MB} MB)", worker_llm_wait_256),
     ]
@@ -239,6 +339,8 @@ def main() -> None:
     print(table())
     print()
     print(levers())
+    print()
+    print(before_after())
 
 
 if __name__ == "__main__":

@@ -485,6 +485,7 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         "LLMTokens": tally.tokens,
         "LLMPromptTokens": tally.prompt_tokens,
         "LLMCachedPromptTokens": tally.cached_tokens,
+        "LLMCostMicroUSD": round(tally.cost_usd * 1_000_000),  # a count metric: millionths of a dollar
         "EditsApplied": tally.edits_applied,
         "EditsRefused": tally.edits_refused,
         "ActivitiesCut": tally.activity_cut,
