@@ -495,6 +495,7 @@ class _Draft:
     ignored: list[tuple[Activity, str]] = field(default_factory=list)
     recency_set: int = 0  # parts whose recency_score the service set (facts.set_recency)
     over_budget: bool = False  # the daily token budget stopped the fold (the rest deferred)
+    largest: int = 0  # the most tokens one chunk took (its calls, retries included): the next one's guess
 
     def add(self, chunk: list[Activity], summarized: Summarized) -> None:
         result = summarized.result
@@ -505,6 +506,7 @@ class _Draft:
         self.prompt_tokens += summarized.prompt_tokens
         self.completion_tokens += summarized.tokens - summarized.prompt_tokens
         self.cached_tokens += summarized.cached_tokens
+        self.largest = max(self.largest, summarized.tokens)
         self.calls += summarized.calls
         self.edit_mode = self.edit_mode or result.edits is not None
         self.applied.extend(summarized.applied)
@@ -601,7 +603,10 @@ def _fold_chunks(
                 # Keep what is summarized; the rest stays unsummarized for the next run.
                 draft.deferred = len(batch) - done
                 return draft
-            if budget is not None and draft.tokens + estimated_tokens(draft.document, chunk) > budget:
+            # What the next chunk will take: its prompt's estimate, or what a chunk took already
+            # (the answer and any retry included) when that was more.
+            need = max(estimated_tokens(draft.document, chunk), draft.largest) if budget is not None else 0
+            if budget is not None and draft.tokens + need > budget:
                 draft.deferred, draft.over_budget = len(batch) - done, True
                 return draft
             draft.add(chunk, summarize_valid(summarizer, draft.document, chunk, cfg, deadline, human))
