@@ -13,12 +13,16 @@ sees `parts` as a list of objects with an `id`; we map to and from the stored sh
 (`parts` keyed by id) here. Edit paths address a part by its id (/parts/<id>), which is the
 stored shape's own path.
 
-The prompt: the system message (instructions and the mode's rules, the same for every user and
-day, so an endpoint that caches prompt prefixes reuses it) comes first; then the user message
-with the document once, as compact JSON between a line `<memory>` and a line `</memory>`, and the
-activity between `<activity>` and `</activity>`, one line per activity (`activity_line`),
-identical lines once, at most `max_prompt_activity_tokens` of them (the oldest left out, and the
-prompt says how many). A retry's feedback comes last, so the rest is a prefix of the first try.
+The prompt: the response schema and the system message (instructions and the mode's rules, the
+same bytes for every user and day, so an endpoint that caches prompt prefixes reuses them) come
+first; then the user message with the document's view once (domain/summary/view.py: the summary,
+the safety notes and the parts and triggers the activity names, as compact JSON between a line
+`<memory>` and a line `</memory>`; the other parts' ids and names and the triggers' count between
+`<outline>` and `</outline>`), and the activity between `<activity>` and `</activity>`, one
+compact line per activity (`prompt_line`), identical lines once, at most
+`max_prompt_activity_tokens` of them (the oldest left out, and the prompt says how many). A
+retry's feedback comes last, so the rest is a prefix of the first try. In document mode the
+answer is the shown document updated, merged back into the whole (view.merge_answer).
 """
 
 from __future__ import annotations
