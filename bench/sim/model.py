@@ -86,6 +86,10 @@ class State:
     triggers: list[dict[str, Any]]
     safety_notes: str
     parts_as_list: bool = True
+    # the prompt's outline: parts not shown (id -> name), and the shown triggers' indexes in the
+    # whole list (None: the whole document was shown)
+    outlined: dict[str, str] = field(default_factory=dict)
+    trigger_index: list[int] | None = None
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> State:
@@ -110,10 +114,31 @@ class State:
             }
             for t in data.get("triggers_and_goals") or []
         ]
-        return cls(str(data.get("summary", "")), parts, triggers, str(data.get("safety_notes", "")), as_list)
+        outline = data.get("_outline") or {}
+        return cls(
+            str(data.get("summary", "")),
+            parts,
+            triggers,
+            str(data.get("safety_notes", "")),
+            as_list,
+            dict(outline.get("parts") or {}),
+            outline.get("triggers"),
+        )
 
     def copy(self) -> State:
-        return State.parse(self.llm_shape())
+        s = State.parse(self.llm_shape())
+        s.outlined, s.trigger_index = dict(self.outlined), self.trigger_index
+        return s
+
+    def trigger_at(self, shown: int) -> int:
+        """The whole list's index of the trigger shown at `shown`."""
+        if self.trigger_index is None or shown >= len(self.trigger_index):
+            return shown
+        return self.trigger_index[shown]
+
+    def names(self) -> list[str]:
+        """Every part's name: the shown ones, then the outlined ones."""
+        return [p["name"] for p in self.parts.values()] + list(self.outlined.values())
 
     def llm_shape(self) -> dict[str, Any]:
         parts: Any = (
@@ -202,7 +227,10 @@ def apply_activity(
                     t["related_parts"] = [x for x in t["related_parts"] if x != pid]
                     edits.append(
                         _edit(
-                            "replace", f"/triggers_and_goals/{idx}/related_parts", t["related_parts"], "part forgotten"
+                            "replace",
+                            f"/triggers_and_goals/{s.trigger_at(idx)}/related_parts",
+                            t["related_parts"],
+                            "part forgotten",
                         )
                     )
     for pid in dict.fromkeys(goal_touched):
@@ -219,9 +247,9 @@ def summary_ok(s: State, before: State) -> bool:
     """Whether the summary is still right: it names every part, names no part that is gone, and
     mentions the safety notes when there are any (the prompts' "wrong or incomplete")."""
     text = s.summary
-    if any(p["name"] not in text for p in s.parts.values()):
+    if any(name not in text for name in s.names()):
         return False
-    gone = {p["name"] for p in before.parts.values()} - {p["name"] for p in s.parts.values()}
+    gone = set(before.names()) - set(s.names())
     if any(name in text for name in gone):
         return False
     return not s.safety_notes or "Safety notes on file" in text
@@ -231,7 +259,7 @@ def summary_text(s: State) -> str:
     """A short, factual, agent-readable summary: the background sentences of the current one kept,
     then the parts, the most present, two triggers and the safety notes."""
     background = s.summary.split("Works with ")[0].strip() if "Works with " in s.summary else ""
-    names = [s.parts[k]["name"] for k in s.parts]
+    names = s.names()
     recent = sorted(s.parts, key=lambda k: -s.parts[k]["recency_score"])[:3]
     text = f"{background} " if background else ""
     text += f"Works with {len(names)} parts: {', '.join(names)}." if names else "No parts known yet."
@@ -253,6 +281,7 @@ _OLD_MEMORY = re.compile(r"Current memory document:\n(.*?)\n\nNew activity", re.
 _FEEDBACK = re.compile(r"^Your previous \w+ (could not be used|was invalid)", re.M)
 # The pipeline's feedback when an answer left structured activity out (facts.unreflected_feedback)
 _MISSING_FACTS = "does not hold what"
+_OUTLINE = re.compile(r"^<outline>\n(.*?)\n</outline>$", re.S | re.M)
 _OLD_ACTIVITY = re.compile(r"New activity \([^)]*\):\n(.*?)(?:\n\n|\n?$)", re.S)
 
 
@@ -268,6 +297,9 @@ def read_prompt(body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
     if m is None:
         raise ValueError("no memory block in the prompt")
     memory = json.loads(m.group(1).strip() or "{}")
+    o = _OUTLINE.search(text)
+    if o is not None:
+        memory["_outline"] = read_outline(o.group(1))
     m = _ACTIVITY.search(text) or _OLD_ACTIVITY.search(text)
     lines = m.group(1).splitlines() if m else []
     activity = []
@@ -282,6 +314,23 @@ def read_prompt(body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
     if not (any(m.get("role") in ("assistant", "user") for m in later) or _FEEDBACK.search(text)):
         return memory, activity, ""
     return memory, activity, "facts" if _MISSING_FACTS in text else "invalid"
+
+
+def read_outline(text: str) -> dict[str, Any]:
+    """The outline's parts (id -> name) and the shown triggers' indexes."""
+    parts: dict[str, str] = {}
+    triggers: list[int] = []
+    for line in text.splitlines():
+        if line.startswith("parts not shown (id: name): "):
+            rest = line[len("parts not shown (id: name): ") :]
+            if rest != "none":
+                for item in rest.split("; "):
+                    pid, _, name = item.partition(": ")
+                    parts[pid] = name
+        elif line.startswith("triggers_and_goals: "):
+            shown = line.rsplit(": ", 1)[1]
+            triggers = [] if shown == "none" else [int(x) for x in shown.split(", ")]
+    return {"parts": parts, "triggers": triggers}
 
 
 # -- the model -------------------------------------------------------------------------------------
@@ -299,6 +348,8 @@ class Call:
     day: str = ""  # the date of the newest activity line
     by_edit: Counter[str] = field(default_factory=Counter)  # edit mode: completion tokens per kind of edit
     feedback: str = ""  # a retry's: "facts" (activity left out) or "invalid"
+    prefix_tokens: int = 0  # the prompt's stable prefix: the system message and the response schema
+    cached_tokens: int = 0  # of the prompt, what an endpoint's prefix cache serves (see cached_of)
 
 
 class ScriptedModel:
@@ -331,6 +382,8 @@ class ScriptedModel:
         else:
             content, done = self._edits(before, activity, wanted, rng)
         call = Call(mode, retry, self.tokenizer.chat_prompt(body), self.tokenizer.count(content), done)
+        call.prefix_tokens = self.tokenizer.stable_prefix(body)
+        call.cached_tokens = cached_of(call.prefix_tokens, call.prompt_tokens)
         call.day = str(activity[-1].get("at", ""))[:10] if activity else ""
         call.feedback = feedback
         if mode == "edit":
@@ -339,7 +392,9 @@ class ScriptedModel:
             call.by_edit["JSON framing"] = call.completion_tokens - sum(call.by_edit.values())
         with self._lock:
             self.calls.append(call)
-        return completion(content, call.prompt_tokens, call.completion_tokens, str(body.get("model") or MODEL))
+        return completion(
+            content, call.prompt_tokens, call.completion_tokens, str(body.get("model") or MODEL), call.cached_tokens
+        )
 
     @staticmethod
     def _forgettable(activity: list[dict[str, Any]], before: State, rng: random.Random) -> int | None:
@@ -423,7 +478,7 @@ class ScriptedModel:
             done.append("forget_fact:" + json.dumps(activity_fact(activity[skip])))
         _, edits = apply_activity(before, activity, skip=skip)
         mentioned = {str(a.get("part_id")) for a in activity if a.get("part_id")}
-        quiet = [pid for pid in before.parts if pid not in mentioned]
+        quiet = [pid for pid in [*before.parts, *before.outlined] if pid not in mentioned]
         if "remove_part" in wanted and quiet:
             pid = rng.choice(quiet)
             edits.append(_edit("remove", f"/parts/{pid}", None, "this part has not come up lately"))
@@ -459,6 +514,8 @@ class ScriptedModel:
             "fact_retries": sum(c.feedback == "facts" for c in calls),
             "prompt_tokens": sum(c.prompt_tokens for c in calls),
             "completion_tokens": sum(c.completion_tokens for c in calls),
+            "prefix_tokens": sum(c.prefix_tokens for c in calls),
+            "cached_tokens": sum(c.cached_tokens for c in calls),
             "misbehaved": Counter(k.split(":")[0] for c in calls for k in c.misbehaved),
             # (date, fact) of each activity the model left out: which unflagged losses it explains
             "left_out": {
@@ -496,7 +553,23 @@ def edit_kind(edit: dict[str, Any]) -> str:
     return "facts (parts, goals, triggers, notes)"
 
 
-def completion(content: str, prompt_tokens: int, completion_tokens: int, model: str = MODEL) -> dict[str, Any]:
+# OpenAI's prompt caching: prompts of at least 1,024 tokens, served from the cache in steps of 128
+# tokens of their longest prefix seen before (https://platform.openai.com/docs/guides/prompt-caching).
+CACHE_MIN_TOKENS = 1_024
+CACHE_STEP_TOKENS = 128
+
+
+def cached_of(prefix_tokens: int, prompt_tokens: int) -> int:
+    """What a warm prefix cache serves of a prompt whose stable prefix is `prefix_tokens` long."""
+    if prompt_tokens < CACHE_MIN_TOKENS:
+        return 0
+    served = prefix_tokens // CACHE_STEP_TOKENS * CACHE_STEP_TOKENS
+    return served if served >= CACHE_MIN_TOKENS else 0
+
+
+def completion(
+    content: str, prompt_tokens: int, completion_tokens: int, model: str = MODEL, cached_tokens: int = 0
+) -> dict[str, Any]:
     return {
         "id": "chatcmpl-sim",
         "object": "chat.completion",
@@ -509,6 +582,7 @@ def completion(content: str, prompt_tokens: int, completion_tokens: int, model: 
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens},
         },
     }
 

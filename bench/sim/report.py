@@ -5,6 +5,7 @@ from __future__ import annotations
 from .run import ModeResult
 
 EDIT_TOKEN_TARGET = 0.20
+TOTAL_TOKEN_TARGET = 1_500
 
 
 def _n(x: float) -> str:
@@ -53,9 +54,30 @@ def render(results: dict[str, ModeResult | str], *, command: str, seed: int, use
     )
     row("completion tokens per user-day", lambda r: _n(round(r.per_user_day(r.completion_tokens), 1)))
     row("prompt tokens per user-day", lambda r: _n(round(r.per_user_day(r.prompt_tokens), 1)))
+    row(
+        "prompt + completion tokens per user-day",
+        lambda r: _n(round(r.per_user_day(r.prompt_tokens + r.completion_tokens), 1)),
+        f"target <= {TOTAL_TOKEN_TARGET:,}: "
+        + ", ".join(
+            f"{m} {'met' if r.per_user_day(r.prompt_tokens + r.completion_tokens) <= TOTAL_TOKEN_TARGET else 'MISSED'}"
+            for m, r in ran.items()
+        ),
+    )
+    row(
+        "  stable prefix (system + schema), % of prompt",
+        lambda r: f"{r.prefix_tokens / max(r.prompt_tokens, 1):.1%}",
+    )
+    row(
+        "  served by a warm prefix cache, % of prompt",
+        lambda r: f"{r.cached_tokens / max(r.prompt_tokens, 1):.1%}",
+        "OpenAI: prompts >= 1,024 tokens, in steps of 128",
+    )
     if "document" in ran and "edit" in ran and ran["document"].completion_tokens:
         share = ran["edit"].completion_tokens / ran["document"].completion_tokens
-        ok = "met" if share <= EDIT_TOKEN_TARGET else "MISSED"
+        # The target was set against whole-document answers; with the prompt's view, document mode
+        # answers the parts it was shown, not the whole memory.
+        whole = ran["document"].completion_tokens >= ran["document"].memory_tokens * ran["document"].user_days
+        ok = ("met" if share <= EDIT_TOKEN_TARGET else "MISSED") if whole else "n/a, document mode answers a view"
         rows.append(
             (
                 "edit completion tokens, % of document mode",

@@ -107,6 +107,8 @@ class ModeResult:
     fact_retries: int = 0  # of the retries: feedback naming activity the answer left out
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    prefix_tokens: int = 0  # of prompt_tokens: the stable prefix (system message and schema)
+    cached_tokens: int = 0  # of prompt_tokens: what a warm prefix cache serves (model.cached_of)
     misbehaved: Counter[str] = field(default_factory=Counter)
     model_errors: int = 0  # requests the scripted model could not read (answered 400): a bug if not 0
     completion_by_day: Counter[str] = field(default_factory=Counter)
@@ -483,6 +485,7 @@ def run_mode(
         accounting.close(result, heads, flags, tally["left_out"], generator.date_of)
         result.calls, result.retries, result.fact_retries = tally["calls"], tally["retries"], tally["fact_retries"]
         result.prompt_tokens, result.completion_tokens = tally["prompt_tokens"], tally["completion_tokens"]
+        result.prefix_tokens, result.cached_tokens = tally["prefix_tokens"], tally["cached_tokens"]
         result.misbehaved = tally["misbehaved"]
         result.completion_by_day, result.by_edit = tally["completion_by_day"], tally["by_edit"]
         result.model_errors = len(model.errors)

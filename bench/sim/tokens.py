@@ -40,6 +40,19 @@ class Tokenizer:
             n += self.count(json.dumps(fmt.get("json_schema", {}), separators=(",", ":")))
         return n
 
+    def stable_prefix(self, body: dict[str, Any]) -> int:
+        """Tokens of the prompt's part that is the same for every user and day: the response schema
+        and the system message (the user message starts with the day's window)."""
+        n = 3
+        fmt = body.get("response_format") or {}
+        if fmt.get("type") == "json_schema":
+            n += self.count(json.dumps(fmt.get("json_schema", {}), separators=(",", ":")))
+        for m in body.get("messages", []):
+            if m.get("role") != "system":
+                break
+            n += 3 + self.count(str(m.get("role", ""))) + self.count(str(m.get("content") or ""))
+        return n
+
 
 def load_tokenizer(estimate: bool = False) -> Tokenizer:
     """The o200k_base tokenizer from bpe-openai, else a chars/4 estimate (or always, with `estimate`)."""

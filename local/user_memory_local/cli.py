@@ -490,6 +490,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run_report(args: argparse.Namespace) -> int:
+    from user_memory.adapters.overview import PostgresOverview
+    from user_memory.adapters.postgres import open_pool
+
+    pool = open_pool(database_url(args))
+    try:
+        report = PostgresOverview(pool).run_report(args.run_key)
+    finally:
+        pool.close()
+    _print_json({**report, **{k: _iso(report[k]) for k in ("first_written_at", "last_written_at")}})
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from user_memory_local import serve
 
@@ -698,6 +711,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--json", action="store_true", help="every figure as JSON instead of the table")
     plan.set_defaults(func=cmd_plan)
+    run_report = sub.add_parser(
+        "run-report",
+        parents=[common],
+        help="a run's totals over the versions it wrote: users, activities, calls, tokens and their cost",
+    )
+    run_report.add_argument("run_key", metavar="RUN_KEY", help="e.g. daily:2026-11-21")
+    run_report.set_defaults(func=cmd_run_report)
 
     serve = sub.add_parser("serve", parents=[common], help="the HTTP API on this machine (development tokens)")
     serve.add_argument("--host", default="127.0.0.1", metavar="H", help="address to listen on (default 127.0.0.1)")

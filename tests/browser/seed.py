@@ -66,6 +66,7 @@ def nightly_provenance(
         "calls": 1,
         "prompt_tokens": tokens - 200,
         "completion_tokens": 200,
+        "cost_usd": round(((tokens - 200) * 0.15 + 200 * 0.60) / 1e6, 8),  # gpt-4o-mini's list prices
     }
 
 

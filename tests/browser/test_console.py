@@ -141,7 +141,7 @@ def test_the_timeline_shows_each_version_with_its_source_and_the_models_reasons(
     why = version_2.inner_text()
     assert "mentioned shipping Python and SQL at work" in why and "started the Rust book" in why
     assert "refused: removes a protected fact without a request" in why
-    assert seed.MODEL in why and "2,400 tokens" in why
+    assert seed.MODEL in why and "2,400 tokens" in why and "$0.000450" in why  # 2,200 in, 200 out
 
 
 def test_a_user_with_many_versions_opens_one_page_and_loads_older_ones(page, console: Console):
@@ -326,6 +326,10 @@ def test_plots_of_size_edits_and_tokens(page, console: Console, rich: str):
     tokens = page.locator("figure", has_text="LLM tokens per day")
     tokens.get_by_text("LLM tokens per day: the numbers").click()
     assert "6,300" in tokens.locator("table").inner_text()
+    # And what they cost, per day
+    cost = page.locator("figure", has_text="LLM cost per day")
+    cost.get_by_text("LLM cost per day (USD, at the prices of each run): the numbers").click()
+    assert "$0.001215" in cost.locator("table").inner_text()  # 360 + 450 + 405 millionths
 
 
 # -- who sees what -------------------------------------------------------------------------------------

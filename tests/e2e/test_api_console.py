@@ -72,8 +72,43 @@ def test_stats_count_edits_refusals_and_tokens_per_day(me: ApiClient, pool: Conn
     assert reply.status == 200, reply.text
     body = reply.json
     today = datetime.now(UTC).date().isoformat()
-    assert body["per_day"] == [{"day": today, "versions": 3, "edits_applied": 3, "edits_refused": 1, "tokens": 4200}]
+    assert body["per_day"] == [
+        {
+            "day": today,
+            "versions": 3,
+            "edits_applied": 3,
+            "edits_refused": 1,
+            "tokens": 4200,
+            # And the tokens split, with their cost at the runs' prices: 1,800 + 2,000 in, 400 out
+            "prompt_tokens": 3800,
+            "completion_tokens": 400,
+            "cached_prompt_tokens": 0,
+            "cost_usd": 0.00081,
+        }
+    ]
     assert [(p["version"], p["bytes"]) for p in body["sizes"]] == [(1, 15), (2, 16), (3, 17)]
+
+
+def test_an_operator_reads_a_runs_totals_over_every_users_versions(api, pool: ConnectionPool):
+    # Given a run that wrote versions for two users, and another run
+    store = MemoryStore(PostgresRecorder(pool))
+    users = [str(uuid.uuid4()) for _ in range(3)]
+    run_key = f"daily:{uuid.uuid4().hex[:8]}"
+    for user, key, tokens in ((users[0], run_key, 2000), (users[1], run_key, 2400), (users[2], "other", 9000)):
+        provenance = nightly_provenance([("add", "/a", "r")], [("remove", "/c", "r", "why")], tokens)
+        store.append(user, {"summary": "s"}, expected_version=0, source="s", idempotency_key=key, provenance=provenance)
+    # When an operator reads the run's report
+    reply = ApiClient(api, uuid.uuid4(), scopes=OPERATOR).get(f"/admin/runs/{run_key}")
+    # Then it totals that run's versions: users, activities, calls, tokens and their cost
+    assert reply.status == 200, reply.text
+    body = reply.json
+    assert (body["run_key"], body["versions"], body["users"]) == (run_key, 2, 2)
+    assert (body["activities"], body["calls"], body["edits_refused"]) == (14, 2, 2)
+    assert (body["prompt_tokens"], body["completion_tokens"], body["tokens"]) == (4000, 400, 4400)
+    assert body["cost_usd"] == 0.00084  # (4,000 x 0.15 + 400 x 0.60) / 1M
+    # And an unknown run is all zeros; an end user may not read reports
+    assert ApiClient(api, uuid.uuid4(), scopes=OPERATOR).get("/admin/runs/daily:1999-01-01").json["versions"] == 0
+    assert ApiClient(api, users[0]).get(f"/admin/runs/{run_key}").status == 403
 
 
 def test_the_size_plot_is_bounded_to_the_newest_versions(me: ApiClient, pool: ConnectionPool, user_id: str):

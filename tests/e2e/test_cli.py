@@ -628,3 +628,19 @@ def test_without_a_log_level_a_command_prints_no_log_lines_at_all(fresh_url):
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["reindexed"] == 0
     assert '"level"' not in result.stdout + result.stderr
+
+
+def test_run_report_prints_a_runs_totals(capsys, database_url, store: MemoryStore):
+    # Given a run that wrote a version with its tokens and cost
+    from tests.browser.seed import nightly_provenance
+
+    user, run_key = uuid.uuid4(), f"daily:{uuid.uuid4().hex[:8]}"
+    provenance = nightly_provenance([("add", "/a", "r")], [], 2_400)
+    store.append(user, {"summary": "s"}, expected_version=0, source="s", idempotency_key=run_key, provenance=provenance)
+    # When an operator asks for the run's report
+    result = run(capsys, "run-report", run_key, "--database-url", database_url)
+    # Then it prints the totals as JSON
+    assert result.code == 0, result.err
+    body = json.loads(result.out)
+    assert (body["run_key"], body["users"], body["tokens"], body["cost_usd"]) == (run_key, 1, 2_400, 0.00045)
+    assert body["first_written_at"] == body["last_written_at"] is not None

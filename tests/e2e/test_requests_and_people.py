@@ -129,12 +129,10 @@ def test_a_hostile_model_obeying_injected_activity_wipes_nothing(database_url, p
         assert sorted(r["path"] for r in provenance["refused"]) == ["/parts/critic", "/parts/planner", "/safety_notes"]
         assert [r["path"] for r in provenance["restored"]] == ["/triggers_and_goals/0"]
     else:
-        assert sorted(r["path"] for r in provenance["restored"]) == [
-            "/parts/critic",
-            "/parts/planner",
-            "/safety_notes",
-            "/triggers_and_goals/0",
-        ]
+        # The activity names no part: the model was shown the summary and the safety notes, the
+        # parts and the trigger only in the outline, so the merge keeps those and only the notes
+        # it cleared are restored
+        assert [r["path"] for r in provenance["restored"]] == ["/safety_notes"]
     # And the batch line counts the ignored requests; every activity is summarized
     [done] = logs.named("batch done")
     assert done["requests_ignored"] == 2 and done["activities_summarized"] == len(INJECTED)

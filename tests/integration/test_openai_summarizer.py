@@ -15,6 +15,7 @@ from user_memory.adapters.openai_summarizer import (
     MAX_ACTIVITY_LINE_CHARS,
     OpenAISummarizer,
     edits_schema,
+    prompt_line,
     response_schema,
     to_llm_shape,
 )
@@ -22,7 +23,8 @@ from user_memory.config import WorkerSettings
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity, RunStatus, Window
 from user_memory.domain.summary.edits import MemoryEdit
-from user_memory.domain.summary.pipeline import NO_DEADLINE, activity_line, refresh_user, summarize_valid
+from user_memory.domain.summary.pipeline import NO_DEADLINE, refresh_user, summarize_valid
+from user_memory.domain.summary.view import prompt_view
 from user_memory.errors import InvalidDocument, InvalidEdits, SummarizerError, SummarizerUnavailable
 
 from tests.fake_openai import completion, edit, edits_completion, fake_openai_server
@@ -113,7 +115,8 @@ def test_valid_output_maps_to_the_stored_shape_with_token_usage():
         "type": "json_schema",
         "json_schema": {"name": "user_memory", "strict": True, "schema": response_schema()},
     }
-    assert '"id":"critic"' in fake.user_prompt()  # the model sees parts as a list
+    # the activity names no part the memory has: the critic is in the outline, by id and name
+    assert "<outline>\nparts not shown (id: name): critic: Critic\n" in fake.user_prompt()
 
 
 @pytest.mark.parametrize("mode", ["document", "edit"])
@@ -368,12 +371,14 @@ def test_the_prompt_puts_the_fixed_instructions_first_then_the_document_once_the
     assert fake.system_prompt(0) == fake.system_prompt(1) and "{" not in fake.system_prompt(0)[:200]
     assert '"summary":"old"' not in fake.system_prompt(0) and "hello" not in fake.system_prompt(0)
     prompt = fake.user_prompt(0)
-    # And the user message carries the document exactly once, as compact JSON of the model's shape
-    document = json.dumps(to_llm_shape(CURRENT), ensure_ascii=False, separators=(",", ":"))
+    # And the user message carries the document's view exactly once (the activity names no part:
+    # the critic is outlined), as compact JSON of the model's shape
+    view = prompt_view(CURRENT, acts, "user_state")
+    document = json.dumps(to_llm_shape(view.document), ensure_ascii=False, separators=(",", ":"))
     assert _block(prompt, "memory") == [document]
     assert prompt.count('"summary":"old"') == 1
-    # And the activity one line each, as activity_line renders it, the repeated line once
-    assert _block(prompt, "activity") == [activity_line(acts[0]), activity_line(acts[2])]
+    # And the activity one line each, as prompt_line renders it, the repeated line once
+    assert _block(prompt, "activity") == [prompt_line(acts[0]), prompt_line(acts[2])]
     assert "1 repeated lines merged" in prompt and "left out" not in prompt
     # And the memory block comes before the activity block
     assert prompt.index("<memory>") < prompt.index("<activity>")
@@ -387,7 +392,7 @@ def test_the_activity_is_capped_by_its_token_budget_and_the_prompt_says_how_much
         result = editor(url, max_prompt_activity_tokens=100).summarize(CURRENT, acts)
     lines = _block(fake.user_prompt(), "activity")
     # Then only the newest lines that fit are carried, oldest first, within the budget
-    assert lines == [activity_line(a) for a in acts[-len(lines) :]] and 0 < len(lines) < 30
+    assert lines == [prompt_line(a) for a in acts[-len(lines) :]] and 0 < len(lines) < 30
     assert sum(len(x) + 1 for x in lines) <= 400
     # And the prompt and the result say how many were left out
     assert f"{30 - len(lines)} older activities were left out" in fake.user_prompt()

@@ -21,6 +21,7 @@ from user_memory.domain.conversations.model import (
     MAX_CONVERSATIONS_PER_MESSAGE,
     MAX_INACTIVITY_THRESHOLD_MINUTES,
 )
+from user_memory.domain.cost import MIN_TOKENS_PER_USER_DAY, Prices
 from user_memory.domain.costs import LLM_SECONDS_PER_CALL
 from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT
 from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
@@ -214,6 +215,16 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
     # characters / 4; beyond it the oldest lines are left out (forget requests are kept) and the
     # version's provenance counts them. The default matches a full chunk (MAX_PROMPT_ACTIVITY_CHARS / 4).
     max_prompt_activity_tokens: int = Field(default=DEFAULT_MAX_PROMPT_ACTIVITY_TOKENS, ge=100)
+    # The model's prices in USD per 1M tokens (prompt, prompt served from the endpoint's cache,
+    # completion): each version's provenance records its cost at these (cost_usd). The defaults
+    # are the default model's (gpt-4o-mini) list prices; set them with OPENAI_MODEL.
+    llm_price_input_per_1m: float = Field(default=0.15, ge=0)
+    llm_price_cached_input_per_1m: float = Field(default=0.075, ge=0)
+    llm_price_output_per_1m: float = Field(default=0.60, ge=0)
+    # A user's LLM tokens per UTC day (0: no limit). A run that would go past it summarizes what
+    # fits and defers the rest of the activity to the next run (logged `token budget reached`,
+    # counted in TokenBudgetDeferred); never cut silently. At least one full prompt's worth.
+    max_tokens_per_user_day: int = Field(default=0, ge=0)
 
     # Conversation memories (GENERATE_MEMORY_BATCH): the worker's own queue, where conversations
     # that failed are re-sent (without it, a message with failed conversations fails and SQS
@@ -276,6 +287,11 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
                 "SUMMARY_DELIVERY=batch needs the OpenAI summarizer (OPENAI_API_KEY or OPENAI_BASE_URL) and "
                 "QUEUE_URL (the collect_batch messages are sent there)"
             )
+        if 0 < self.max_tokens_per_user_day < MIN_TOKENS_PER_USER_DAY:
+            raise ValueError(
+                f"MAX_TOKENS_PER_USER_DAY must be 0 (no limit) or at least {MIN_TOKENS_PER_USER_DAY:,} (one prompt "
+                f"with its document), got {self.max_tokens_per_user_day:,}"
+            )
         whole_documents = self.summarizer_kind == "openai" and self.summary_mode == "document"
         if whole_documents and self.document_schema != "user_state":
             raise ValueError("SUMMARY_MODE=document is for DOCUMENT_SCHEMA=user_state; use SUMMARY_MODE=edit")
@@ -317,6 +333,12 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
             call_timeout=self.openai_timeout_seconds,
             call_tries=self.openai_max_retries + 1,
             summary_mode=self.summary_mode,
+            prices=Prices(
+                input_per_1m=self.llm_price_input_per_1m,
+                cached_input_per_1m=self.llm_price_cached_input_per_1m,
+                output_per_1m=self.llm_price_output_per_1m,
+            ),
+            max_tokens_per_user_day=self.max_tokens_per_user_day,
         )
 
 

@@ -352,6 +352,11 @@ class ApiServices:
         """Operators: nearest item texts across every user (the route checks the caller)."""
         return self.pool_search.search_all(query, k)
 
+    def run_report(self, run_key: str) -> dict[str, Any]:
+        """Operators: one run's totals over the versions it wrote (adapters/overview.py), with the
+        service's rights (the route checks the caller)."""
+        return PostgresOverview(self.as_service).run_report(run_key)
+
     def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport:
         """The conversation-memory trigger with the service's rights (operators only: the route checks)."""
         from user_memory.jobs.conversations import trigger_memory_generation

@@ -111,6 +111,20 @@ class InMemoryRecorder:
             for r in rows
         ]
 
+    def read_tokens(self, user_id: uuid.UUID, since: datetime) -> int:
+        with self._lock:
+            rows = [r for r in self._users.get(user_id, _User()).rows if r.created_at >= since]
+        total = 0
+        for r in rows:
+            record = json.loads(r.provenance) if r.provenance is not None else None
+            if isinstance(record, dict):
+                total += sum(
+                    int(v)
+                    for k in ("prompt_tokens", "completion_tokens")
+                    if isinstance(v := record.get(k), int | float) and not isinstance(v, bool)
+                )
+        return total
+
     def insert(self, new: NewVersion) -> InsertOutcome:
         with self._lock:
             user = self._users.setdefault(new.user_id, _User())

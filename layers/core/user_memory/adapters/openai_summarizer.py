@@ -13,21 +13,25 @@ sees `parts` as a list of objects with an `id`; we map to and from the stored sh
 (`parts` keyed by id) here. Edit paths address a part by its id (/parts/<id>), which is the
 stored shape's own path.
 
-The prompt: the system message (instructions and the mode's rules, the same for every user and
-day, so an endpoint that caches prompt prefixes reuses it) comes first; then the user message
-with the document once, as compact JSON between a line `<memory>` and a line `</memory>`, and the
-activity between `<activity>` and `</activity>`, one line per activity (`activity_line`),
-identical lines once, at most `max_prompt_activity_tokens` of them (the oldest left out, and the
-prompt says how many). A retry's feedback comes last, so the rest is a prefix of the first try.
+The prompt: the response schema and the system message (instructions and the mode's rules, the
+same bytes for every user and day, so an endpoint that caches prompt prefixes reuses them) come
+first; then the user message with the document's view once (domain/summary/view.py: the summary,
+the safety notes and the parts and triggers the activity names, as compact JSON between a line
+`<memory>` and a line `</memory>`; the other parts' ids and names and the triggers' count between
+`<outline>` and `</outline>`), and the activity between `<activity>` and `</activity>`, one
+compact line per activity (`prompt_line`), identical lines once, at most
+`max_prompt_activity_tokens` of them (the oldest left out, and the prompt says how many). A
+retry's feedback comes last, so the rest is a prefix of the first try. In document mode the
+answer is the shown document updated, merged back into the whole (view.merge_answer).
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -38,10 +42,10 @@ from user_memory.domain.summary.edits import parse_edits
 from user_memory.domain.summary.pipeline import (
     PromptActivity,
     SummaryMode,
-    activity_line,
     prompt_activity,
     tokens_for_chars,
 )
+from user_memory.domain.summary.view import PromptView, merge_answer, prompt_view
 from user_memory.errors import InvalidDocument, join_problems
 
 if TYPE_CHECKING:
@@ -166,12 +170,35 @@ def from_llm_shape(data: dict[str, Any], previous: dict[str, Any], model: str) -
     }
 
 
-def _activity_line(a: Activity) -> str:
-    line = activity_line(a)
+# Compact JSON for the prompt's activity lines: the spaces after "," and ":" are a token each.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def prompt_time(t: datetime) -> str:
+    """A time as the prompt writes it: 2026-11-04T13:10Z for a whole minute in UTC, else ISO 8601."""
+    if t.utcoffset() == timedelta(0) and not t.second and not t.microsecond:
+        return t.strftime("%Y-%m-%dT%H:%MZ")
+    return t.isoformat()
+
+
+def prompt_line(a: Activity) -> str:
+    """An activity's line in the prompt: the pipeline's activity_line written compactly, cut
+    beyond MAX_ACTIVITY_LINE_CHARS with a marker."""
+    extra = {k: v for k, v in a.payload.items() if k not in ("at", "kind")}
+    # the same object as the pipeline's activity_line, written compactly
+    line = _COMPACT.encode({"at": prompt_time(a.occurred_at), "kind": a.kind, **extra})
     if len(line) > MAX_ACTIVITY_LINE_CHARS:
         cut = len(line) - MAX_ACTIVITY_LINE_CHARS
         line = f"{line[:MAX_ACTIVITY_LINE_CHARS]} [truncated: {cut:,} more characters]"
     return line
+
+
+class Prepared(NamedTuple):
+    """What a request was built from that reading its answer needs: the activity block's merges
+    and cuts, and the view of the document the prompt showed (a partial answer merges back)."""
+
+    lines: PromptActivity
+    view: PromptView
 
 
 class OpenAISummarizer(calls.ChatCaller):
@@ -231,29 +258,44 @@ class OpenAISummarizer(calls.ChatCaller):
         feedback: str | None = None,
         window: tuple[datetime, datetime] | None = None,
     ) -> tuple[list[dict[str, str]], PromptActivity]:
-        """The chat messages for one call, and what the activity block merged and left out.
+        """The chat messages for one call, and what the activity block merged and left out."""
+        messages, lines, _ = self._prompt_and_view(document, activities, feedback, window)
+        return messages, lines
 
-        The system message is the mode's fixed instructions; the user message carries the
-        document once and the activity once, then the feedback of a retry.
+    def _prompt_and_view(
+        self,
+        document: dict[str, Any],
+        activities: list[Activity],
+        feedback: str | None = None,
+        window: tuple[datetime, datetime] | None = None,
+    ) -> tuple[list[dict[str, str]], PromptActivity, PromptView]:
+        """The chat messages, what the activity block merged and left out, and the document's view.
+
+        The system message is the mode's fixed instructions; the user message carries the view of
+        the document once (domain/summary/view.py: what the activity touches in full, an outline of
+        the rest), the activity once, then the feedback of a retry.
         """
         span = (
-            f"{window[0].isoformat()} to {window[1].isoformat()}"
+            f"{prompt_time(window[0])} to {prompt_time(window[1])}"
             if window
             else (
-                f"{activities[0].occurred_at.isoformat()} to {activities[-1].occurred_at.isoformat()}"
+                f"{prompt_time(activities[0].occurred_at)} to {prompt_time(activities[-1].occurred_at)}"
                 if activities
                 else "none"
             )
         )
-        lines = prompt_activity(activities, self.max_prompt_activity_tokens, render=_activity_line)
+        lines = prompt_activity(activities, self.max_prompt_activity_tokens, render=prompt_line)
+        view = prompt_view(document, activities, self.schema)
         answer = "edits" if self.mode == "edit" else "answer"
+        outline = view.outline()
         user = _prompt("user.txt").format(
             window=span,
             document=json.dumps(
-                to_llm_shape(document) if self.schema == "user_state" else document,
+                to_llm_shape(view.document) if self.schema == "user_state" else view.document,
                 ensure_ascii=False,
                 separators=(",", ":"),
             ),
+            outline=f"<outline>\n{outline}\n</outline>\n" if outline else "",
             count=len(lines.lines),
             merged=f"; {lines.duplicates} repeated lines merged" if lines.duplicates else "",
             activity="\n".join(lines.lines),
@@ -262,7 +304,7 @@ class OpenAISummarizer(calls.ChatCaller):
             task=_TASKS[self.mode],
         )
         system = _prompt(_SYSTEM_PROMPTS[self.mode] if self.mode == "document" else _EDIT_PROMPTS[self.schema])
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}], lines
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}], lines, view
 
     def summarize(
         self,
@@ -272,29 +314,31 @@ class OpenAISummarizer(calls.ChatCaller):
         feedback: str | None = None,
         timeout: float | None = None,
     ) -> SummaryResult:
-        body, lines = self.request(document, activities, feedback)
+        body, prepared = self.request(document, activities, feedback)
         response = self.complete(body["messages"], body["response_format"], timeout)
-        return self.read_answer(response, body["messages"], lines, document)
+        return self.read_answer(response, body["messages"], prepared, document)
 
     def request(
         self, document: dict[str, Any], activities: list[Activity], feedback: str | None = None
-    ) -> tuple[dict[str, Any], PromptActivity]:
+    ) -> tuple[dict[str, Any], Prepared]:
         """One call's chat completion body (model, temperature, messages, response_format), and
-        what its activity block merged and left out: the online call and a batch's line alike."""
-        messages, lines = self.prompt(document, activities, feedback)
+        what its activity block merged and left out with the document's view: the online call and
+        a batch's line alike."""
+        messages, lines, view = self._prompt_and_view(document, activities, feedback)
         body = {
             "model": self.model,
             "temperature": self.temperature,
             "messages": messages,
             "response_format": response_format(self.mode),
         }
-        return body, lines
+        return body, Prepared(lines, view)
 
     def read_answer(
-        self, response: Any, messages: list[dict[str, str]], lines: PromptActivity, document: dict[str, Any]
+        self, response: Any, messages: list[dict[str, str]], prepared: Prepared, document: dict[str, Any]
     ) -> SummaryResult:
         """The checked answer of a chat completion (online, or a batch's output line): its
         tokens, and the edits or document it holds (InvalidDocument, with its cost, when unusable)."""
+        lines, view = prepared
         prompt_tokens, completion_tokens, cached = calls.usage_tokens(response)
         if not prompt_tokens:  # an endpoint that reports no usage: the estimate
             prompt_tokens = tokens_for_chars(sum(len(m["content"]) for m in messages))
@@ -318,4 +362,4 @@ class OpenAISummarizer(calls.ChatCaller):
                     LLMEdits.model_validate(data)  # the answer's shape is wrong as a whole: that error
                 # Each item on its own, so the edits that do match are still checked (parse_edits).
                 return result(edits=parse_edits(items or [], shape=_LLMEdit))
-            return result(document=from_llm_shape(data, document, self.model))
+            return result(document=merge_answer(document, view, from_llm_shape(data, document, self.model)))

@@ -12,11 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from user_memory.adapters.postgres import _Database
+from user_memory.domain.cost import COST_DECIMALS
 
 MAX_NAMESPACES = 1000
 MAX_CONVERSATIONS_PAGE = 100
 
-# One row per UTC day: versions, the summaries' applied and refused edits and their tokens (the
+# One row per UTC day: versions, the summaries' applied and refused edits, their tokens (prompt,
+# completion, of the prompt cached) and their cost at the prices of the run that wrote them (the
 # provenance only the service records; a value of another JSON type counts as nothing).
 _DAILY = """
 SELECT (created_at AT TIME ZONE 'UTC')::date AS day,
@@ -26,13 +28,44 @@ SELECT (created_at AT TIME ZONE 'UTC')::date AS day,
        coalesce(sum(CASE WHEN jsonb_typeof(provenance->'refused') = 'array'
                          THEN jsonb_array_length(provenance->'refused') END), 0),
        coalesce(sum(CASE WHEN jsonb_typeof(provenance->'prompt_tokens') = 'number'
-                         THEN (provenance->>'prompt_tokens')::numeric END), 0)
-     + coalesce(sum(CASE WHEN jsonb_typeof(provenance->'completion_tokens') = 'number'
-                         THEN (provenance->>'completion_tokens')::numeric END), 0)
+                         THEN (provenance->>'prompt_tokens')::numeric END), 0),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'completion_tokens') = 'number'
+                         THEN (provenance->>'completion_tokens')::numeric END), 0),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'cached_prompt_tokens') = 'number'
+                         THEN (provenance->>'cached_prompt_tokens')::numeric END), 0),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'cost_usd') = 'number'
+                         THEN (provenance->>'cost_usd')::numeric END), 0)
   FROM user_memory_snapshots
  WHERE user_id = %s AND created_at >= %s
  GROUP BY 1
  ORDER BY 1
+"""
+
+# One run's totals over the versions it wrote (every user's row carrying the run key), from their
+# provenance. No index serves a run key across users (the unique index leads with user_id, and
+# another on every version would weigh on each append): an operator's report reads the table.
+_RUN = """
+SELECT count(*), count(DISTINCT user_id), min(created_at), max(created_at),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'activities') = 'number'
+                         THEN (provenance->>'activities')::numeric END), 0),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'calls') = 'number'
+                         THEN (provenance->>'calls')::numeric END), 0),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'prompt_tokens') = 'number'
+                         THEN (provenance->>'prompt_tokens')::numeric END), 0),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'completion_tokens') = 'number'
+                         THEN (provenance->>'completion_tokens')::numeric END), 0),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'cached_prompt_tokens') = 'number'
+                         THEN (provenance->>'cached_prompt_tokens')::numeric END), 0),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'cost_usd') = 'number'
+                         THEN (provenance->>'cost_usd')::numeric END), 0),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'refused') = 'array'
+                         THEN jsonb_array_length(provenance->'refused') END), 0),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'restored') = 'array'
+                         THEN jsonb_array_length(provenance->'restored') END), 0),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'filled') = 'array'
+                         THEN jsonb_array_length(provenance->'filled') END), 0)
+  FROM user_memory_snapshots
+ WHERE idempotency_key = %s
 """
 
 _NAMESPACES = """
@@ -68,10 +101,39 @@ class PostgresOverview(_Database):
                 "versions": r[1],
                 "edits_applied": int(r[2]),
                 "edits_refused": int(r[3]),
-                "tokens": int(r[4]),
+                "tokens": int(r[4]) + int(r[5]),
+                "prompt_tokens": int(r[4]),
+                "completion_tokens": int(r[5]),
+                "cached_prompt_tokens": int(r[6]),
+                "cost_usd": round(float(r[7]), COST_DECIMALS),
             }
             for r in rows
         ]
+
+    def run_report(self, run_key: str) -> dict[str, Any]:
+        """One run's totals over the versions it wrote (every user): users, activities, calls,
+        tokens and their cost, edits refused, facts restored and filled. Runs with the service's
+        rights (an operator's report)."""
+        with self.connection() as conn:
+            r = conn.execute(_RUN, (run_key,)).fetchone()
+        assert r is not None  # an aggregate answers one row
+        return {
+            "run_key": run_key,
+            "versions": r[0],
+            "users": r[1],
+            "first_written_at": r[2],
+            "last_written_at": r[3],
+            "activities": int(r[4]),
+            "calls": int(r[5]),
+            "prompt_tokens": int(r[6]),
+            "completion_tokens": int(r[7]),
+            "cached_prompt_tokens": int(r[8]),
+            "tokens": int(r[6]) + int(r[7]),
+            "cost_usd": round(float(r[9]), COST_DECIMALS),
+            "edits_refused": int(r[10]),
+            "facts_restored": int(r[11]),
+            "facts_filled": int(r[12]),
+        }
 
     def kv_namespaces(self, user_id: uuid.UUID, now: datetime) -> list[dict[str, Any]]:
         with self.connection() as conn:

@@ -345,6 +345,17 @@ SELECT version, patch, CASE WHEN is_full_snapshot THEN full_snapshot_content END
 
 # Who wrote each of the newest versions and which pointers its patch changed (never a document):
 # each operation's path, and a move's from, at most %(paths)s of %(chars)s characters per version.
+# The tokens of a user's versions since a time (the daily token budget), from the provenance
+# only the service records; a value of another JSON type counts as nothing.
+_TOKENS_SINCE = """
+SELECT coalesce(sum(CASE WHEN jsonb_typeof(provenance->'prompt_tokens') = 'number'
+                         THEN (provenance->>'prompt_tokens')::numeric END), 0)
+     + coalesce(sum(CASE WHEN jsonb_typeof(provenance->'completion_tokens') = 'number'
+                         THEN (provenance->>'completion_tokens')::numeric END), 0)
+  FROM user_memory_snapshots
+ WHERE user_id = %s AND created_at >= %s
+"""
+
 _CHANGES = """
 SELECT s.version, s.source_description, s.created_at,
        coalesce(s.provenance->>'mode' IN ('edit', 'document'), false),
@@ -430,6 +441,11 @@ class PostgresRecorder(_Database):
         return [
             VersionChange(version=r[0], source=r[1], created_at=r[2], summary=r[3], paths=tuple(r[4])) for r in rows
         ]
+
+    def read_tokens(self, user_id: uuid.UUID, since: datetime) -> int:
+        with self.connection() as conn:
+            row = conn.execute(_TOKENS_SINCE, (user_id, since)).fetchone()
+        return int(row[0]) if row else 0
 
     def insert(self, new: NewVersion) -> InsertOutcome:
         params = (

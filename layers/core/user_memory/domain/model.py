@@ -88,6 +88,9 @@ class RunStatus(enum.StrEnum):
     # The stored document no longer validates (direct SQL, a schema change): nothing is summarized
     # or written, the activity waits, until a valid version replaces the document.
     INVALID_STORED_DOCUMENT = "invalid_stored_document"
+    # The user's daily token budget (MAX_TOKENS_PER_USER_DAY) has no room for the next prompt:
+    # nothing is summarized or written, the activity waits for the next run.
+    OVER_BUDGET = "over_budget"
 
 
 class WriteStatus(enum.StrEnum):

@@ -83,6 +83,11 @@ class MemoryRecorder(Protocol):
         changed (bounded: MAX_CHANGED_PATHS pointers of MAX_CHANGED_PATH_CHARS each), never documents."""
         ...
 
+    def read_tokens(self, user_id: uuid.UUID, since: datetime) -> int:
+        """The LLM tokens (prompt and completion) the provenance of the versions created at or after
+        `since` records."""
+        ...
+
     def insert(self, new: NewVersion) -> InsertOutcome:
         """Atomically: check the key, then the expected version, then that every one of
         `activity_ids` is still there and unsummarized ("stale" if not), insert the row, move

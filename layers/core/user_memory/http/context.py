@@ -30,6 +30,8 @@ class Tasks(Protocol):
 
     def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport: ...
 
+    def run_report(self, run_key: str) -> dict[str, Any]: ...
+
 
 @dataclass(frozen=True)
 class Dependencies:

@@ -442,6 +442,12 @@ class DayFigures(_Out):
     edits_applied: int = Field(description="Edits the daily summaries applied.")
     edits_refused: int = Field(description="Edits the daily summaries refused.")
     tokens: int = Field(description="LLM tokens of the daily summaries (prompt and completion).")
+    prompt_tokens: int = Field(default=0, description="Of `tokens`: the prompts'.")
+    completion_tokens: int = Field(default=0, description="Of `tokens`: the answers'.")
+    cached_prompt_tokens: int = Field(default=0, description="Of `prompt_tokens`: served from the endpoint's cache.")
+    cost_usd: float = Field(
+        default=0.0, description="What the tokens cost, in USD, at the prices of the runs that spent them."
+    )
 
 
 class Stats(_Out):
@@ -451,6 +457,26 @@ class Stats(_Out):
     days: int
     sizes: list[SizePoint]
     per_day: list[DayFigures]
+
+
+class RunReport(_Out):
+    """One run's totals over the versions it wrote (every user's version carrying the run key)."""
+
+    run_key: str
+    versions: int
+    users: int = Field(description="Users the run wrote a version for.")
+    first_written_at: datetime | None = None
+    last_written_at: datetime | None = None
+    activities: int = Field(description="Activities the versions summarized.")
+    calls: int = Field(description="Model calls, retries included.")
+    tokens: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_prompt_tokens: int
+    cost_usd: float = Field(description="What the tokens cost, in USD, at the run's prices.")
+    edits_refused: int
+    facts_restored: int
+    facts_filled: int
 
 
 class KvNamespace(_Out):

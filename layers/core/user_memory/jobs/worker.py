@@ -197,6 +197,8 @@ class _Tally:
         self.tokens = 0
         self.prompt_tokens = 0
         self.cached_tokens = 0
+        self.cost_usd = 0.0
+        self.over_budget = 0
         self.activities = 0
         self.deferred = 0
         self.recorded = 0
@@ -233,6 +235,8 @@ class _Tally:
         self.tokens += outcome.tokens
         self.prompt_tokens += outcome.prompt_tokens
         self.cached_tokens += outcome.cached_tokens
+        self.cost_usd += outcome.cost_usd
+        self.over_budget += outcome.over_budget
         self.activities += outcome.activities
         self.deferred += outcome.deferred
         self.edits_applied += outcome.edits_applied
@@ -315,9 +319,13 @@ def refresh_one(
         return "user refresh failed", err
     tally.add(outcome)
     log_run(outcome, message.run_key, message_id)
+    if outcome.over_budget:
+        report_over_budget(outcome, message.run_key, message_id, services.settings.max_tokens_per_user_day)
     if outcome.status is RunStatus.INVALID_STORED_DOCUMENT:
         report_invalid_document(outcome, message.run_key, message_id, services.settings.document_schema)
         return None  # nothing builds on that document: not the companion's part, not embeddings
+    if outcome.status is RunStatus.OVER_BUDGET:
+        return None  # nothing written: the companion's part and embeddings wait with the activity
     try:
         _after_summary(user_id, message.run_key, services, tally)
     except DeadlineReached:
@@ -344,6 +352,7 @@ _OUTCOMES = {
     RunStatus.NO_ACTIVITY: ("skipped", "no_activity"),
     RunStatus.ALREADY_DONE: ("skipped", "already_done"),
     RunStatus.INVALID_STORED_DOCUMENT: ("skipped", "invalid_stored_document"),
+    RunStatus.OVER_BUDGET: ("skipped", "over_budget"),
 }
 
 
@@ -369,9 +378,27 @@ def log_run(outcome: RunOutcome, run_key: str, message_id: str) -> None:
         activity_cut=outcome.activity_cut,
         tokens=outcome.tokens,
         prompt_tokens=outcome.prompt_tokens,
+        cost_usd=outcome.cost_usd,
         rebased=outcome.rebased,
         seconds=round(outcome.seconds, 4),
     )
+
+
+def report_over_budget(outcome: RunOutcome, run_key: str, message_id: str, budget: int) -> None:
+    """A day past the user's token budget: what did not fit is deferred to the next run, never cut;
+    reported once per run (log line with ids and counts, TokenBudgetDeferred)."""
+    logger.warning(
+        "token budget reached",
+        user_id=str(outcome.user_id),
+        run_key=run_key,
+        message_id=message_id,
+        budget=budget,
+        tokens_today=outcome.tokens_today,
+        tokens=outcome.tokens,
+        summarized=outcome.activities,
+        deferred=outcome.deferred,
+    )
+    metrics.add_metric(name="TokenBudgetDeferred", unit=MetricUnit.Count, value=1)
 
 
 def report_invalid_document(outcome: RunOutcome, run_key: str, message_id: str, schema: str) -> None:
@@ -607,6 +634,8 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         tokens=tally.tokens,
         prompt_tokens=tally.prompt_tokens,
         cached_prompt_tokens=tally.cached_tokens,
+        cost_usd=round(tally.cost_usd, 6),
+        users_over_budget=tally.over_budget,
         edits_applied=tally.edits_applied,
         edits_refused=tally.edits_refused,
         facts_restored=tally.facts_restored,
@@ -635,6 +664,7 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         "LLMTokens": tally.tokens,
         "LLMPromptTokens": tally.prompt_tokens,
         "LLMCachedPromptTokens": tally.cached_tokens,
+        "LLMCostMicroUSD": round(tally.cost_usd * 1_000_000),  # a count metric: millionths of a dollar
         "EditsApplied": tally.edits_applied,
         "EditsRefused": tally.edits_refused,
         "ActivitiesCut": tally.activity_cut,

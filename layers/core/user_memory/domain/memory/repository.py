@@ -126,6 +126,10 @@ class MemoryStore:
             raise ValueError("limit must be at least 1")
         return self.recorder.read_changes(parse_user_id(user_id), limit=limit)
 
+    def tokens_since(self, user_id: object, since: datetime) -> int:
+        """The LLM tokens the user's versions created at or after `since` spent (the daily budget's)."""
+        return self.recorder.read_tokens(parse_user_id(user_id), since)
+
     def versions(self, user_id: object, *, page_size: int = 200) -> Iterator[MemoryVersion]:
         """Every version from 1 to the head, oldest first, each rebuilt once (an export's walk)."""
         uid = parse_user_id(user_id)

@@ -34,10 +34,12 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from user_memory.domain.cost import DEFAULT_PRICES, Prices
 from user_memory.domain.memory.document import check_json_size, empty_document, get_schema, validate_document
 from user_memory.domain.memory.patching import PatchBudget, apply_patch, copy_json, make_patch
 from user_memory.domain.memory.repository import MemoryStore
@@ -98,6 +100,12 @@ class PipelineConfig:
     # fill what is still missing, keep what a person set). Always on in the service; off only where
     # a test must show what a summarizer alone would lose (tests, the simulation's checker test).
     fact_floor: bool = True
+    # The model's prices: each version's provenance and each outcome carry their tokens' cost.
+    prices: Prices = DEFAULT_PRICES
+    # A user's LLM tokens per UTC day (0: no limit): a chunk whose estimated prompt would go past
+    # what is left is deferred with the rest of the activity to the next run (RunStatus.OVER_BUDGET
+    # when nothing fit), never cut.
+    max_tokens_per_user_day: int = 0
 
     @property
     def call_budget(self) -> float:
@@ -159,6 +167,9 @@ class RunOutcome:
     requests_ignored: int = 0  # stored forget requests naming no part (provenance "ignored_requests")
     seconds: float = 0.0
     rebased: int = 0
+    cost_usd: float = 0.0  # the tokens at PipelineConfig.prices
+    over_budget: bool = False  # the daily token budget deferred activity (`deferred` counts it)
+    tokens_today: int = 0  # the user's tokens earlier this UTC day (read only with a budget)
 
 
 # One encoder for every line (json.dumps with an option builds one per call); each activity's
@@ -484,6 +495,8 @@ class _Draft:
     conflicts: list[Conflict] = field(default_factory=list)
     ignored: list[tuple[Activity, str]] = field(default_factory=list)
     recency_set: int = 0  # parts whose recency_score the service set (facts.set_recency)
+    over_budget: bool = False  # the daily token budget stopped the fold (the rest deferred)
+    largest: int = 0  # the most tokens one chunk took (its calls, retries included): the next one's guess
 
     def add(self, chunk: list[Activity], summarized: Summarized) -> None:
         result = summarized.result
@@ -494,6 +507,7 @@ class _Draft:
         self.prompt_tokens += summarized.prompt_tokens
         self.completion_tokens += summarized.tokens - summarized.prompt_tokens
         self.cached_tokens += summarized.cached_tokens
+        self.largest = max(self.largest, summarized.tokens)
         self.calls += summarized.calls
         self.edit_mode = self.edit_mode or result.edits is not None
         self.applied.extend(summarized.applied)
@@ -507,8 +521,8 @@ class _Draft:
         self.activity_cut += result.activity_cut
         self.activity_duplicates += result.activity_duplicates
 
-    def provenance(self) -> dict[str, Any]:
-        """What produced the version, stored with it."""
+    def provenance(self, prices: Prices = DEFAULT_PRICES) -> dict[str, Any]:
+        """What produced the version, stored with it (its tokens' cost at `prices`)."""
         record: dict[str, Any] = {"mode": "edit" if self.edit_mode else "document", "model": self.model}
         if self.edit_mode:
             record["edits"] = [e.describe() for e in self.applied]
@@ -530,6 +544,7 @@ class _Draft:
         )
         if self.cached_tokens:
             record["cached_prompt_tokens"] = self.cached_tokens
+        record["cost_usd"] = prices.cost(self.prompt_tokens, self.completion_tokens, self.cached_tokens)
         return record
 
     def counts(self) -> dict[str, int]:
@@ -575,8 +590,10 @@ def _fold_chunks(
     cfg: PipelineConfig,
     deadline: Deadline,
     human: Sequence[HumanEdit] = (),
+    budget: int | None = None,
 ) -> _Draft:
-    """Fold every unsummarized activity into the document, chunk by chunk, while time allows."""
+    """Fold every unsummarized activity into the document, chunk by chunk, while time and the
+    day's token budget (`budget`: tokens left, None for no limit) allow."""
     draft = _Draft(document=_first_input(summarizer, base), included=[])
     after_id = 0
     while True:
@@ -587,12 +604,30 @@ def _fold_chunks(
                 # Keep what is summarized; the rest stays unsummarized for the next run.
                 draft.deferred = len(batch) - done
                 return draft
+            # What the next chunk will take: its prompt's estimate, or what a chunk took already
+            # (the answer and any retry included) when that was more.
+            need = max(estimated_tokens(draft.document, chunk), draft.largest) if budget is not None else 0
+            if budget is not None and draft.tokens + need > budget:
+                draft.deferred, draft.over_budget = len(batch) - done, True
+                return draft
             draft.add(chunk, summarize_valid(summarizer, draft.document, chunk, cfg, deadline, human))
             done += len(chunk)
         if len(batch) < cfg.max_activities:
             return draft
         last = batch[-1].id
         after_id = last if last is not None else after_id
+
+
+def estimated_tokens(document: Document, chunk: Sequence[Activity]) -> int:
+    """A prompt's tokens before it is sent, for the daily budget: the whole document and the
+    chunk's lines at 4 characters a token (an upper bound for a prompt showing part of it)."""
+    chars = len(json.dumps(document, ensure_ascii=False, separators=(",", ":"), default=str))
+    return tokens_for_chars(chars + lines_chars(chunk))
+
+
+def day_start(now: datetime) -> datetime:
+    """The start of `now`'s UTC day: the daily token budget's."""
+    return datetime.combine(now.astimezone(UTC).date(), datetime.min.time(), tzinfo=UTC)
 
 
 def _replayed(
@@ -661,12 +696,16 @@ def refresh_user(
     def outcome(status: RunStatus, version: int, **fields: int) -> RunOutcome:
         for name in ("tokens", "prompt_tokens", "cached_tokens"):
             fields[name] = fields.get(name, 0) + spent[name]
+        prompt = fields["prompt_tokens"]
         return RunOutcome(
             user_id=user_id,
             status=status,
             version=version,
             seconds=time.perf_counter() - started,
             rebased=rebased,
+            cost_usd=cfg.prices.cost(prompt, fields["tokens"] - prompt, fields["cached_tokens"]),
+            over_budget=draft is not None and draft.over_budget,
+            tokens_today=today,
             **fields,
         )
 
@@ -677,6 +716,7 @@ def refresh_user(
             raise VersionConflict(user_id, head.version, store.head(user_id).version)
 
     draft: _Draft | None = None
+    today = store.tokens_since(user_id, day_start(datetime.now(UTC))) if cfg.max_tokens_per_user_day else 0
     while True:
         if draft is not None:  # starting over: what the thrown-away draft cost still counts
             spent.update({k: v for k, v in draft.counts().items() if k in ("tokens", "prompt_tokens", "cached_tokens")})
@@ -686,9 +726,12 @@ def refresh_user(
         if not stored_document_valid(head, cfg):
             return outcome(RunStatus.INVALID_STORED_DOCUMENT, head.version)
         human = people_edits(store, user_id, head, cfg)
-        draft = _fold_chunks(user_id, head.document, window, activity, summarizer, cfg, deadline, human)
+        budget = cfg.max_tokens_per_user_day - today - spent["tokens"] if cfg.max_tokens_per_user_day else None
+        draft = _fold_chunks(user_id, head.document, window, activity, summarizer, cfg, deadline, human, budget)
         draft = _set_recency(head.document, draft, cfg)
         if not draft.included:
+            if draft.over_budget:
+                return outcome(RunStatus.OVER_BUDGET, head.version, deferred=draft.deferred)
             return outcome(RunStatus.NO_ACTIVITY, head.version)
         proposed = draft.document
         ids = [a.id for a in draft.included if a.id is not None]
@@ -702,7 +745,7 @@ def refresh_user(
                     idempotency_key=run_key,
                     base=head,
                     activity_ids=ids,
-                    provenance=draft.provenance(),
+                    provenance=draft.provenance(cfg.prices),
                 )
             except ActivityChanged:
                 again()

@@ -192,6 +192,11 @@ function sourceKind(item) {
   return source ? "service" : "unknown";
 }
 
+// Dollars with enough digits for one user's day (a nightly summary costs a fraction of a cent).
+function usd(n) {
+  return `$${n.toFixed(n > 0 && n < 0.01 ? 6 : 2)}`;
+}
+
 function provenanceOf(p) {
   if (!p) return null;
   const tokens = (p.prompt_tokens || 0) + (p.completion_tokens || 0);
@@ -201,6 +206,7 @@ function provenanceOf(p) {
   if (p.mode) facts.push(`mode ${p.mode}`);
   if (p.activities !== undefined) facts.push(`${p.activities} activities`);
   facts.push(`${tokens.toLocaleString("en")} tokens`);
+  if (typeof p.cost_usd === "number") facts.push(usd(p.cost_usd));
   parts.push(h("p", { class: "facts" }, facts.join(" · ")));
   const list = (title, items, line) =>
     items && items.length ? [h("h4", {}, title), h("ul", { class: "reasons" }, items.map((x) => h("li", {}, line(x))))] : [];
@@ -625,6 +631,13 @@ async function plotsView(container) {
       labels: days,
       series: [{ name: "tokens", values: data.per_day.map((d) => d.tokens), class: "tokens" }],
       format: (n) => n.toLocaleString("en"),
+    }),
+    barChart({
+      id: "cost",
+      title: "LLM cost per day (USD, at the prices of each run)",
+      labels: days,
+      series: [{ name: "cost", values: data.per_day.map((d) => d.cost_usd || 0), class: "tokens" }],
+      format: usd,
     }),
   );
 }

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Request
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from user_memory.domain.conversations.model import MAX_INACTIVITY_THRESHOLD_MINUTES
 from user_memory.http import models
@@ -21,6 +21,21 @@ Threshold = Annotated[
         description="Minutes a conversation must have been quiet (default INACTIVITY_THRESHOLD_MINUTES).",
     ),
 ]
+
+
+RunKey = Annotated[str, Path(min_length=1, max_length=200, description="A run key, e.g. daily:2026-11-21.")]
+
+
+@router.get("/admin/runs/<run_key>", responses=answers(models.RunReport), tags=["admin"])
+def get_run_report(request: Request, run_key: RunKey) -> models.RunReport:
+    """Operators: one run's totals over the versions it wrote: users, activities, model calls, tokens and
+    their cost at the prices of the run. Users that failed wrote no version: the worker's `batch done`
+    lines and the UsersFailed metric count them."""
+    operator_caller(request, "read run report")
+    tasks = dependencies(request).tasks
+    if tasks is None:
+        raise not_enabled("report runs")
+    return models.RunReport.model_validate(tasks.run_report(run_key))
 
 
 @router.post("/tasks/trigger-memory-generation", responses=answers(models.MemoryGenerationTriggered), tags=["admin"])
