@@ -146,6 +146,37 @@ def test_the_cost_models_llm_figures_are_the_simulations():
         float(edit_mode("completion tokens per user-day").replace(",", "")) == model.LLM_COMPLETION_TOKENS_PER_USER_DAY
     )
     assert float(edit_mode("prompt tokens per user-day").replace(",", "")) == model.LLM_PROMPT_TOKENS_PER_USER_DAY
+    # And so are its calls per user-day, the cached share and the stable prefix's, in both modes
+    calls = next(line for line in text.splitlines() if line.startswith("LLM calls"))
+    edit_calls = int(calls.split("   ")[-1].split("(")[0].strip().replace(",", ""))
+    summarized = next(line for line in text.splitlines() if line.startswith("user-days summarized"))
+    user_days = int(summarized.split()[-1].replace(",", ""))
+    assert edit_calls / user_days == model.c.LLM_CALLS_PER_USER_DAY
+
+    def edit_share(label: str) -> float:
+        line = next(line for line in text.splitlines() if line.strip().startswith(label))
+        return float(line.split("%")[-2].split()[-1]) / 100
+
+    assert edit_share("served by a warm prefix cache") == pytest.approx(model.c.LLM_CACHED_PROMPT_SHARE)
+    assert edit_share("stable prefix") == pytest.approx(model.c.LLM_STABLE_PREFIX_SHARE)
+
+    def document_mode(label: str) -> float:
+        line = next(line for line in text.splitlines() if line.startswith(label))
+        return float(line.split()[-2].replace(",", ""))
+
+    assert document_mode("prompt tokens per user-day") == model.c.LLM_PROMPT_TOKENS_PER_USER_DAY_DOCUMENT_MODE
+    assert document_mode("completion tokens per user-day") == model.c.LLM_COMPLETION_TOKENS_PER_USER_DAY_DOCUMENT_MODE
+
+
+def test_the_benchmarks_bill_is_the_cost_models_before_and_after():
+    # Given the cost model's month before the prompt's view and after it, online and batched
+    table = _cost_model().before_after()
+    # Then docs/benchmarks.md shows exactly it
+    assert table in (ROOT / "docs/benchmarks.md").read_text()
+    # And it starts from the month as counted before issue 22, and ends near a third of it
+    first, *_, last = table.splitlines()[2:]
+    assert first.split("|")[2].strip() == "25,276"
+    assert last.split("|")[3].strip() in {"33%", "34%", "35%", "36%"}
 
 
 def test_the_cost_models_template_figures_are_the_templates():
