@@ -467,6 +467,7 @@ PLAN_ARGUMENTS = {
     "llm_concurrency": "--llm-concurrency",
     "window_hours": "--window-hours",
     "headroom": "--headroom",
+    "summary_delivery": "--summary-delivery",
 }
 
 
@@ -478,6 +479,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         "llm_concurrency": args.llm_concurrency,
         "window_hours": args.window_hours,
         "headroom": args.headroom,
+        "summary_delivery": args.summary_delivery,
     }
     try:
         plans = [plan(n, **options) for n in args.users_per_day]
@@ -708,6 +710,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=sizing.DEFAULT_HEADROOM,
         metavar="X",
         help=f"capacity over need (default {sizing.DEFAULT_HEADROOM:g}: the run takes at most half the window)",
+    )
+    plan.add_argument(
+        "--summary-delivery",
+        choices=sizing.SUMMARY_DELIVERIES,
+        default="online",
+        help="price the nightly run online (default) or through the Batch API (SummaryDelivery; the same parameters)",
     )
     plan.add_argument("--json", action="store_true", help="every figure as JSON instead of the table")
     plan.set_defaults(func=cmd_plan)

@@ -28,9 +28,22 @@ def test_plan_takes_the_measured_llm_seconds_and_concurrency(capsys):
     (sized,) = json.loads(result.out)
     assert result.code == 0
     assert (sized["batch_size"], sized["users_per_message"], sized["llm_seconds"]) == (5, 1, 4.0)
-    assert sized["worker_concurrency"] == plan(1_000_000, llm_seconds=4, llm_concurrency=5).worker_concurrency == 79
-    assert sized["parameters"]["WorkerMaximumConcurrency"] == 79
+    assert sized["worker_concurrency"] == plan(1_000_000, llm_seconds=4, llm_concurrency=5).worker_concurrency == 80
+    assert sized["parameters"]["WorkerMaximumConcurrency"] == 80
     assert sized["total_monthly_cost"] == pytest.approx(sum(sized["monthly_cost"].values()), abs=0.1)
+
+
+def test_plan_prices_the_nightly_run_through_the_batch_api_with_the_same_parameters(capsys):
+    # When a million users a day are planned online and through the Batch API
+    online = run(capsys, "plan", "--users-per-day", "1000000", "--json")
+    batch = run(capsys, "plan", "--users-per-day", "1000000", "--summary-delivery", "batch", "--json")
+    assert online.code == batch.code == 0
+    ((online_plan,), (batch_plan,)) = json.loads(online.out), json.loads(batch.out)
+    # Then the parameters differ only in SummaryDelivery, and the month costs less
+    assert batch_plan["parameters"] == {**online_plan["parameters"], "SummaryDelivery": "batch"}
+    assert batch_plan["total_monthly_cost"] < online_plan["total_monthly_cost"]
+    assert batch_plan["total_monthly_cost"] == round(plan(1_000_000, summary_delivery="batch").total_monthly_cost, 2)
+    assert "LLM tokens (gpt-4o-mini, edit mode, Batch API)" in batch_plan["monthly_cost"]
 
 
 @pytest.mark.parametrize(
@@ -50,6 +63,7 @@ def test_plan_takes_the_measured_llm_seconds_and_concurrency(capsys):
         ),
         (["--users-per-day", "10", "--headroom", "0.5"], "--headroom: the headroom must be at least 1"),
         (["--users-per-day", "10", "--llm-concurrency", "51"], "the LLM concurrency must be at most 50, got 51"),
+        (["--users-per-day", "10", "--summary-delivery", "nightly"], "--summary-delivery: invalid choice: 'nightly'"),
     ],
 )
 def test_bad_plan_arguments_are_one_error_line(capsys, argv, fragment):

@@ -146,6 +146,37 @@ def test_the_cost_models_llm_figures_are_the_simulations():
         float(edit_mode("completion tokens per user-day").replace(",", "")) == model.LLM_COMPLETION_TOKENS_PER_USER_DAY
     )
     assert float(edit_mode("prompt tokens per user-day").replace(",", "")) == model.LLM_PROMPT_TOKENS_PER_USER_DAY
+    # And so are its calls per user-day, the cached share and the stable prefix's, in both modes
+    calls = next(line for line in text.splitlines() if line.startswith("LLM calls"))
+    edit_calls = int(calls.split("   ")[-1].split("(")[0].strip().replace(",", ""))
+    summarized = next(line for line in text.splitlines() if line.startswith("user-days summarized"))
+    user_days = int(summarized.split()[-1].replace(",", ""))
+    assert edit_calls / user_days == model.c.LLM_CALLS_PER_USER_DAY
+
+    def edit_share(label: str) -> float:
+        line = next(line for line in text.splitlines() if line.strip().startswith(label))
+        return float(line.split("%")[-2].split()[-1]) / 100
+
+    assert edit_share("served by a warm prefix cache") == pytest.approx(model.c.LLM_CACHED_PROMPT_SHARE)
+    assert edit_share("stable prefix") == pytest.approx(model.c.LLM_STABLE_PREFIX_SHARE)
+
+    def document_mode(label: str) -> float:
+        line = next(line for line in text.splitlines() if line.startswith(label))
+        return float(line.split()[-2].replace(",", ""))
+
+    assert document_mode("prompt tokens per user-day") == model.c.LLM_PROMPT_TOKENS_PER_USER_DAY_DOCUMENT_MODE
+    assert document_mode("completion tokens per user-day") == model.c.LLM_COMPLETION_TOKENS_PER_USER_DAY_DOCUMENT_MODE
+
+
+def test_the_benchmarks_bill_is_the_cost_models_before_and_after():
+    # Given the cost model's month before the prompt's view and after it, online and batched
+    table = _cost_model().before_after()
+    # Then docs/benchmarks.md shows exactly it
+    assert table in (ROOT / "docs/benchmarks.md").read_text()
+    # And it starts from the month as counted before issue 22, and ends near a third of it
+    first, *_, last = table.splitlines()[2:]
+    assert first.split("|")[2].strip() == "25,276"
+    assert last.split("|")[3].strip() in {"33%", "34%", "35%", "36%"}
 
 
 def test_the_cost_models_template_figures_are_the_templates():
@@ -240,3 +271,50 @@ def test_the_restore_runbook_rebuilds_the_clusters_network_and_scaling_and_frees
     assert outputs["DatabaseClusterIdentifier"]["Value"] == {"Ref": "DatabaseCluster"}
     # And the logins get their current passwords back afterwards
     assert "create-logins" in commands[-1]
+
+
+def _metric_names() -> set[str]:
+    """Every metric name layers/core can emit: literal names, the `name` a metric call is given
+    (a conditional of literals, a loop over a dict of literals), and the f-string families expanded
+    over what they loop on (RunStatus, a tuple of literals)."""
+    import ast
+
+    from user_memory.domain.model import RunStatus
+
+    names: set[str] = set()
+    for path in (ROOT / "layers/core").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        loops = {id(node.body[0]): node for node in ast.walk(tree) if isinstance(node, ast.For) and node.body}
+        parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            target = [getattr(t, "id", "") for t in node.targets] if isinstance(node, ast.Assign) else []
+            if target == ["name"] and isinstance(node.value, ast.IfExp):  # type: ignore[attr-defined]
+                branches = (node.value.body, node.value.orelse)  # type: ignore[attr-defined]
+                if all(isinstance(b, ast.Constant) and isinstance(b.value, str) for b in branches):
+                    names |= {b.value for b in branches}  # type: ignore[attr-defined]
+            if target == ["counts"]:
+                names |= {k.value for k in getattr(node.value, "keys", []) if isinstance(k, ast.Constant)}
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_metric"):
+                continue
+            name = next((k.value for k in node.keywords if k.arg == "name"), None)
+            if isinstance(name, ast.Constant):
+                names.add(name.value)
+            elif isinstance(name, ast.JoinedStr):
+                prefix = name.values[0].value  # type: ignore[attr-defined]
+                loop, statement = None, parents.get(id(node))
+                while statement is not None and loop is None:
+                    loop = loops.get(id(statement)) or (statement if isinstance(statement, ast.For) else None)
+                    statement = parents.get(id(statement))
+                assert loop is not None, (path, prefix)
+                if isinstance(loop.iter, ast.Tuple):
+                    names |= {prefix + e.value for e in loop.iter.elts if isinstance(e, ast.Constant)}
+                else:
+                    names |= {prefix + status.value for status in RunStatus}
+    return names
+
+
+def test_the_cost_model_pays_for_every_metric_name_the_functions_emit():
+    # Given every metric name the code can emit (one dimension: service)
+    names = _metric_names()
+    # Then the model counts each at the custom metric's price
+    assert len(names) == _cost_model().c.CUSTOM_METRICS, sorted(names)

@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from user_memory.domain import costs
+from user_memory.domain.cost import DEFAULT_PRICES
 from user_memory.domain.fanout import Backlog
 from user_memory.domain.plan import (
     BACKLOG_MARGIN_SECONDS,
+    BEFORE_PROMPT_VIEW,
     MAX_BATCH_SIZE,
     MAX_LLM_CONCURRENCY,
     MAX_WORKER_CONCURRENCY,
@@ -20,7 +22,9 @@ from user_memory.domain.plan import (
     Plan,
     backlog_limit,
     invocation_seconds,
+    llm_cost_per_user_day,
     max_connections,
+    monthly_cost,
     plan,
     sizing_table,
     users_per_second,
@@ -121,6 +125,7 @@ def test_a_scale_past_one_aurora_writer_says_so():
         ({"users_per_day": 10, "window_hours": 24.5}, "window_hours"),
         ({"users_per_day": 10, "window_hours": 0}, "window_hours"),
         ({"users_per_day": 10, "headroom": 0.5}, "headroom"),
+        ({"users_per_day": 10, "summary_delivery": "nightly"}, "summary_delivery"),
     ],
 )
 def test_an_input_out_of_bounds_is_named(kwargs, argument):
@@ -209,3 +214,89 @@ def test_a_backlog_is_weighed_in_users_at_the_planned_rate():
     assert isinstance(refused, FanoutRefused)
     assert (refused.run_key, refused.waiting_messages, refused.users_queued) == ("daily:2026-11-21", 1000, 900)
     assert "900 users queued, the rest refused" in str(refused)
+
+
+# -- the bill ------------------------------------------------------------------------------------
+
+
+def _llm_line(sized: Plan) -> float:
+    (line,) = [value for name, value in sized.monthly_cost.items() if name.startswith("LLM tokens")]
+    return line
+
+
+def test_the_llm_is_priced_at_the_workers_own_default_prices():
+    # Given the worker's price settings' defaults (LLM_PRICE_*), one source for both
+    # Then the cost model's LLM prices are those, the cached input's too
+    assert DEFAULT_PRICES.input_per_1m == costs.LLM_INPUT_PER_MILLION_TOKENS
+    assert DEFAULT_PRICES.cached_input_per_1m == costs.LLM_CACHED_INPUT_PER_MILLION_TOKENS
+    assert DEFAULT_PRICES.output_per_1m == costs.LLM_OUTPUT_PER_MILLION_TOKENS
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prompt=st.integers(min_value=0, max_value=200_000),
+    completion=st.integers(min_value=0, max_value=20_000),
+    share=st.floats(min_value=0, max_value=1, allow_nan=False),
+)
+def test_a_user_days_tokens_cost_what_the_worker_would_record_and_half_of_it_through_the_batch_api(
+    prompt, completion, share
+):
+    # Given a user-day's tokens, a share of the prompt served from the cache
+    cached = round(prompt * share)
+    online = llm_cost_per_user_day(prompt, completion, cached_share=cached / prompt if prompt else 0.0)
+    # Then online it costs what the worker records in a version's provenance at the default prices
+    assert online == pytest.approx(DEFAULT_PRICES.cost(prompt, completion, cached), abs=1e-7)
+    # And through the Batch API half the uncached price (cache hits are not assumed there)
+    batch = llm_cost_per_user_day(prompt, completion, cached_share=share, batch=True)
+    assert batch == pytest.approx(DEFAULT_PRICES.cost(prompt, completion) * (1 - costs.LLM_BATCH_DISCOUNT), abs=1e-7)
+
+
+def test_the_batch_api_changes_the_bill_not_the_plan():
+    # Given a million users a day online and through the Batch API
+    online = plan(1_000_000)
+    batch = plan(1_000_000, summary_delivery="batch")
+    # Then the parameters are the same (whatever a batch does not answer runs online, in the window)
+    assert {**online.parameters(), "SummaryDelivery": "batch"} == batch.parameters()
+    assert (batch.worker_concurrency, batch.drain_seconds) == (online.worker_concurrency, online.drain_seconds)
+    # And each user-day's first call is at the batch price, its retries online at the full price
+    user_days = 1_000_000 * costs.DAYS_PER_MONTH
+    prompt, completion = costs.LLM_PROMPT_TOKENS_PER_USER_DAY, costs.LLM_COMPLETION_TOKENS_PER_USER_DAY
+    first = 1 / costs.LLM_CALLS_PER_USER_DAY
+    expected = user_days * (
+        first * llm_cost_per_user_day(prompt, completion, batch=True)
+        + (1 - first) * llm_cost_per_user_day(prompt, completion)
+    )
+    assert _llm_line(batch) == pytest.approx(expected)
+    assert _llm_line(online) / 2 < _llm_line(batch) < _llm_line(online)
+    # And the worker no longer waits on the model for the first call: a tenth of the online line or less
+    worker = "Lambda: worker (waits on the LLM) and fan-out"
+    assert batch.monthly_cost[worker] * 10 < online.monthly_cost[worker]
+    assert batch.total_monthly_cost < online.total_monthly_cost
+
+
+def test_the_month_counts_data_transfer_log_storage_and_every_metric():
+    # Given a plan, priced as now and as the model counted it before issue 22
+    sized = plan(100_000)
+    now, before = sized.monthly_cost, monthly_cost(sized, BEFORE_PROMPT_VIEW)
+    # Then now it has the lines it left out then, each worth something
+    added = set(now) - set(before)
+    assert added == {"Data transfer out (LLM requests, API answers)", "Log storage (30 days) and secret reads"}
+    assert all(now[name] > 0 for name in added)
+    # And it pays for every metric name the functions emit, not the 26 counted then
+    fixed = "Alarms, custom metrics, secrets"
+    assert now[fixed] - before[fixed] == pytest.approx(
+        (costs.CUSTOM_METRICS - costs.BEFORE_CUSTOM_METRICS) * costs.CLOUDWATCH_METRIC_PER_MONTH
+    )
+    # And the whole memory in every prompt cost more than twice the view's tokens
+    assert before["LLM tokens (gpt-4o-mini, edit mode)"] > 2 * now["LLM tokens (gpt-4o-mini, edit mode)"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(users=st.integers(min_value=1, max_value=4_000_000), more=st.integers(min_value=1, max_value=500_000))
+def test_through_the_batch_api_more_users_never_cost_less_and_never_more_than_online(users, more):
+    small = _plan_or_none(users, summary_delivery="batch")  # type: ignore[arg-type]
+    large = _plan_or_none(users + more, summary_delivery="batch")  # type: ignore[arg-type]
+    if large is None or small is None:
+        return
+    assert large.total_monthly_cost >= small.total_monthly_cost
+    assert large.total_monthly_cost <= plan(users + more).total_monthly_cost

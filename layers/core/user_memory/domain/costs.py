@@ -9,6 +9,8 @@ against the providers' pricing pages before relying on a result.
 
 from __future__ import annotations
 
+from user_memory.domain.cost import DEFAULT_PRICES
+
 PRICES_AS_OF = "2025 list prices, us-east-1 (check before use)"
 HOURS_PER_MONTH = 730
 DAYS_PER_MONTH = 30
@@ -33,19 +35,42 @@ CLOUDWATCH_ALARM_PER_MONTH = 0.10
 CLOUDWATCH_METRIC_PER_MONTH = 0.30
 XRAY_PER_MILLION_TRACES = 5.00
 SECRET_PER_MONTH = 0.40
-# The worker's default model (template parameter OpenAIModel): gpt-4o-mini, per million tokens.
-LLM_INPUT_PER_MILLION_TOKENS = 0.15
-LLM_OUTPUT_PER_MILLION_TOKENS = 0.60
+# The worker's default model (template parameter OpenAIModel): gpt-4o-mini, per million tokens;
+# the worker's LLM_PRICE_* settings default to the same (domain/cost.py, one source).
+LLM_INPUT_PER_MILLION_TOKENS = DEFAULT_PRICES.input_per_1m
+LLM_CACHED_INPUT_PER_MILLION_TOKENS = DEFAULT_PRICES.cached_input_per_1m
+LLM_OUTPUT_PER_MILLION_TOKENS = DEFAULT_PRICES.output_per_1m
+# OpenAI's Batch API: half the price of input and output (the nightly run's opt-in delivery mode,
+# SummaryDelivery=batch).
+LLM_BATCH_DISCOUNT = 0.5
+DATA_TRANSFER_OUT_PER_GB = 0.09  # EC2/API Gateway to the internet, the first 10 TB a month
+CLOUDWATCH_LOGS_STORAGE_PER_GB_MONTH = 0.03
+SECRETS_MANAGER_PER_10K_CALLS = 0.05
 
 # ---------------------------------------------------------------- measured in this repository
 # bench/results/sim_30_days.txt, edit mode (the default SummaryMode): 4,520 user-days summarized,
-# 4,809 LLM calls, prompt and completion tokens per user-day (o200k_base, the real tokenizer).
-LLM_PROMPT_TOKENS_PER_USER_DAY = 3905.9
-LLM_COMPLETION_TOKENS_PER_USER_DAY = 138.3
-LLM_CALLS_PER_USER_DAY = 4809 / 4520
+# 4,832 LLM calls, prompt and completion tokens per user-day (o200k_base, the real tokenizer), with
+# the prompt's view of the memory (the day's parts in full, an outline of the rest).
+LLM_PROMPT_TOKENS_PER_USER_DAY = 1314.4
+LLM_COMPLETION_TOKENS_PER_USER_DAY = 131.5
+LLM_CALLS_PER_USER_DAY = 4832 / 4520
+# Of the prompt tokens, what a warm prefix cache serves under OpenAI's rule (prompts of 1,024
+# tokens or more, in steps of 128): the view's prompts are shorter, so none (the same file: 0.0%;
+# their stable prefix, the instructions and the schema, is 52.9% of them).
+LLM_CACHED_PROMPT_SHARE = 0.0
+LLM_STABLE_PREFIX_SHARE = 0.529
 # The same simulation in document mode, for the comparison of the levers.
-LLM_COMPLETION_TOKENS_PER_USER_DAY_DOCUMENT_MODE = 3049.6
-LLM_PROMPT_TOKENS_PER_USER_DAY_DOCUMENT_MODE = 3375.9
+LLM_COMPLETION_TOKENS_PER_USER_DAY_DOCUMENT_MODE = 298.0
+LLM_PROMPT_TOKENS_PER_USER_DAY_DOCUMENT_MODE = 1191.1
+# Before the prompt's view (the whole memory in every prompt), the same simulation, edit mode
+# (commit 1a6aec6), and what the model counted then: bench/cost_model.py at 236415a~1 printed
+# $25,276 for the 1M-users-a-day month (its serial worker, 3 users an invocation, 11 alarms, 26
+# metrics; bench/cost_model.py's before_after() starts from it).
+BEFORE_PROMPT_TOKENS_PER_USER_DAY = 3905.9
+BEFORE_COMPLETION_TOKENS_PER_USER_DAY = 138.3
+BEFORE_CALLS_PER_USER_DAY = 4809 / 4520
+BEFORE_CUSTOM_METRICS = 26
+BEFORE_MONTH_AS_COUNTED = 25_276
 # bench/results/worker.txt: the worker's own time per user with ~10 KB documents (the simulation's
 # size), rule-based summarizer, embedded PostgreSQL: 7.087 ms and 3 database round trips per user.
 WORKER_MS_PER_USER = 7.087
@@ -59,14 +84,17 @@ API_FIRST_INVOCATION_SECONDS = 0.359
 # template.yaml: every function's MemorySize (Globals), its alarms and the worker's timeout.
 FUNCTION_MEMORY_MB = 1024
 ALARMS = 12  # template.yaml's AWS::CloudWatch::Alarm resources (with the migrate function's)
-CUSTOM_METRICS = 27  # distinct add_metric names in layers/core (one dimension: service)
+# Distinct metric names the functions emit (one dimension: service): 34 named in layers/core, the
+# Users_<status> (6) and Conversations_<status> (5) families, RecordsFailed and RecordsDeferred, the
+# worker's 15 batch counts (LLMTokens ... DigestsMade). The model counted 26 before.
+CUSTOM_METRICS = 34 + 6 + 5 + 2 + 15
 SECRETS = 7  # infra/database.yaml's six (master, two logins, three DSNs) and the OpenAI key
 
 # ---------------------------------------------------------------- assumptions (not measured)
 API_REQUESTS_PER_USER_DAY = 20  # an agent reads the memory or its prompt per session, writes kv and activity
 API_ROUND_TRIPS_PER_REQUEST = 3  # BEGIN + role and claims, the query, COMMIT
 PROXY_ROUND_TRIP_MS = 1.0  # Lambda -> RDS Proxy -> Aurora in one region, connection already open
-LLM_SECONDS_PER_CALL = 2.0  # gpt-4o-mini, ~4k tokens in, ~140 out; the simulation's model is local
+LLM_SECONDS_PER_CALL = 2.0  # gpt-4o-mini, ~1.3-4k tokens in, ~130 out; the simulation's model is local
 COLD_START_SHARE = 0.01  # share of API invocations that start an execution environment
 # The measured first invocation, plus Secrets Manager and the TLS handshake with the proxy over the network.
 COLD_START_SECONDS = API_FIRST_INVOCATION_SECONDS + 0.25
@@ -77,7 +105,14 @@ LOG_EVENTS_PER_API_REQUEST = 4
 LOG_BYTES_PER_USER_REFRESH = 900  # `user refreshed`; each invocation adds LOG_BYTES_PER_INVOCATION
 LOG_BYTES_PER_INVOCATION = 600  # EMF and the platform's START/END/REPORT, shared by its users
 LOG_EVENTS_PER_INVOCATION = 4
-NAT_BYTES_PER_USER_DAY = 20_000  # the LLM request and answer (~4k tokens of JSON), SQS sends
+# What leaves the VPC per user-day: the LLM request and answer (about 4 characters of JSON a
+# token, as the pipeline estimates) and a fixed share for TLS, headers and SQS sends. Through the
+# NAT gateway (processing) and out to the internet (data transfer out).
+LLM_BYTES_PER_TOKEN = 4
+NAT_OVERHEAD_BYTES_PER_USER_DAY = 4_000
+API_BYTES_PER_RESPONSE = 2_500  # an answer to an agent: a memory, its prompt block, a kv value
+LOG_RETENTION_MONTHS = 1  # the log groups' retention (30 days): a month of logs stored at a time
+SECRET_READS_PER_COLD_START = 1  # the DSN (the key is read once per worker environment too)
 API_PEAK_TO_AVERAGE = 3.0
 DB_CPU_MS_PER_API_REQUEST = 0.5  # the store's share of a request (bench/results/api.txt: 0.12-1.0 ms)
 DB_CPU_MS_PER_USER_REFRESH = 1.7  # bench/results/worker.txt: database round trips, 1.73 ms per user

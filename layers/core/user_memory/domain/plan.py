@@ -8,6 +8,11 @@ WorkerMaximumConcurrency x n / that many users a second. `user-memory plan` prin
 docs/deploy.md's sizing table is its output, and the fan-out refuses a day whose backlog the
 planned throughput (`users_per_second`, from its own settings) cannot drain before the queue's
 retention (`backlog_limit`).
+
+Through the Batch API (`summary_delivery="batch"`) the shape is the online one: whatever a batch
+does not answer (a failed item, an expired batch, the fact floor's retry) is summarized online,
+inside the same window. Only the bill changes: the first call of each user-day at the batch price,
+and no worker waiting on the model for it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from user_memory.domain import costs as c
 from user_memory.errors import InvalidArgument, PlanDoesNotFit
@@ -45,13 +50,43 @@ MAX_LLM_CONCURRENCY = 50  # WorkerLlmConcurrency's MaxValue
 DEFAULT_WINDOW_HOURS = 6.0
 DEFAULT_HEADROOM = 2.0
 DEFAULT_LLM_CONCURRENCY = 10
+SUMMARY_DELIVERIES = ("online", "batch")  # SummaryDelivery's AllowedValues
+SummaryDelivery = Literal["online", "batch"]
 
 
-def invocation_seconds(users: int, llm_concurrency: int, llm_seconds: float) -> float:
-    """About how long one worker invocation of `users` users takes: their LLM calls
-    `llm_concurrency` at a time, each user's own work (its database round trips) beside them."""
+@dataclass(frozen=True, kw_only=True)
+class LlmFigures:
+    """What the nightly run sends the model per user-day (edit mode, the default SummaryMode), and
+    what the month counts beside it: the measured figures by default (domain/costs.py)."""
+
+    prompt_tokens: float = c.LLM_PROMPT_TOKENS_PER_USER_DAY
+    completion_tokens: float = c.LLM_COMPLETION_TOKENS_PER_USER_DAY
+    calls: float = c.LLM_CALLS_PER_USER_DAY
+    cached_share: float = c.LLM_CACHED_PROMPT_SHARE
+    # The lines the model did not count before issue 22 (data transfer out, log storage, secret
+    # reads) and the metrics it counts: off and 26 only to reprice the month as it was counted.
+    uncounted: bool = True
+    custom_metrics: int = c.CUSTOM_METRICS
+
+
+MEASURED = LlmFigures()
+# The whole memory in every prompt, as counted then (bench/cost_model.py's before_after()).
+BEFORE_PROMPT_VIEW = LlmFigures(
+    prompt_tokens=c.BEFORE_PROMPT_TOKENS_PER_USER_DAY,
+    completion_tokens=c.BEFORE_COMPLETION_TOKENS_PER_USER_DAY,
+    calls=c.BEFORE_CALLS_PER_USER_DAY,
+    uncounted=False,
+    custom_metrics=c.BEFORE_CUSTOM_METRICS,
+)
+
+
+def invocation_seconds(
+    users: int, llm_concurrency: int, llm_seconds: float, *, calls: float = c.LLM_CALLS_PER_USER_DAY
+) -> float:
+    """About how long one worker invocation of `users` users takes: their LLM calls (`calls` a
+    user) `llm_concurrency` at a time, each user's own work (its database round trips) beside them."""
     waves = math.ceil(users / llm_concurrency)
-    per_user = c.LLM_CALLS_PER_USER_DAY * llm_seconds + c.WORKER_MS_PER_USER / 1000
+    per_user = calls * llm_seconds + c.WORKER_MS_PER_USER / 1000
     per_user += c.WORKER_ROUND_TRIPS_PER_USER * c.PROXY_ROUND_TRIP_MS / 1000
     return waves * per_user
 
@@ -109,6 +144,7 @@ class Plan:
     users_per_day: int
     llm_seconds: float
     llm_concurrency: int  # WorkerLlmConcurrency
+    summary_delivery: SummaryDelivery  # SummaryDelivery
     window_hours: float
     headroom: float
     batch_size: int  # WorkerBatchSize
@@ -143,6 +179,7 @@ class Plan:
             "WorkerBatchSize": self.batch_size,
             "UsersPerMessage": self.users_per_message,
             "WorkerLlmConcurrency": self.llm_concurrency,
+            "SummaryDelivery": self.summary_delivery,
             "LlmSecondsPerCall": self.llm_seconds,
             "QueueAgeAlarmSeconds": self.queue_age_alarm_seconds,
             "ApiThrottlingRateLimit": self.api_rate_limit,
@@ -172,9 +209,11 @@ def plan(
     llm_concurrency: int = DEFAULT_LLM_CONCURRENCY,
     window_hours: float = DEFAULT_WINDOW_HOURS,
     headroom: float = DEFAULT_HEADROOM,
+    summary_delivery: SummaryDelivery = "online",
 ) -> Plan:
     """The parameters that summarize `users_per_day` users inside `window_hours` with `headroom`
-    (capacity over need), and what they cost a month.
+    (capacity over need), and what they cost a month (the nightly run online, or through the
+    Batch API: the same parameters, another bill).
 
     Raises InvalidArgument for an input out of bounds (named as its argument), PlanDoesNotFit
     when no parameters the template allows finish inside the window.
@@ -184,6 +223,10 @@ def plan(
     _check("llm_concurrency", llm_concurrency, 1, MAX_LLM_CONCURRENCY)
     _check("window_hours", window_hours, 0, 24, low_open=True)
     _check("headroom", headroom, 1, 100)
+    if summary_delivery not in SUMMARY_DELIVERIES:
+        raise InvalidArgument(
+            "summary_delivery", f"must be one of {', '.join(SUMMARY_DELIVERIES)}, got {summary_delivery!r}"
+        )
     batch_size, users_per_message = _shape(llm_concurrency)
     users = batch_size * users_per_message
     seconds = invocation_seconds(users, llm_concurrency, llm_seconds)
@@ -235,6 +278,7 @@ def plan(
         users_per_day=users_per_day,
         llm_seconds=llm_seconds,
         llm_concurrency=llm_concurrency,
+        summary_delivery=summary_delivery,
         window_hours=window_hours,
         headroom=headroom,
         batch_size=batch_size,
@@ -275,30 +319,66 @@ def http_api_cost(requests: float) -> float:
     )
 
 
-def llm_cost_per_user_day(prompt: float, completion: float) -> float:
-    return prompt / 1e6 * c.LLM_INPUT_PER_MILLION_TOKENS + completion / 1e6 * c.LLM_OUTPUT_PER_MILLION_TOKENS
+def llm_cost_per_user_day(
+    prompt: float, completion: float, *, cached_share: float = c.LLM_CACHED_PROMPT_SHARE, batch: bool = False
+) -> float:
+    """One user-day's tokens at the list prices (domain/cost.py's DEFAULT_PRICES): the cached share
+    of the prompt at the cached rate (online only: cache hits are not assumed for batch requests),
+    and everything at LLM_BATCH_DISCOUNT off through the Batch API."""
+    if batch:
+        full = prompt * c.LLM_INPUT_PER_MILLION_TOKENS + completion * c.LLM_OUTPUT_PER_MILLION_TOKENS
+        return full / 1e6 * (1 - c.LLM_BATCH_DISCOUNT)
+    cached = prompt * min(max(cached_share, 0.0), 1.0)
+    return (
+        (prompt - cached) * c.LLM_INPUT_PER_MILLION_TOKENS
+        + cached * c.LLM_CACHED_INPUT_PER_MILLION_TOKENS
+        + completion * c.LLM_OUTPUT_PER_MILLION_TOKENS
+    ) / 1e6
 
 
-def worker_cost(p: Plan, memory_mb: float = c.FUNCTION_MEMORY_MB) -> float:
-    """The worker's Lambda a month: each invocation billed for its users' LLM waves."""
+def llm_month(p: Plan, figures: LlmFigures = MEASURED) -> float:
+    """The month's tokens. Through the Batch API only each user-day's first call is in the batch;
+    the rest (the fact floor's and a bad answer's retries: `calls` - 1 a user-day, of tokens like
+    the first's) goes online."""
+    user_days = p.users_per_day * c.DAYS_PER_MONTH
+    online = llm_cost_per_user_day(figures.prompt_tokens, figures.completion_tokens, cached_share=figures.cached_share)
+    if p.summary_delivery == "online":
+        return user_days * online
+    batched = llm_cost_per_user_day(figures.prompt_tokens, figures.completion_tokens, batch=True)
+    first = 1 / max(figures.calls, 1.0)
+    return user_days * (first * batched + (1 - first) * online)
+
+
+def worker_cost(p: Plan, memory_mb: float = c.FUNCTION_MEMORY_MB, figures: LlmFigures = MEASURED) -> float:
+    """The worker's Lambda a month: each invocation billed for its users' LLM waves. Through the
+    Batch API no invocation waits on the batch's answers (they come back as a file), only on the
+    online retries, and each user's run goes through the pipeline twice (submit, collect)."""
     users = p.batch_size * p.users_per_message
-    return lambda_cost(p.users_per_day * c.DAYS_PER_MONTH / users, p.invocation_seconds, memory_mb)
+    if p.summary_delivery == "online":
+        seconds = invocation_seconds(users, p.llm_concurrency, p.llm_seconds, calls=figures.calls)
+        return lambda_cost(p.users_per_day * c.DAYS_PER_MONTH / users, seconds, memory_mb)
+    collect = invocation_seconds(users, p.llm_concurrency, p.llm_seconds, calls=max(figures.calls - 1, 0.0))
+    submit = invocation_seconds(users, p.llm_concurrency, p.llm_seconds, calls=0.0)
+    return lambda_cost(2 * p.users_per_day * c.DAYS_PER_MONTH / users, (collect + submit) / 2, memory_mb)
 
 
-def monthly_cost(p: Plan) -> dict[str, float]:
-    """Each cost line of a month at this plan, USD (bench/cost_model.py prints them side by side)."""
+def monthly_cost(p: Plan, figures: LlmFigures = MEASURED) -> dict[str, float]:
+    """Each cost line of a month at this plan, USD (bench/cost_model.py prints them side by side);
+    `figures` reprices it with other LLM figures (the defaults are the measured ones)."""
     users = p.users_per_day
     user_days = users * c.DAYS_PER_MONTH
     per_invocation = p.batch_size * p.users_per_message
     messages = user_days / p.users_per_message
+    if p.summary_delivery == "batch":
+        messages *= 2  # each refresh_user message's batch is collected by a collect_batch message
     api_requests = user_days * c.API_REQUESTS_PER_USER_DAY
     fanout = lambda_cost(c.DAYS_PER_MONTH, users * c.FANOUT_MS_PER_USER / 1000)
     acus = p.average_acus
     storage = users * c.STORED_BYTES_PER_USER / c.GB * c.AURORA_STORAGE_PER_GB_MONTH
     io = (api_requests * c.IO_PER_API_REQUEST + user_days * c.IO_PER_USER_REFRESH) / 1e6 * c.AURORA_PER_MILLION_IO
-    nat = (
-        c.NAT_GATEWAY_PER_HOUR * c.HOURS_PER_MONTH + user_days * c.NAT_BYTES_PER_USER_DAY / c.GB * c.NAT_GATEWAY_PER_GB
-    )
+    tokens = figures.calls / c.LLM_CALLS_PER_USER_DAY * (figures.prompt_tokens + figures.completion_tokens)
+    llm_bytes = user_days * (tokens * c.LLM_BYTES_PER_TOKEN + c.NAT_OVERHEAD_BYTES_PER_USER_DAY)
+    nat = c.NAT_GATEWAY_PER_HOUR * c.HOURS_PER_MONTH + llm_bytes / c.GB * c.NAT_GATEWAY_PER_GB
     log_bytes: float = api_requests * (
         c.LOG_BYTES_PER_API_REQUEST + c.LOG_EVENTS_PER_API_REQUEST * c.CLOUDWATCH_LOGS_BYTES_PER_EVENT
     )
@@ -307,10 +387,10 @@ def monthly_cost(p: Plan) -> dict[str, float]:
     log_bytes += user_days * (refresh_bytes + invocation_bytes / per_invocation)
     reservoir = 86400 * c.DAYS_PER_MONTH
     traced = min(api_requests, reservoir) + c.XRAY_SAMPLED_SHARE * max(0.0, api_requests - reservoir)
-    fixed = c.ALARMS * c.CLOUDWATCH_ALARM_PER_MONTH + c.CUSTOM_METRICS * c.CLOUDWATCH_METRIC_PER_MONTH
-    return {
+    fixed = c.ALARMS * c.CLOUDWATCH_ALARM_PER_MONTH + figures.custom_metrics * c.CLOUDWATCH_METRIC_PER_MONTH
+    lines = {
         "Lambda: API function": lambda_cost(api_requests, _api_seconds_per_request()),
-        "Lambda: worker (waits on the LLM) and fan-out": worker_cost(p) + fanout,
+        "Lambda: worker (waits on the LLM) and fan-out": worker_cost(p, figures=figures) + fanout,
         "SQS": (messages * (0.1 + 2 / p.batch_size) + c.SQS_IDLE_POLL_REQUESTS_PER_MONTH)
         / 1e6
         * c.SQS_PER_MILLION_REQUESTS,
@@ -321,12 +401,20 @@ def monthly_cost(p: Plan) -> dict[str, float]:
         * c.RDS_PROXY_PER_ACU_HOUR
         * c.HOURS_PER_MONTH,
         "NAT gateway (one, with its data)": nat,
-        "CloudWatch Logs ingestion": log_bytes / c.GB * c.CLOUDWATCH_LOGS_PER_GB_INGESTED,
-        "X-Ray traces (Tracing: Active)": traced / 1e6 * c.XRAY_PER_MILLION_TRACES,
-        "Alarms, custom metrics, secrets": fixed + c.SECRETS * c.SECRET_PER_MONTH,
-        "LLM tokens (gpt-4o-mini, edit mode)": user_days
-        * llm_cost_per_user_day(c.LLM_PROMPT_TOKENS_PER_USER_DAY, c.LLM_COMPLETION_TOKENS_PER_USER_DAY),
     }
+    if figures.uncounted:
+        out = llm_bytes + api_requests * c.API_BYTES_PER_RESPONSE
+        lines["Data transfer out (LLM requests, API answers)"] = out / c.GB * c.DATA_TRANSFER_OUT_PER_GB
+    lines["CloudWatch Logs ingestion"] = log_bytes / c.GB * c.CLOUDWATCH_LOGS_PER_GB_INGESTED
+    if figures.uncounted:
+        stored = log_bytes * c.LOG_RETENTION_MONTHS / c.GB * c.CLOUDWATCH_LOGS_STORAGE_PER_GB_MONTH
+        reads = api_requests * c.COLD_START_SHARE * c.SECRET_READS_PER_COLD_START
+        lines["Log storage (30 days) and secret reads"] = stored + reads / 1e4 * c.SECRETS_MANAGER_PER_10K_CALLS
+    lines["X-Ray traces (Tracing: Active)"] = traced / 1e6 * c.XRAY_PER_MILLION_TRACES
+    lines["Alarms, custom metrics, secrets"] = fixed + c.SECRETS * c.SECRET_PER_MONTH
+    batch = ", Batch API" if p.summary_delivery == "batch" else ""
+    lines[f"LLM tokens (gpt-4o-mini, edit mode{batch})"] = llm_month(p, figures)
+    return lines
 
 
 # ---------------------------------------------------------------- the table docs/deploy.md shows
@@ -353,6 +441,7 @@ def dollars(value: float) -> str:
 def sizing_table(plans: list[Plan]) -> str:
     """A Markdown table, one column a plan: the parameters to deploy with, what they give, the cost."""
     rows: list[tuple[str, Callable[[Plan], str]]] = [
+        ("nightly summaries (`SummaryDelivery`)", lambda p: p.summary_delivery),
         ("LLM calls at once per invocation (`WorkerLlmConcurrency`)", lambda p: str(p.llm_concurrency)),
         ("messages per invocation (`WorkerBatchSize`)", lambda p: str(p.batch_size)),
         ("users per message (`UsersPerMessage`)", lambda p: str(p.users_per_message)),
