@@ -271,7 +271,13 @@ def test_each_function_reads_its_settings_from_the_parameters_of_the_same_name(t
     wired = {name: parameters[_words(name)] for name in settings.model_fields if _words(name) in parameters}
     assert wired, function
     for name, parameter in wired.items():
-        assert env.get(name.upper()) == {"Ref": parameter}, f"{function}: {name.upper()} should be !Ref {parameter}"
+        value = env.get(name.upper())
+        # (or a condition's choice whose other branch is that parameter: the fan-out's users per
+        # message in batch mode)
+        chosen = value.get("If", [None])[1:] if isinstance(value, dict) else []
+        assert value == {"Ref": parameter} or {"Ref": parameter} in chosen, (
+            f"{function}: {name.upper()} should be !Ref {parameter}"
+        )
 
 
 def test_the_api_settings_that_tune_writes_are_the_workers_too(template):
@@ -897,3 +903,14 @@ def test_the_defaults_serve_100000_users_a_day(template):
     assert float(database["MaxCapacity"]["Default"]) >= sized.max_capacity
     proxy = load("infra/database.yaml")["Resources"]["DatabaseProxyTargetGroup"]["Properties"]
     assert proxy["ConnectionPoolConfigurationInfo"]["MaxConnectionsPercent"] == costs.PROXY_MAX_CONNECTIONS_PERCENT
+
+
+@pytest.mark.parametrize(("delivery", "users"), [("online", "1"), ("batch", 100)])
+def test_in_batch_mode_the_fanout_fills_each_message_so_a_batch_holds_many_users(template, delivery, users):
+    # Given the fan-out's environment as deployed with SummaryDelivery online or batch
+    props = template["Resources"]["FanoutFunction"]["Properties"]
+    env = evaluate(template, props["Environment"]["Variables"], {"SummaryDelivery": delivery})
+    # Then online keeps UsersPerMessage, and batch queues the most a message takes (one batch a
+    # message: a million users a night is ten thousand batches, not a million)
+    assert str(env["USERS_PER_MESSAGE"]) == str(users)
+    assert template["Parameters"]["UsersPerMessage"]["MaxValue"] == 100
