@@ -11,9 +11,9 @@
 --     when a version in between is missing, or when more than 100 versions are behind) are
 --     derived here from the stored head document, by 020's functions (items.py's rules); every
 --     row under those sections that the document no longer holds is removed; an unchanged row
---     keeps its version; a changed row gets the head's version and time (updated_at is the head's
---     updated_at, so the fan-out's "as they stood at the window's end" reads the version's time,
---     not the catch-up's);
+--     keeps its version and is not touched (no lock, no WAL); a changed row gets the head's
+--     version and time (updated_at is the head's updated_at, so the fan-out's "as they stood at
+--     the window's end" reads the version's time, not the catch-up's);
 --   * recur_until is kept from the row before when the event's value is unchanged, else NULL
 --     (recurs for ever: range queries expand the stored value again, so NULL only widens which
 --     events a range query considers, never hides one; the retention job's full reindex computes
@@ -163,6 +163,14 @@ BEGIN
     FROM unnest(new_paths, new_kinds, new_texts, new_values, new_statuses, new_due, new_starts, new_ends, new_recurring)
          AS f(path, kind, text, value, status, due_at, starts_at, ends_at, recurring)
     LEFT JOIN public.memory_items kept ON kept.user_id = p_user_id AND kept.path = f.path AND kept.recurring
+   -- Unchanged rows are left out here, not only by the conflict's WHERE: a conflicting row the
+   -- WHERE skips is still locked, a WAL record of its own for every unchanged item in scope.
+   WHERE NOT EXISTS (
+           SELECT 1 FROM public.memory_items o
+            WHERE o.user_id = p_user_id AND o.path = f.path
+              AND (o.kind, o.text, o.value, o.status, o.due_at, o.starts_at, o.ends_at, o.recurring)
+                  IS NOT DISTINCT FROM (f.kind, f.text, f.value, f.status, f.due_at, f.starts_at, f.ends_at, f.recurring)
+              AND (NOT f.recurring OR kept.value = f.value))
   ON CONFLICT (user_id, path) DO UPDATE
      SET version = EXCLUDED.version, kind = EXCLUDED.kind, text = EXCLUDED.text, value = EXCLUDED.value,
          status = EXCLUDED.status, due_at = EXCLUDED.due_at, starts_at = EXCLUDED.starts_at,

@@ -95,6 +95,24 @@ def test_the_catch_up_removes_the_rows_of_paths_gone_and_keeps_unchanged_rows_ve
     assert {path: r["version"] for path, r in found.items()} == {"/todos/gym": 1, "/todos/tax": 3, "/summary": 3}
 
 
+def test_an_unchanged_row_in_a_touched_section_is_not_even_locked(conn):
+    user = uuid.uuid4()
+    first = {"tags": ["kiln", "glaze"]}
+    append_without_items(conn, user, 0, {}, first)
+    assert catch_up(conn, user) == ("indexed", 1)
+    # Given a version that adds an entry to the list (its section, /tags, is walked again)
+    second = {"tags": ["kiln", "glaze", "wheel"]}
+    append_without_items(conn, user, 1, first, second)
+    # When the index catches up
+    assert catch_up(conn, user) == ("indexed", 2)
+    # Then the new entry is written, and the unchanged ones were not even locked (a lock is a WAL
+    # record of its own): no transaction marked them
+    found = conn.execute(
+        "SELECT path, version, xmax::text FROM memory_items WHERE user_id = %s ORDER BY path", (user,)
+    ).fetchall()
+    assert found == [("/tags/0", 1, "0"), ("/tags/1", 1, "0"), ("/tags/2", 2, "0")]
+
+
 def test_a_pruned_version_in_between_makes_the_catch_up_walk_the_whole_document(conn):
     user = uuid.uuid4()
     first = {"summary": "One", "tags": ["a"]}
