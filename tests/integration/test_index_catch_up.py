@@ -30,7 +30,15 @@ from user_memory.domain.memory.repository import MemoryStore
 from user_memory.errors import InvalidDocument
 
 from tests.integration.roles import as_role
-from tests.integration.test_end_user_index import documents, edited, expected_rows, head, rows, without
+from tests.integration.test_end_user_index import (
+    documents,
+    edited,
+    expected_rows,
+    head,
+    rows,
+    users_with_work,
+    without,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -213,6 +221,20 @@ def test_a_failed_catch_up_outside_a_transaction_leaves_the_version_for_the_next
     store.append(user, {"summary": "Written anyway", "tags": ["x"]}, expected_version=1, source="worker")
     assert head(conn, user)[:2] == (2, 2)
     assert set(rows(conn, user)) == {"/summary", "/tags/0"}
+
+
+def test_an_open_to_do_puts_its_user_into_the_fan_out_when_the_append_returns(conn, pool):
+    user = uuid.uuid4()
+    store = MemoryStore(PostgresRecorder(pool))
+    # When the service's store writes an open to-do (outside a transaction, as the worker does)
+    store.append(user, {"todos": {"vet": todo("Book the vet", "2031-05-10")}}, expected_version=0, source="worker")
+    # Then, when the append returns, the fan-out's users with open elements include the user
+    assert user in users_with_work(pool)
+    # And once the to-do is done, they no longer do (for it)
+    store.append(
+        user, {"todos": {"vet": todo("Book the vet", "2031-05-10", "done")}}, expected_version=1, source="worker"
+    )
+    assert user not in users_with_work(pool)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
