@@ -13,8 +13,9 @@ The session's database is shared, so each test makes its own users and reads onl
 
 from __future__ import annotations
 
+import copy
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -24,25 +25,118 @@ from hypothesis import strategies as st
 from psycopg import errors as pgerrors
 from psycopg.types.json import Jsonb
 from user_memory.adapters.companion import PostgresCompanion
-from user_memory.adapters.postgres import PostgresRecorder, transaction
+from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, transaction
+from user_memory.domain.companion.items import document_items
 from user_memory.domain.memory.patching import make_patch
 from user_memory.domain.memory.repository import MemoryStore
+from user_memory.domain.model import Window
 from user_memory.errors import InvalidDocument
 
 from tests.integration.roles import as_role
-from tests.integration.test_end_user_index import (
-    documents,
-    edited,
-    expected_rows,
-    head,
-    rows,
-    users_with_work,
-    without,
-)
 
 pytestmark = pytest.mark.integration
 
 SOURCE = "api: test"
+COLUMNS = "path, version, kind, text, value, status, due_at, starts_at, ends_at, recurring, recur_until"
+
+
+def rows(conn: psycopg.Connection, user: uuid.UUID) -> dict[str, dict[str, Any]]:
+    """The user's memory_items, read as the owner: path -> its columns."""
+    found = conn.execute(f"SELECT {COLUMNS} FROM memory_items WHERE user_id = %s", (user,)).fetchall()
+    names = COLUMNS.split(", ")
+    return {r[0]: dict(zip(names, r, strict=True)) for r in found}
+
+
+def expected_rows(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What items.py gives for `document`, in the same shape (no version)."""
+    return {
+        path: {
+            "path": path,
+            "kind": item.kind,
+            "text": item.text,
+            "value": item.value,
+            "status": item.status,
+            "due_at": item.due_at,
+            "starts_at": item.starts_at,
+            "ends_at": item.ends_at,
+            "recurring": item.recurring,
+            "recur_until": item.recur_until,
+        }
+        for path, item in document_items(document).items()
+    }
+
+
+def without(found: dict[str, dict[str, Any]], *columns: str) -> dict[str, dict[str, Any]]:
+    return {path: {k: v for k, v in row.items() if k not in columns} for path, row in found.items()}
+
+
+def head(conn: psycopg.Connection, user: uuid.UUID) -> tuple[int, int, dict[str, Any]]:
+    row = conn.execute(
+        "SELECT version, indexed_version, document FROM user_memory_heads WHERE user_id = %s", (user,)
+    ).fetchone()
+    assert row is not None
+    return row[0], row[1], row[2]
+
+
+def users_with_work(pool: Any) -> set[uuid.UUID]:
+    """Every user the nightly fan-out would visit now (activity, ratings or open elements)."""
+    end = datetime.now(UTC) + timedelta(days=1)
+    window = Window(start=end - timedelta(days=1), end=end)
+    return {u for page in PostgresActivity(pool).active_user_pages(window, page_size=1000) for u in page}
+
+
+# Documents of the shapes the index walks: element maps (to-dos, goals, events, parts), lists,
+# nested objects, sensitive and bookkeeping keys, times and recurrences.
+TIMES = ["2031-05-10", "2031-05-10T09:00:00Z", "2031-05-10T09:00:00+01:00", "not a time"]
+texts = st.text(alphabet="ab é~/ \t1", max_size=6)
+scalars = st.one_of(st.none(), st.booleans(), st.sampled_from([0, 2.5]), texts, st.sampled_from(TIMES))
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["note", "email", "id", "tags", "recency_score"]) | texts, inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+elements = st.fixed_dictionaries(
+    {},
+    optional={
+        "text": texts,
+        "title": texts,
+        "summary": texts,
+        "name": texts,
+        "tags": st.lists(texts, max_size=3),
+        "status": st.sampled_from(["open", "done", "active"]),
+        "due_date": st.sampled_from(TIMES),
+        "start": st.sampled_from(TIMES),
+        "end": st.sampled_from(TIMES),
+        "recurrence": st.sampled_from([["RRULE:FREQ=WEEKLY;COUNT=3"], ["RRULE:FREQ=DAILY"]]),
+        "phone": texts,
+    },
+)
+element_maps = st.dictionaries(texts, st.one_of(elements, scalars), max_size=3)
+TOP_KEYS = ["todos", "goals", "events", "parts", "summary", "list", "a/b"]
+documents = st.dictionaries(st.sampled_from(TOP_KEYS) | texts, element_maps | values, max_size=4)
+
+
+@st.composite
+def edited(draw: st.DrawFn, document: dict[str, Any]) -> dict[str, Any]:
+    """`document` with a few of its members or elements replaced, added or removed."""
+    new = copy.deepcopy(document)
+    for _ in range(draw(st.integers(0, 3))):
+        key = draw(st.sampled_from(sorted(new) + TOP_KEYS))
+        inside = new.get(key)
+        if isinstance(inside, dict) and inside and draw(st.booleans()):
+            element = draw(st.sampled_from(sorted(inside)))
+            if draw(st.booleans()):
+                del inside[element]
+            else:
+                inside[element] = draw(elements | scalars)
+        elif key in new and draw(st.booleans()):
+            del new[key]
+        else:
+            new[key] = draw(element_maps | values)
+    return new
 
 
 def append_without_items(conn: psycopg.Connection, user: uuid.UUID, expected: int, old: Any, new: Any) -> None:
