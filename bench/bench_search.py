@@ -113,7 +113,7 @@ def load(
         inputs += report.inputs
         calls += report.calls
     embedded = time.perf_counter() - t
-    out(f"loaded {len(ids)} users in {appended:.1f} s (MemoryStore.append, items written with the version)")
+    out(f"loaded {len(ids)} users in {appended:.1f} s (MemoryStore.append, items indexed right after each append)")
     out(f"embedded {inputs} texts in {calls} calls in {embedded:.1f} s (embed_pending, hashing embedder in-process,")
     out("  vectors stored through user_memory_store_embeddings, HNSW index maintained on insert)")
     return ids

@@ -371,7 +371,8 @@ def wal_position(conn: psycopg.Connection) -> int:
 
 class MeasuredRecorder(PostgresRecorder):
     """PostgresRecorder that times each version's database write (`insert`: the one
-    user_memory_append statement) and the WAL it writes, read from another connection."""
+    user_memory_append statement) and the WAL it writes, read from another connection; and,
+    apart, the search index's catch-up that follows it (migration 024; none before it)."""
 
     def __init__(self, pool: Any, lsn: psycopg.Connection, *, send_document: bool = True) -> None:
         super().__init__(pool)
@@ -380,6 +381,22 @@ class MeasuredRecorder(PostgresRecorder):
         self.seconds: list[float] = []
         self.wal: list[int] = []
         self.spans: list[tuple[int, int]] = []
+        self.index_seconds: list[float] = []
+        self.index_wal: list[int] = []
+        self.index_spans: list[tuple[int, int]] = []
+
+    def catch_up_index(self, user_id: uuid.UUID) -> str:
+        catch_up = getattr(super(), "catch_up_index", None)
+        if catch_up is None:  # a release before 024: the index is written in the append
+            return "current"
+        before = wal_position(self.lsn)
+        t0 = time.perf_counter()
+        status = str(catch_up(user_id))
+        self.index_seconds.append(time.perf_counter() - t0)
+        after = wal_position(self.lsn)
+        self.index_wal.append(after - before)
+        self.index_spans.append((before, after))
+        return status
 
     def insert(self, new: NewVersion) -> InsertOutcome:
         if not self.send_document:  # the patch alone: the database applies it to the head (015)
@@ -509,6 +526,8 @@ def compare_eventsourcing(
 
     if wal_by_relation:  # before the next checkpoint recycles the segments
         table("MemoryStore's WAL per relation (pg_waldump)", wal_by_relation_rows(lsn, recorder.spans))
+        if recorder.index_spans:
+            table("The index catch-up's WAL per relation (pg_waldump)", wal_by_relation_rows(lsn, recorder.index_spans))
 
     es_dsn = empty_database(ours_dsn, "user_memory_bench_eventsourcing")
     lsn.execute("CHECKPOINT")
@@ -520,6 +539,8 @@ def compare_eventsourcing(
     n = users * versions
     ours_version_s, floor_version_s = statistics.fmean(recorder.seconds), statistics.fmean(floor_s)
     ours_wal, floor_wal_mean = sum(recorder.wal) / n, sum(floor_wal) / n
+    index_s = sum(recorder.index_seconds) / n  # per version, as the append's
+    index_wal = sum(recorder.index_wal) / n
     lsn.close()
 
     with psycopg.connect(ours_dsn, autocommit=True) as ours, psycopg.connect(es_dsn, autocommit=True) as es:
@@ -572,6 +593,16 @@ def compare_eventsourcing(
                 "WAL a version, mean",
                 f"MemoryStore {ours_wal:,.0f} B, floor {floor_wal_mean:,.0f} B "
                 f"= {ours_wal / floor_wal_mean:.2f}x the floor; eventsourcing {es_wal / n:,.0f} B",
+            ),
+            (
+                "the index's catch-up after it, mean a version",
+                (
+                    f"{index_s * 1000:.3f} ms, {index_wal:,.0f} B of WAL; append + catch-up "
+                    f"{(ours_version_s + index_s) / floor_version_s:.2f}x the floor's time, "
+                    f"{(ours_wal + index_wal) / floor_wal_mean:.2f}x its WAL"
+                )
+                if recorder.index_seconds
+                else "none (the index is written in the append)",
             ),
             ("MemoryStore: history + heads", f"{ours_total:>12,} B"),
             ("MemoryStore: history alone", f"{history_total:>12,} B"),

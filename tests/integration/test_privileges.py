@@ -53,6 +53,7 @@ EXPECTED: set[tuple[str, str, str, str]] = {
         "EXECUTE",
     ),
     ("function", "user_memory_erase_me()", "authenticated", "EXECUTE"),
+    ("function", "user_memory_index_catch_up(uuid)", "authenticated", "EXECUTE"),
     ("function", "user_memory_record_messages(jsonb)", "authenticated", "EXECUTE"),
     (
         "function",

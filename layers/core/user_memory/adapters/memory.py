@@ -125,6 +125,9 @@ class InMemoryRecorder:
                 )
         return total
 
+    def catch_up_index(self, user_id: uuid.UUID) -> str:
+        return "current"  # no search index in memory
+
     def insert(self, new: NewVersion) -> InsertOutcome:
         with self._lock:
             user = self._users.setdefault(new.user_id, _User())

@@ -488,6 +488,26 @@ class PostgresRecorder(_Database):
             head = conn.execute("SELECT version FROM user_memory_heads WHERE user_id = %s", (new.user_id,)).fetchone()
         return InsertOutcome(status="conflict", version=head[0] if head else 0)
 
+    def catch_up_index(self, user_id: uuid.UUID) -> str:
+        in_transaction = False
+        try:
+            with self.connection() as conn:
+                in_transaction = _in_transaction(conn)
+                row = conn.execute(_CATCH_UP, (user_id,), prepare=True).fetchone()
+        except UserMemoryError as failure:
+            if in_transaction:  # the request's transaction: a refused index refuses its write too
+                raise
+            # The version is committed: the index stays behind (indexed_version), and the next
+            # catch-up or the retention job's sweep of users behind brings it up.
+            from user_memory.errors import describe_failure
+            from user_memory.observability import logger, metrics
+
+            error, reason = describe_failure(failure)
+            logger.warning("index catch-up failed", user_id=str(user_id), error=error, reason=reason)
+            metrics.add_metric(name="IndexCatchUpFailed", unit="Count", value=1)
+            return "failed"
+        return str(row[0]) if row else "none"
+
     def mark_summarized(self, user_id: uuid.UUID, version: int, activity_ids: Sequence[int]) -> int:
         with self.connection() as conn:
             row = conn.execute(
@@ -500,6 +520,9 @@ class PostgresRecorder(_Database):
             rows = conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (user_id,)).fetchall()
         return {r[0]: int(r[1]) for r in rows}
 
+
+# migrations/022: the index's rows for the versions since indexed_version, from the stored head.
+_CATCH_UP = "SELECT status FROM user_memory_index_catch_up(%s)"
 
 _INSERT_ACTIVITY = """
 INSERT INTO user_activity (user_id, occurred_at, kind, payload, source, external_id)

@@ -43,7 +43,10 @@ class NewVersion:
     idempotency_key: str | None = None
     activity_ids: Sequence[int] | None = None
     provenance: dict[str, Any] | None = None  # what produced the version (a summary run), stored with it
-    items: list[dict[str, Any]] | None = None  # the search index's changes for this version (domain/companion/items.py)
+    # The search index's changes for this version, written in the append's statement. The store
+    # sends none since migration 022: the index catches up in a statement of its own
+    # (MemoryRecorder.catch_up_index), derived from the stored document.
+    items: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +95,14 @@ class MemoryRecorder(Protocol):
         """Atomically: check the key, then the expected version, then that every one of
         `activity_ids` is still there and unsummarized ("stale" if not), insert the row, move
         the head, and mark `activity_ids` as summarized by the new version."""
+        ...
+
+    def catch_up_index(self, user_id: uuid.UUID) -> str:
+        """Bring the user's search index up to its head, from the stored document, in a statement
+        of its own (inside the caller's transaction when there is one, else a transaction of its
+        own): "indexed", "current" (nothing to do), "none" (no memory) or "failed" (outside a
+        transaction only: logged and counted, the index stays behind for the next catch-up or
+        the retention job). Inside a transaction its errors are the transaction's."""
         ...
 
     def mark_summarized(self, user_id: uuid.UUID, version: int, activity_ids: Sequence[int]) -> int:

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from user_memory.domain.companion.items import item_changes
 from user_memory.domain.memory.document import document_size, encode, utf8_size
 from user_memory.domain.memory.patching import PatchBudget, apply_patch, copy_json, make_patch, storable_patch
 from user_memory.domain.model import (
@@ -318,7 +317,6 @@ class MemoryStore:
                 idempotency_key=key,
                 activity_ids=activity_ids,
                 provenance=provenance,
-                items=item_changes(head.document, document, patch),
             )
         )
         if outcome.status == "idempotent":
@@ -327,6 +325,10 @@ class MemoryStore:
             raise VersionConflict(uid, expected_version, outcome.version)
         if outcome.status == "stale":
             raise ActivityChanged(f"user {uid}: activity this summary covers was summarized or erased meanwhile")
+        # The index is not the append's: it catches up right after, from the stored document
+        # (migration 022), so the head's lock is not held for it and a failure here (outside a
+        # transaction) leaves the version written and the index behind for the next catch-up.
+        self.recorder.catch_up_index(uid)
         return AppendResult(
             status=WriteStatus.WRITTEN, version=version, document=document, patch=patch, is_checkpoint=checkpoint
         )
