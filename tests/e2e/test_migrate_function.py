@@ -388,7 +388,9 @@ def test_a_migration_waiting_on_another_runners_lock_fails_before_the_deadline(
     (put,) = cloudformation.received
     assert put["body"]["Status"] == "FAILED"
     assert put["body"]["Reason"].startswith("MigrationTimedOut: the run did not end DEADLINE_MARGIN_MS before")
-    assert "canceling statement due to user request" in put["body"]["Reason"]
+    # (the watchdog's cancel, or the statement's own timeout set to the same time left, whichever
+    # the server saw first: on a loaded machine either)
+    assert "canceling statement due to " in put["body"]["Reason"]
     assert put["at"] < ctx.deadline
     assert recorded(fresh_db) == []
 
