@@ -32,6 +32,8 @@ os.environ.update(
 )
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import io  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -136,17 +138,18 @@ def main() -> None:
     for n in [int(x) for x in args.invocations.split(",")]:
         dsn = fresh_database("user_memory_bench_sim_scale")
         t0 = time.perf_counter()
-        result = simulate(
-            dsn,
-            users=args.users,
-            invocations=n,
-            latency=latency,
-            llm_concurrency=args.llm_concurrency,
-            batch_size=args.batch_size,
-            users_per_message=args.users_per_message,
-            seed=args.seed,
-            on_progress=lambda line, n=n: print(f"[N={n}] {line}", file=sys.stderr, flush=True),
-        )
+        with contextlib.redirect_stdout(io.StringIO()):  # the handlers' metrics (EMF lines), not the report
+            result = simulate(
+                dsn,
+                users=args.users,
+                invocations=n,
+                latency=latency,
+                llm_concurrency=args.llm_concurrency,
+                batch_size=args.batch_size,
+                users_per_message=args.users_per_message,
+                seed=args.seed,
+                on_progress=lambda line, n=n: print(f"[N={n}] {line}", file=sys.stderr, flush=True),
+            )
         print(
             f"[N={n}] drained in {result.drain_seconds:.1f} s ({time.perf_counter() - t0:.1f} s with seeding)",
             file=sys.stderr,
