@@ -94,27 +94,31 @@ def report(results: list[Result], latency: Latency, at: int, cores: int) -> None
         "moto, the endpoint)"
     )
     last = max(results, key=lambda r: (r.users, r.invocations))
-    p = plan(at, llm_seconds=latency.mean, llm_concurrency=last.llm_concurrency)
-    load = at_scale(last, p)
-    cpu = f"{load.db_cpu_cores:.2f} vCPU" if load.db_cpu_cores is not None else "n/a"
-    print(
-        f"\nAt {at:,} users a day (domain/plan.py, LLM {latency.mean:.2f} s a call): {p.worker_concurrency} concurrent "
-        f"invocations x {p.llm_concurrency} lanes drain at {p.users_per_second:.1f} users/s, the day in "
-        f"{_hms(p.drain_seconds)}; the database then needs, from the N={last.invocations} run's figures per user: "
-        f"{load.appends_per_second:.1f} appends/s, {load.wal_bytes_per_second / 1e6:.2f} MB/s of WAL, {cpu}, and "
-        f"up to {load.connections} worker connections (the plan's peak with the API's: {p.connections_at_peak}; "
-        f"Aurora MaxCapacity {p.max_capacity} ACUs)"
-    )
+    lanes = last.llm_concurrency
+    slowest = latency.slowest_of(lanes)
+    for label, seconds in (("the mean latency", latency.mean), ("an invocation's slowest lane", slowest)):
+        p = plan(at, llm_seconds=seconds, llm_concurrency=lanes)
+        load = at_scale(last, p)
+        cpu = f"{load.db_cpu_cores:.2f} vCPU" if load.db_cpu_cores is not None else "n/a"
+        print(
+            f"\nAt {at:,} users a day, planned (domain/plan.py) at {label} ({seconds:.2f} s a call): "
+            f"{p.worker_concurrency} concurrent invocations x {p.llm_concurrency} lanes drain at "
+            f"{p.users_per_second:.1f} users/s, the day in {_hms(p.drain_seconds)}; the database then needs, from the "
+            f"N={last.invocations} run's figures per user: {load.appends_per_second:.1f} appends/s, "
+            f"{load.wal_bytes_per_second / 1e6:.2f} MB/s of WAL, {cpu}, and up to {load.connections} worker "
+            f"connections (the plan's peak with the API's: {p.connections_at_peak}; Aurora MaxCapacity "
+            f"{p.max_capacity} ACUs)"
+        )
     if last.db_cpu_seconds:
         ceiling = cores / last.per_user(last.db_cpu_seconds)
-        lanes = last.llm_concurrency
-        n = ceiling * latency.mean / lanes
+        n = ceiling * slowest / lanes
         print(
             f"On this {cores}-core machine the database alone could write at most {ceiling:.0f} users/s (all cores at "
-            f"{last.per_user(last.db_cpu_seconds) * 1000:.1f} ms a user); at real latencies the LLM-bound rate is "
-            f"N x {lanes} / {latency.mean:.2f} s, so the database, not the LLM, becomes the limit from about N = "
-            f"{n:.0f} concurrent invocations. In the compressed run the harness's own Python CPU "
-            f"({last.per_user(last.harness_cpu_seconds) * 1000:.1f} ms a user) is what bounds it first."
+            f"{last.per_user(last.db_cpu_seconds) * 1000:.1f} ms a user); at real latencies an invocation of {lanes} "
+            f"users lasts its slowest call, {slowest:.2f} s, so the LLM-bound rate is N x {lanes} / {slowest:.2f} s "
+            f"and the database, not the LLM, becomes the limit from about N = {n:.0f} concurrent invocations. In the "
+            f"compressed run the harness's own Python CPU ({last.per_user(last.harness_cpu_seconds) * 1000:.1f} ms a "
+            "user, one process) is what bounds it first."
         )
 
 
