@@ -62,7 +62,7 @@ def report(results: list[Result], latency: Latency, at: int, cores: int) -> None
         "database work real (not compressed)"
     )
     head = (
-        f"{'N':>4}{'users':>8}{'wall s':>9}{'x' + format(c, 'g'):>10}{'model':>10}{'users/s':>9}"
+        f"{'N':>4}{'users':>8}{'wall s':>9}{'x' + format(c, 'g'):>10}{'model':>10}{'slowest':>10}{'users/s':>9}"
         f"{'lost':>6}{'twice':>6}{'DLQ':>5}{'invoc.':>8}{'retried':>8}{'429':>6}{'LLM max':>8}{'conns':>6}"
         f"{'WAL KB/u':>9}{'DB ms/u':>8}{'py ms/u':>8}"
     )
