@@ -62,13 +62,14 @@ def report(results: list[Result], latency: Latency, at: int, cores: int) -> None
         "database work real (not compressed)"
     )
     head = (
-        f"{'N':>4}{'users':>8}{'wall s':>9}{'x' + format(c, 'g'):>10}{'model':>10}{'slowest':>10}{'users/s':>9}"
+        f"{'N':>4}{'users':>8}{'wall s':>9}{'x' + format(c, 'g'):>10}{'plan':>10}{'drawn':>10}{'users/s':>9}"
         f"{'lost':>6}{'twice':>6}{'DLQ':>5}{'invoc.':>8}{'retried':>8}{'429':>6}{'LLM max':>8}{'conns':>6}"
         f"{'WAL KB/u':>9}{'DB ms/u':>8}{'py ms/u':>8}"
     )
     print(head)
     for r in results:
         users = r.batch_size * r.users_per_message
+        # The plan's invocation (its tail factor at the mean call) against the spread's own slowest lane, drawn
         modelled = r.users / (r.invocations * users / invocation_seconds(users, r.llm_concurrency, latency.mean))
         waves = math.ceil(users / r.llm_concurrency)
         slowest = r.users / (r.invocations * users / (waves * latency.slowest_of(min(users, r.llm_concurrency))))
@@ -85,9 +86,10 @@ def report(results: list[Result], latency: Latency, at: int, cores: int) -> None
             print(f"     the model could not read {len(r.model_errors)} requests, e.g. {r.model_errors[0]}")
     print(
         f"wall s: measured; x{c:g}: the drain at real LLM latencies (wall x {c:g}; overstates any part bound by "
-        "the database or the CPU, which are not compressed); model: domain/plan.py's invocation_seconds at the "
-        "mean latency; slowest: the same with each invocation lasting its slowest call (the expected most of its "
-        "lanes' latencies, drawn from the spread); users/s: at real latencies; retried: records a failed "
+        "the database or the CPU, which are not compressed); plan: domain/plan.py's invocation_seconds at the "
+        "mean latency (each wave its slowest lane: the mean x the plan's tail factor); drawn: each invocation "
+        "lasting its slowest call, the expected most of its lanes' latencies drawn from the scripted spread; "
+        "users/s: at real latencies; retried: records a failed "
         "invocation left for redelivery; "
         "conns: most connections to the database at once (pg_stat_activity); WAL KB/u: WAL per user written; "
         "DB ms/u: PostgreSQL server CPU per user (/proc); py ms/u: this process's CPU per user (handlers, "
@@ -96,19 +98,21 @@ def report(results: list[Result], latency: Latency, at: int, cores: int) -> None
     last = max(results, key=lambda r: (r.users, r.invocations))
     lanes = last.llm_concurrency
     slowest = latency.slowest_of(lanes)
-    for label, seconds in (("the mean latency", latency.mean), ("an invocation's slowest lane", slowest)):
-        p = plan(at, llm_seconds=seconds, llm_concurrency=lanes)
-        load = at_scale(last, p)
-        cpu = f"{load.db_cpu_cores:.2f} vCPU" if load.db_cpu_cores is not None else "n/a"
-        print(
-            f"\nAt {at:,} users a day, planned (domain/plan.py) at {label} ({seconds:.2f} s a call): "
-            f"{p.worker_concurrency} concurrent invocations x {p.llm_concurrency} lanes drain at "
-            f"{p.users_per_second:.1f} users/s, the day in {_hms(p.drain_seconds)}; the database then needs, from the "
-            f"N={last.invocations} run's figures per user: {load.appends_per_second:.1f} appends/s, "
-            f"{load.wal_bytes_per_second / 1e6:.2f} MB/s of WAL, {cpu}, and up to {load.connections} worker "
-            f"connections (the plan's peak with the API's: {p.connections_at_peak}; Aurora MaxCapacity "
-            f"{p.max_capacity} ACUs)"
-        )
+    # The plan takes the mean call and plans each wave's slowest lane itself (its tail factor).
+    seconds = latency.mean
+    p = plan(at, llm_seconds=seconds, llm_concurrency=lanes)
+    load = at_scale(last, p)
+    cpu = f"{load.db_cpu_cores:.2f} vCPU" if load.db_cpu_cores is not None else "n/a"
+    print(
+        f"\nAt {at:,} users a day, planned (domain/plan.py) at the mean latency ({seconds:.2f} s a call, "
+        f"{p.invocation_seconds:.2f} s an invocation of {lanes} lanes): "
+        f"{p.worker_concurrency} concurrent invocations x {p.llm_concurrency} lanes drain at "
+        f"{p.users_per_second:.1f} users/s, the day in {_hms(p.drain_seconds)}; the database then needs, from the "
+        f"N={last.invocations} run's figures per user: {load.appends_per_second:.1f} appends/s, "
+        f"{load.wal_bytes_per_second / 1e6:.2f} MB/s of WAL, {cpu}, and up to {load.connections} worker "
+        f"connections (the plan's peak with the API's: {p.connections_at_peak}; Aurora MaxCapacity "
+        f"{p.max_capacity} ACUs)"
+    )
     if last.db_cpu_seconds:
         ceiling = cores / last.per_user(last.db_cpu_seconds)
         n = ceiling * slowest / lanes

@@ -175,7 +175,7 @@ class FanoutSettings(ConversationTriggerSettings):
     # The worker's throughput (domain/plan.py: users_per_second) from the worker's own parameters,
     # and how long the queue keeps a message: the fan-out refuses a day whose backlog would not
     # drain before the retention less a day (FanoutRefused), rather than let SQS drop messages.
-    worker_maximum_concurrency: int = Field(default=2, ge=MIN_WORKER_CONCURRENCY, le=MAX_WORKER_CONCURRENCY)
+    worker_maximum_concurrency: int = Field(default=6, ge=MIN_WORKER_CONCURRENCY, le=MAX_WORKER_CONCURRENCY)
     worker_batch_size: int = Field(default=10, ge=1, le=MAX_BATCH_SIZE)
     llm_concurrency: int = Field(default=DEFAULT_LLM_CONCURRENCY, ge=1, le=MAX_LLM_CONCURRENCY)
     llm_seconds_per_call: float = Field(default=LLM_SECONDS_PER_CALL, gt=0, le=MAX_LLM_SECONDS)

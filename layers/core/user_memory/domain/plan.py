@@ -3,7 +3,8 @@ their monthly cost out. Pure arithmetic over domain/costs.py's figures; no I/O.
 
 The shape it plans: a worker invocation takes WorkerBatchSize messages of UsersPerMessage users
 and runs their LLM calls LLM_CONCURRENCY at a time, so one invocation of n users takes about
-ceil(n / LLM_CONCURRENCY) LLM latencies, and the worker drains
+ceil(n / LLM_CONCURRENCY) waves, each as long as its slowest lane (not the mean call: with the
+latency spread below, the slowest of 10 calls at once takes about 2.6 mean calls), and the worker drains
 WorkerMaximumConcurrency x n / that many users a second. `user-memory plan` prints a plan,
 docs/deploy.md's sizing table is its output, and the fan-out refuses a day whose backlog the
 planned throughput (`users_per_second`, from its own settings) cannot drain before the queue's
@@ -20,6 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from statistics import NormalDist
 from typing import Any, Literal
 
 from user_memory.domain import costs as c
@@ -50,6 +53,10 @@ MAX_LLM_CONCURRENCY = 50  # WorkerLlmConcurrency's MaxValue
 DEFAULT_WINDOW_HOURS = 6.0
 DEFAULT_HEADROOM = 2.0
 DEFAULT_LLM_CONCURRENCY = 10
+# The latency spread the plan assumes (`llm_seconds` is its mean): log-normal with p99 / p50 of
+# 8 s / 1.5 s, the spread bench/sim_scale.py scripts and measured drains 2.4-2.6x the mean-call plan.
+LLM_LATENCY_P50_SECONDS = 1.5
+LLM_LATENCY_P99_SECONDS = 8.0
 SUMMARY_DELIVERIES = ("online", "batch")  # SummaryDelivery's AllowedValues
 SummaryDelivery = Literal["online", "batch"]
 
@@ -80,15 +87,36 @@ BEFORE_PROMPT_VIEW = LlmFigures(
 )
 
 
+@lru_cache(maxsize=256)
+def tail_factor(lanes: int) -> float:
+    """The expected slowest of `lanes` LLM calls at once over the mean call, for the log-normal
+    spread above (it depends only on p99 / p50): E[max of k] / E[X] = the integral over z of
+    exp(sigma z - sigma^2 / 2) k Phi(z)^(k-1) phi(z) dz, by Simpson's rule. 1.0 for one lane."""
+    if lanes <= 1:
+        return 1.0
+    normal = NormalDist()
+    sigma = math.log(LLM_LATENCY_P99_SECONDS / LLM_LATENCY_P50_SECONDS) / normal.inv_cdf(0.99)
+    low, high, steps = -8.0, 8.0 + 2 * sigma, 4000  # the integrand is below 1e-12 outside
+    width = (high - low) / steps
+    total = 0.0
+    for i in range(steps + 1):
+        z = low + i * width
+        value = math.exp(sigma * z - sigma * sigma / 2) * lanes * normal.cdf(z) ** (lanes - 1) * normal.pdf(z)
+        total += value * (1 if i in (0, steps) else 4 if i % 2 else 2)
+    return total * width / 3
+
+
 def invocation_seconds(
     users: int, llm_concurrency: int, llm_seconds: float, *, calls: float = c.LLM_CALLS_PER_USER_DAY
 ) -> float:
-    """About how long one worker invocation of `users` users takes: their LLM calls (`calls` a
-    user) `llm_concurrency` at a time, each user's own work (its database round trips) beside them."""
+    """About how long one worker invocation of `users` users takes: ceil(users / llm_concurrency)
+    waves of LLM calls (`calls` a user, `llm_seconds` the mean call), each wave as long as its
+    slowest lane (tail_factor of its lanes), each user's own work (its database round trips) beside."""
     waves = math.ceil(users / llm_concurrency)
-    per_user = calls * llm_seconds + c.WORKER_MS_PER_USER / 1000
-    per_user += c.WORKER_ROUND_TRIPS_PER_USER * c.PROXY_ROUND_TRIP_MS / 1000
-    return waves * per_user
+    lanes = min(users, llm_concurrency)
+    per_wave = calls * llm_seconds * tail_factor(lanes) + c.WORKER_MS_PER_USER / 1000
+    per_wave += c.WORKER_ROUND_TRIPS_PER_USER * c.PROXY_ROUND_TRIP_MS / 1000
+    return waves * per_wave
 
 
 def users_per_second(
@@ -106,7 +134,7 @@ def backlog_limit(retention_seconds: int) -> int:
 
 def _shape(llm_concurrency: int) -> tuple[int, int]:
     """(batch size, users per message): as many users an invocation as it runs LLM calls at once,
-    at most 10 messages (SQS's batch without a window), so one invocation is one LLM latency."""
+    at most 10 messages (SQS's batch without a window), so one invocation is one wave."""
     users_per_message = math.ceil(llm_concurrency / MAX_BATCH_SIZE)
     return llm_concurrency // users_per_message, users_per_message
 
