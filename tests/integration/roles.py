@@ -1,6 +1,6 @@
 """What the integration tests share besides fixtures: acting as a database role inside a test's
-transaction, fresh user ids, the JWT claims that name no end user, and waiting until a backend
-waits on a lock."""
+transaction, fresh user ids, the JWT claims that name no end user, waiting until a backend
+waits on a lock, and a user's search-index rows beside what the service's items give."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import json
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
+from user_memory.domain.companion.items import document_items
 
 # Claims that name no end user: none, empty, without a sub, a sub that is not a UUID, not JSON.
 UNUSABLE_CLAIMS = [
@@ -61,3 +63,46 @@ def waits_on_a_lock(conn: psycopg.Connection, pid: Callable[[], int], seconds: f
             return True
         time.sleep(0.02)
     return False
+
+
+# -- the search index (memory_items) -------------------------------------------------------------
+
+COLUMNS = "path, version, kind, text, value, status, due_at, starts_at, ends_at, recurring, recur_until"
+
+
+def rows(conn: psycopg.Connection, user: uuid.UUID) -> dict[str, dict[str, Any]]:
+    """The user's memory_items, read as the owner: path -> its columns."""
+    found = conn.execute(f"SELECT {COLUMNS} FROM memory_items WHERE user_id = %s", (user,)).fetchall()
+    names = COLUMNS.split(", ")
+    return {r[0]: dict(zip(names, r, strict=True)) for r in found}
+
+
+def expected_rows(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the service's items computation gives for `document`, in the same shape (no version)."""
+    return {
+        path: {
+            "path": path,
+            "kind": item.kind,
+            "text": item.text,
+            "value": item.value,
+            "status": item.status,
+            "due_at": item.due_at,
+            "starts_at": item.starts_at,
+            "ends_at": item.ends_at,
+            "recurring": item.recurring,
+            "recur_until": item.recur_until,
+        }
+        for path, item in document_items(document).items()
+    }
+
+
+def without(found: dict[str, dict[str, Any]], *columns: str) -> dict[str, dict[str, Any]]:
+    return {path: {k: v for k, v in row.items() if k not in columns} for path, row in found.items()}
+
+
+def head(conn: psycopg.Connection, user: uuid.UUID) -> tuple[int, int, dict[str, Any]]:
+    row = conn.execute(
+        "SELECT version, indexed_version, document FROM user_memory_heads WHERE user_id = %s", (user,)
+    ).fetchone()
+    assert row is not None
+    return row[0], row[1], row[2]

@@ -26,56 +26,16 @@ from psycopg import errors as pgerrors
 from psycopg.types.json import Jsonb
 from user_memory.adapters.companion import PostgresCompanion
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, transaction
-from user_memory.domain.companion.items import document_items
 from user_memory.domain.memory.patching import make_patch
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Window
 from user_memory.errors import InvalidDocument
 
-from tests.integration.roles import as_role
+from tests.integration.roles import as_role, expected_rows, head, rows, without
 
 pytestmark = pytest.mark.integration
 
 SOURCE = "api: test"
-COLUMNS = "path, version, kind, text, value, status, due_at, starts_at, ends_at, recurring, recur_until"
-
-
-def rows(conn: psycopg.Connection, user: uuid.UUID) -> dict[str, dict[str, Any]]:
-    """The user's memory_items, read as the owner: path -> its columns."""
-    found = conn.execute(f"SELECT {COLUMNS} FROM memory_items WHERE user_id = %s", (user,)).fetchall()
-    names = COLUMNS.split(", ")
-    return {r[0]: dict(zip(names, r, strict=True)) for r in found}
-
-
-def expected_rows(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """What items.py gives for `document`, in the same shape (no version)."""
-    return {
-        path: {
-            "path": path,
-            "kind": item.kind,
-            "text": item.text,
-            "value": item.value,
-            "status": item.status,
-            "due_at": item.due_at,
-            "starts_at": item.starts_at,
-            "ends_at": item.ends_at,
-            "recurring": item.recurring,
-            "recur_until": item.recur_until,
-        }
-        for path, item in document_items(document).items()
-    }
-
-
-def without(found: dict[str, dict[str, Any]], *columns: str) -> dict[str, dict[str, Any]]:
-    return {path: {k: v for k, v in row.items() if k not in columns} for path, row in found.items()}
-
-
-def head(conn: psycopg.Connection, user: uuid.UUID) -> tuple[int, int, dict[str, Any]]:
-    row = conn.execute(
-        "SELECT version, indexed_version, document FROM user_memory_heads WHERE user_id = %s", (user,)
-    ).fetchone()
-    assert row is not None
-    return row[0], row[1], row[2]
 
 
 def users_with_work(pool: Any) -> set[uuid.UUID]:
