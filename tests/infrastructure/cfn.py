@@ -68,40 +68,15 @@ def resources_of_type(template: dict[str, Any], type_: str) -> dict[str, dict[st
     return {name: res for name, res in template["Resources"].items() if res["Type"] == type_}
 
 
-def evaluate_rule_function(node: Any, parameters: dict[str, str]) -> Any:
-    """A Rules section's Assert (or RuleCondition) for the given parameter values: the rule functions
-    CloudFormation allows there (And, Or, Not, Equals, Contains, EachMemberEquals, Ref)."""
-    if not isinstance(node, dict):
-        return node
-    ((name, value),) = node.items()
-    name = name.removeprefix("Fn::")
-    if name == "Ref":
-        return parameters[value]
-    args = [evaluate_rule_function(v, parameters) for v in value] if isinstance(value, list) else value
-    if name == "Equals":
-        return args[0] == args[1]
-    if name == "Not":
-        return not args[0]
-    if name == "And":
-        return all(args)
-    if name == "Or":
-        return any(args)
-    if name == "Contains":
-        return args[1] in args[0]
-    if name == "EachMemberEquals":
-        return all(member == args[1] for member in args[0])
-    raise ValueError(f"{name} is not a rule function this evaluator knows")
-
-
 def refused_by_rules(template: dict[str, Any], overrides: dict[str, str]) -> list[str]:
     """The names of the template's rules whose assertions fail for these parameter values (the
     parameters' defaults for the others), as CloudFormation checks them before any change."""
     values = {name: str(p.get("Default", "")) for name, p in template["Parameters"].items()} | overrides
     refused = []
     for name, rule in template.get("Rules", {}).items():
-        if "RuleCondition" in rule and not evaluate_rule_function(rule["RuleCondition"], values):
+        if "RuleCondition" in rule and not evaluate(template, rule["RuleCondition"], values):
             continue
-        if not all(evaluate_rule_function(a["Assert"], values) for a in rule["Assertions"]):
+        if not all(evaluate(template, a["Assert"], values) for a in rule["Assertions"]):
             refused.append(name)
     return refused
 
@@ -111,8 +86,8 @@ _NO_VALUE = object()
 
 def evaluate(template: dict[str, Any], node: Any, parameters: dict[str, str]) -> Any:
     """`node` as CloudFormation resolves it for these parameter values (the others at their
-    defaults): Ref to a parameter, If, Condition, And, Or, Not, Equals; AWS::NoValue left out of
-    lists. Refs to resources stay as they are."""
+    defaults): Ref to a parameter, If, Condition, And, Or, Not, Equals, and the rule functions
+    Contains and EachMemberEquals; AWS::NoValue left out of lists. Refs to resources stay as they are."""
     values = {name: p.get("Default", "") for name, p in template["Parameters"].items()} | parameters
 
     def condition(name: str) -> bool:
@@ -139,6 +114,10 @@ def evaluate(template: dict[str, Any], node: Any, parameters: dict[str, str]) ->
             return all(walk(a) for a in arg)
         if key == "Or":
             return any(walk(a) for a in arg)
+        if key == "Contains":  # rule functions (a Rules section's assertions)
+            return walk(arg[1]) in walk(arg[0])
+        if key == "EachMemberEquals":
+            return all(member == walk(arg[1]) for member in walk(arg[0]))
         return {key: walk(arg)}
 
     return walk(node)
