@@ -1,0 +1,58 @@
+/**
+ * The suite runs against `user-memory serve`. Under `make test` the pytest wrapper
+ * (tests/client/test_typescript.py) starts it on the session's database and passes its URL, the
+ * token secret and the server's tool definitions in the environment. Run alone (`npm test` in
+ * clients/typescript), this starts `user-memory serve` itself, on its own embedded PostgreSQL in a
+ * temporary home, with the repository's virtual environment.
+ */
+import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const ROOT = resolve(import.meta.dirname, "../../..");
+const PYTHON = process.env.USER_MEMORY_PYTHON ?? join(ROOT, ".venv/bin/python");
+
+async function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.on("error", fail);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => done(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+export default async function setup(): Promise<() => void> {
+  if (process.env.USER_MEMORY_API) return () => {};
+  const home = mkdtempSync(join(tmpdir(), "user-memory-ts-"));
+  const secret = "typescript-test-secret-of-at-least-32-bytes";
+  const definitions = join(home, "tool-definitions.json");
+  writeFileSync(
+    definitions,
+    execFileSync(PYTHON, ["-m", "tests.client.typescript_support", "definitions"], { cwd: ROOT, encoding: "utf8" }),
+  );
+  const port = await freePort();
+  const child: ChildProcess = spawn(PYTHON, ["-m", "user_memory_local.cli", "serve", "--port", String(port)], {
+    cwd: ROOT,
+    env: { ...process.env, USER_MEMORY_HOME: home, USER_MEMORY_TOKEN_SECRET: secret, PYTHONUNBUFFERED: "1" },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  await new Promise<void>((ready, fail) => {
+    let seen = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      seen += chunk.toString();
+      if (seen.includes("user-memory API on")) ready();
+    });
+    child.on("exit", (code) => fail(new Error(`user-memory serve exited with ${code} before it answered`)));
+  });
+  process.env.USER_MEMORY_API = `http://127.0.0.1:${port}`;
+  process.env.USER_MEMORY_TOKEN_SECRET = secret;
+  process.env.USER_MEMORY_TOOL_DEFINITIONS = definitions;
+  return () => {
+    child.kill("SIGINT");
+    rmSync(home, { recursive: true, force: true });
+  };
+}
