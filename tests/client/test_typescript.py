@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from user_memory_local.tokens import issue_token
 
 from tests.client.typescript_support import definitions
 
@@ -143,3 +146,93 @@ def test_the_vitest_suite_passes_against_user_memory_serve(npm: str, serve: str,
     assert done.returncode == 0, output
     summary = json.loads(report.read_text())
     assert summary["numFailedTests"] == 0 and summary["numPassedTests"] >= 20, output
+
+
+SESSION_PRELUDE = """\
+import { MockLanguageModelV3 } from "ai/test";
+
+// The reader's names (docs/client.md): the API, the user's token, a model, the conversation.
+const API = process.env.API;
+const getToken = () => process.env.TOKEN;
+const messages = [{ role: "user", content: process.env.SAID }];
+const usage = {
+  inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 1, text: 1, reasoning: undefined },
+};
+// A model that keeps a name it is told (updateMemory) and answers from the system prompt.
+const model = new MockLanguageModelV3({
+  doGenerate: async (options) => {
+    const said = JSON.stringify(options.prompt.filter((m) => m.role === "user"));
+    const system = options.prompt.filter((m) => m.role === "system").map((m) => m.content).join("\\n");
+    const called = options.prompt.some((m) => m.role === "tool");
+    const name = /call me (\\w+)/.exec(said)?.[1];
+    const content = name && !called
+      ? [{ type: "tool-call", toolCallId: `call-${Date.now()}`, toolName: "updateMemory",
+           input: JSON.stringify({ section: "summary", mode: "merge", value_json: JSON.stringify(`Called ${name}`) }) }]
+      : [{ type: "text", text: name ? "Noted." : `You are ${/Called (\\w+)/.exec(system)?.[1] ?? "new here"}.` }];
+    const finish = content[0].type === "tool-call" ? "tool-calls" : "stop";
+    return { content, finishReason: { unified: finish, raw: undefined }, usage, warnings: [] };
+  },
+});
+"""
+
+
+def test_from_npm_install_to_a_chat_that_remembers_its_user_in_the_guides_ten_lines(
+    npm: str, serve: str, tmp_path: Path
+) -> None:
+    """Given the package packed (`npm pack`) and installed into a new app with `ai` and `zod`,
+    when docs/client.md's ten-line chat runs there under plain Node, twice, then the second session
+    knows the name the first was told; the installed package has no runtime dependency."""
+    packed = subprocess.run(
+        [npm, "pack", "--silent", "--pack-destination", str(tmp_path)], cwd=PACKAGE, capture_output=True, text=True
+    )
+    assert packed.returncode == 0, packed.stdout[-3000:] + packed.stderr[-3000:]
+    tarball = tmp_path / packed.stdout.strip().splitlines()[-1]
+    dev = json.loads((PACKAGE / "package.json").read_text())["devDependencies"]
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "package.json").write_text(json.dumps({"name": "app", "private": True, "type": "module"}))
+    installed = subprocess.run(
+        [
+            npm,
+            "install",
+            "--prefer-offline",
+            "--no-audit",
+            "--no-fund",
+            str(tarball),
+            f"ai@{dev['ai']}",
+            f"zod@{dev['zod']}",
+        ],
+        cwd=app,
+        capture_output=True,
+        text=True,
+    )
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    manifest = json.loads((app / "node_modules" / "user-memory-client" / "package.json").read_text())
+    assert "dependencies" not in manifest
+    assert (app / "node_modules" / "user-memory-client" / "dist" / "ai.d.ts").exists()
+
+    guide = (ROOT / "docs" / "client.md").read_text(encoding="utf-8")
+    chat = code_blocks_after(guide, "## TypeScript and the Vercel AI SDK")[0]
+    (app / "session.mjs").write_text(SESSION_PRELUDE + chat + "\nconsole.log(text);\n")
+    token = issue_token(str(uuid.uuid4()), secret=SECRET)
+
+    def session(said: str) -> str:
+        done = subprocess.run(
+            ["node", "session.mjs"],
+            cwd=app,
+            env={**os.environ, "API": serve, "TOKEN": token, "SAID": said},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout.strip()
+
+    assert session("Hello, call me Annie") == "Noted."
+    assert session("Who am I?") == "You are Annie."
+
+
+def code_blocks_after(page: str, heading: str) -> list[str]:
+    """The ```ts blocks of the page after `heading`."""
+    return re.findall(r"^```ts\n(.*?)^```", page[page.index(heading) :], re.S | re.M)
