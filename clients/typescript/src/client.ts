@@ -78,7 +78,19 @@ export interface ClientOptions {
 }
 
 function newKey(): string {
-  return `client:${globalThis.crypto.randomUUID()}`;
+  return `client:${uuid4()}`;
+}
+
+/** A random UUID: Web Crypto's where there is one (browsers, edge, Node 19+), else Math.random's
+ * (Node 18 has no global crypto); a key needs to be unique, not secret. */
+function uuid4(): string {
+  const crypto = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
+  if (crypto?.randomUUID) return crypto.randomUUID();
+  const hex = Array.from({ length: 32 }, () => Math.floor(Math.random() * 16).toString(16));
+  hex[12] = "4";
+  hex[16] = ((Number.parseInt(hex[16] ?? "0", 16) & 0x3) | 0x8).toString(16);
+  const h = hex.join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
 function quote(version: number | string): string {

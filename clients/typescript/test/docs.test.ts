@@ -3,6 +3,7 @@
  * the TypeScript section becomes a module of its own, given the names the guide says the reader
  * has (API, getToken, model, messages, and the client of the blocks before) unless it makes them.
  */
+import { fileURLToPath } from "node:url";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -10,9 +11,12 @@ import { Client } from "user-memory-client";
 import { scriptedModel, systemOf, text, toolCall } from "./mock-model.js";
 import { API, newUser, tokenFor } from "./support.js";
 
-const GUIDE = resolve(import.meta.dirname, "../../../docs/client.md");
+// Not import.meta.dirname: Node 18 has no such thing.
+const HERE = fileURLToPath(new URL(".", import.meta.url));
+
+const GUIDE = resolve(HERE, "../../../docs/client.md");
 const HEADING = "## TypeScript and the Vercel AI SDK";
-const OUT = resolve(import.meta.dirname, ".doc");
+const OUT = resolve(HERE, ".doc");
 
 function blocks(): string[] {
   const page = readFileSync(GUIDE, "utf8");

@@ -5,13 +5,17 @@
  * clients/typescript), this starts `user-memory serve` itself, on its own embedded PostgreSQL in a
  * temporary home, with the repository's virtual environment.
  */
+import { fileURLToPath } from "node:url";
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
-const ROOT = resolve(import.meta.dirname, "../../..");
+// Not import.meta.dirname: Node 18 has no such thing.
+const HERE = fileURLToPath(new URL(".", import.meta.url));
+
+const ROOT = resolve(HERE, "../../..");
 const PYTHON = process.env.USER_MEMORY_PYTHON ?? join(ROOT, ".venv/bin/python");
 
 async function freePort(): Promise<number> {
