@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +29,6 @@ from tests.client.typescript_support import definitions
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "clients" / "typescript"
 SECRET = "typescript-test-secret-of-at-least-32-bytes"
-OPENAPI = ROOT / "layers" / "core" / "user_memory" / "http" / "openapi.json"
 
 
 def _npm() -> str:
@@ -98,12 +98,15 @@ def serve(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             process.communicate()
 
 
-def test_the_generated_types_are_those_of_the_served_openapi_document(npm: str, tmp_path: Path) -> None:
-    """Given the OpenAPI document the server serves, when openapi-typescript generates the types
-    again, then they are the committed src/openapi.ts (regenerate with `npm run generate`)."""
+def test_the_generated_types_are_those_of_the_served_openapi_document(npm: str, serve: str, tmp_path: Path) -> None:
+    """Given the OpenAPI document `user-memory serve` serves, when openapi-typescript generates the
+    types again, then they are the committed src/openapi.ts (regenerate with `npm run generate`)."""
+    served = tmp_path / "openapi.json"
+    with urllib.request.urlopen(f"{serve}/openapi.json", timeout=30) as answer:
+        served.write_bytes(answer.read())
     generated = tmp_path / "openapi.ts"
     done = subprocess.run(
-        ["npx", "openapi-typescript", str(OPENAPI), "-o", str(generated)],
+        ["npx", "openapi-typescript", str(served), "-o", str(generated)],
         cwd=PACKAGE,
         capture_output=True,
         text=True,
@@ -133,6 +136,7 @@ def test_the_vitest_suite_passes_against_user_memory_serve(npm: str, serve: str,
         "USER_MEMORY_TOKEN_SECRET": SECRET,
         "USER_MEMORY_TOOL_DEFINITIONS": str(tools),
         "CI": "true",  # vitest: no watch mode, no interactive reporter
+        "NO_COLOR": "1",
     }
     report = tmp_path / "vitest.json"
     done = subprocess.run(
