@@ -143,8 +143,10 @@ export class Transport {
       tries += 1;
       let error: Error;
       let retryAfter: number | null = null;
+      // Outside the try: a token function that fails is the caller's error, not the network's.
+      const token = await this.currentToken();
       try {
-        const answer = await this.once(request, Math.min(r.timeout, left));
+        const answer = await this.once(request, token, Math.min(r.timeout, left));
         if (answer.status < 400) return answer;
         const err = errorFor(answer.status, answer.statusText, answer.headers, answer.text);
         if (err instanceof Unauthenticated && typeof this.token === "function" && !refreshed) {
@@ -197,10 +199,11 @@ export class Transport {
 
   private async once(
     request: Request,
+    token: string,
     timeout: number,
   ): Promise<{ status: number; statusText: string; headers: Headers; text: string }> {
     const headers: Record<string, string> = {
-      Authorization: `Bearer ${await this.currentToken()}`,
+      Authorization: `Bearer ${token}`,
       Accept: "application/json",
       ...request.headers,
     };

@@ -148,6 +148,19 @@ describe("tokens", () => {
   });
 });
 
+describe("tokens that fail", () => {
+  it("given a token function that throws, when a call is made, then its error comes out as it is, not retried", async () => {
+    let calls = 0;
+    const failure = new Error("the identity provider is down");
+    const client = new Client(API, () => {
+      calls += 1;
+      throw failure;
+    });
+    await expect(client.memory.get()).rejects.toBe(failure);
+    expect(calls).toBe(1);
+  });
+});
+
 describe("retries through a proxy that misbehaves on cue", () => {
   let proxy: MisbehavingProxy;
   beforeAll(async () => {
