@@ -7,7 +7,7 @@
  * and method the document declares, and the answer is that operation's 200 body), so a change of
  * the API that breaks a call fails `npm run typecheck` rather than a user's app.
  */
-import { ConfigurationError, PreconditionFailed, VersionConflict } from "./errors.js";
+import { ConfigurationError, InvalidArgument, PreconditionFailed, VersionConflict } from "./errors.js";
 import type { components, paths } from "./openapi.js";
 import { Transport, type Fetch, type Retries, type RetryNotice, type Token } from "./transport.js";
 
@@ -113,6 +113,10 @@ class Resource {
     const [template, method] = route;
     let path: string = template;
     for (const [name, value] of Object.entries(options.path ?? {})) {
+      // URL parsers resolve "." and ".." segments (escaped or not): they would name another route.
+      if (value === "." || value === "..") {
+        throw new InvalidArgument(`a ${name} cannot be ${JSON.stringify(value)}: a URL path cannot hold it`);
+      }
       path = path.replace(`{${name}}`, encodeURIComponent(value));
     }
     const search = new URLSearchParams();

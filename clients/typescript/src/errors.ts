@@ -30,6 +30,11 @@ export class ConfigurationError extends UserMemoryError {
   override name = "ConfigurationError";
 }
 
+/** An argument this client cannot send (a key-value key "." or "..", which a URL path cannot hold). */
+export class InvalidArgument extends UserMemoryError {
+  override name = "InvalidArgument";
+}
+
 /** The API answered with an error (a problem document). */
 export class ApiError extends UserMemoryError {
   override name = "ApiError";
