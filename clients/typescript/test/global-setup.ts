@@ -29,8 +29,8 @@ async function freePort(): Promise<number> {
   });
 }
 
-export default async function setup(): Promise<() => void> {
-  if (process.env.USER_MEMORY_API) return () => {};
+export default async function setup(): Promise<() => Promise<void>> {
+  if (process.env.USER_MEMORY_API) return async () => {};
   const home = mkdtempSync(join(tmpdir(), "user-memory-ts-"));
   const secret = "typescript-test-secret-of-at-least-32-bytes";
   const definitions = join(home, "tool-definitions.json");
@@ -55,8 +55,14 @@ export default async function setup(): Promise<() => void> {
   process.env.USER_MEMORY_API = `http://127.0.0.1:${port}`;
   process.env.USER_MEMORY_TOKEN_SECRET = secret;
   process.env.USER_MEMORY_TOOL_DEFINITIONS = definitions;
-  return () => {
+  return async () => {
+    // serve stops its embedded PostgreSQL on SIGINT; the home goes once it has.
+    const exited = new Promise((done) => child.once("exit", done));
     child.kill("SIGINT");
+    const patience = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    await exited;
+    clearTimeout(patience);
+    child.stdout?.destroy();
     rmSync(home, { recursive: true, force: true });
   };
 }
