@@ -8,6 +8,7 @@ them), installed again only when the lock changes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -63,18 +64,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def serve(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`user-memory serve` on the session's database; its URL."""
+@contextlib.contextmanager
+def _serve(database_url: str, home: Path, schema: str | None) -> Iterator[str]:
+    """`user-memory serve` (the command) on the session's database, with DOCUMENT_SCHEMA `schema`
+    (the default when None); its URL."""
     port = _free_port()
     env = {
         **os.environ,
-        "USER_MEMORY_HOME": str(tmp_path_factory.mktemp("serve-home")),
+        "USER_MEMORY_HOME": str(home),
         "USER_MEMORY_TOKEN_SECRET": SECRET,
         "PYTHONUNBUFFERED": "1",
     }
     for name in ("DATABASE_URL", "USER_MEMORY_DEBUG", "POWERTOOLS_LOG_LEVEL", "DOCUMENT_SCHEMA"):
         env.pop(name, None)
+    if schema is not None:
+        env["DOCUMENT_SCHEMA"] = schema
     command = [sys.executable, "-m", "user_memory_local.cli", "serve", "--port", str(port)]
     process = subprocess.Popen(
         [*command, "--database-url", database_url],
@@ -96,6 +100,18 @@ def serve(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         except subprocess.TimeoutExpired:
             process.kill()
             process.communicate()
+
+
+@pytest.fixture(scope="module")
+def serve(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _serve(database_url, tmp_path_factory.mktemp("serve-home"), None) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def serve_companion(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _serve(database_url, tmp_path_factory.mktemp("serve-home"), "companion") as url:
+        yield url
 
 
 def test_the_generated_types_are_those_of_the_served_openapi_document(npm: str, serve: str, tmp_path: Path) -> None:
@@ -124,7 +140,9 @@ def test_the_package_type_checks_against_the_generated_types(npm: str) -> None:
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
 
 
-def test_the_vitest_suite_passes_against_user_memory_serve(npm: str, serve: str, tmp_path: Path) -> None:
+def test_the_vitest_suite_passes_against_user_memory_serve(
+    npm: str, serve: str, serve_companion: str, tmp_path: Path
+) -> None:
     """Given `user-memory serve`, when the TypeScript client's vitest suite runs against it (the
     client, retries through a misbehaving proxy, the AI SDK tools, the example chat, the guide's
     examples), then every test passes; a failing vitest test fails this one."""
@@ -133,6 +151,7 @@ def test_the_vitest_suite_passes_against_user_memory_serve(npm: str, serve: str,
     env = {
         **os.environ,
         "USER_MEMORY_API": serve,
+        "USER_MEMORY_COMPANION_API": serve_companion,
         "USER_MEMORY_TOKEN_SECRET": SECRET,
         "USER_MEMORY_TOOL_DEFINITIONS": str(tools),
         "CI": "true",  # vitest: no watch mode, no interactive reporter

@@ -30,6 +30,15 @@ export type ActivityRecorded = Schemas["ActivityRecorded"];
 export type Export = Schemas["Export"];
 export type Erased = Schemas["Erased"];
 export type JsonValue = Schemas["JsonValue"];
+export type Element = Schemas["Element"];
+export type ElementWritten = Schemas["ElementWritten"];
+export type ActiveGoals = Schemas["ActiveGoals"];
+export type TodosDue = Schemas["TodosDue"];
+export type EventsInRange = Schemas["EventsInRange"];
+export type Occurrence = Schemas["Occurrence"];
+export type EventsImported = Schemas["EventsImported"];
+export type RatingRecorded = Schemas["RatingRecorded"];
+export type Digest = Schemas["Digest"];
 /** One RFC 6902 operation (the served schema marks every member optional-or-null; this is stricter). */
 export type PatchOperation =
   | { op: "add" | "replace" | "test"; path: string; value: JsonValue }
@@ -301,6 +310,133 @@ export class AccountApi extends Resource {
   }
 }
 
+type Fields = { [key: string]: JsonValue };
+type WriteOptions = Omit<EditOptions<never>, "rebase" | "maxRebases">;
+const day = (d: Date | string | undefined) => (d instanceof Date ? d.toISOString().slice(0, 10) : d);
+const instant = (t: Date | string | undefined) => (t instanceof Date ? t.toISOString() : t);
+
+/**
+ * One collection of the companion layer (DOCUMENT_SCHEMA=companion): goals, to-dos or events.
+ * Each write is a new version of the memory (`ifMatch`, `idempotencyKey` as for the memory).
+ */
+export class ElementsApi extends Resource {
+  constructor(
+    transport: Transport,
+    readonly collection: "goals" | "todos" | "events",
+  ) {
+    super(transport);
+  }
+
+  /** A new element (an id is generated when `fields` has none; ElementExists when it is taken). */
+  create(fields: Fields, options: WriteOptions = {}): Promise<ElementWritten> {
+    return this.run([`/me/${this.collection}`, "post"] as ["/me/goals", "post"], { body: fields, headers: editHeaders(options) });
+  }
+
+  get(elementId: string): Promise<Element> {
+    return this.run([`/me/${this.collection}/{element_id}`, "get"] as ["/me/goals/{element_id}", "get"], {
+      path: { element_id: elementId },
+    });
+  }
+
+  /** An RFC 7396 merge of the element's fields (null removes a field). */
+  update(elementId: string, fields: Fields, options: WriteOptions = {}): Promise<ElementWritten> {
+    return this.run([`/me/${this.collection}/{element_id}`, "patch"] as ["/me/goals/{element_id}", "patch"], {
+      path: { element_id: elementId },
+      body: fields,
+      contentType: MERGE_PATCH,
+      headers: editHeaders(options),
+    });
+  }
+
+  /** Mark it done (a to-do) or completed (a goal, an event); again: nothing written. */
+  complete(elementId: string, options: WriteOptions = {}): Promise<ElementWritten> {
+    return this.run(
+      [`/me/${this.collection}/{element_id}/complete`, "post"] as ["/me/goals/{element_id}/complete", "post"],
+      { path: { element_id: elementId }, headers: editHeaders(options) },
+    );
+  }
+
+  /** Remove it as a new version (history keeps it). */
+  delete(elementId: string, options: WriteOptions = {}): Promise<ElementWritten> {
+    return this.run([`/me/${this.collection}/{element_id}`, "delete"] as ["/me/goals/{element_id}", "delete"], {
+      path: { element_id: elementId },
+      headers: editHeaders(options),
+    });
+  }
+}
+
+export class GoalsApi extends ElementsApi {
+  /** Active goals, nearest target date first. */
+  active(options: { withinDays?: number } = {}): Promise<ActiveGoals> {
+    return this.run(["/me/goals", "get"], { query: { within_days: options.withinDays } });
+  }
+}
+
+export class TodosApi extends ElementsApi {
+  /** Open to-dos due on or before a day (the user's today by default), overdue first. */
+  due(options: { on?: Date | string } = {}): Promise<TodosDue> {
+    return this.run(["/me/todos/due", "get"], { query: { on: day(options.on) } });
+  }
+}
+
+export class EventsApi extends ElementsApi {
+  /** Occurrences overlapping [from, to) (default: now and 7 days on); one answer, which may be cut short (`next_from`). */
+  between(from?: Date | string, to?: Date | string): Promise<EventsInRange> {
+    return this.run(["/me/events", "get"], { query: { from: instant(from), to: instant(to) } });
+  }
+
+  /** Every occurrence in [from, to), asking again from `next_from` while answers are cut short. */
+  async *iterBetween(from: Date | string, to: Date | string): AsyncGenerator<Occurrence> {
+    let cursor = instant(from);
+    for (;;) {
+      const page = await this.between(cursor, to);
+      yield* page.items;
+      if (page.next_from === undefined || page.next_from === null || page.next_from === cursor) return;
+      cursor = page.next_from;
+    }
+  }
+
+  /** Import Google Calendar events (an event, a list, or an Events.list page) in one version. */
+  importGoogle(page: Fields | Fields[], options: WriteOptions = {}): Promise<EventsImported> {
+    return this.run(["/me/events/import", "post"], { body: page, headers: editHeaders(options) });
+  }
+}
+
+/** The companion layer: goals, to-dos, events, ratings, the daily digest. */
+export class CompanionApi extends Resource {
+  readonly goals: GoalsApi;
+  readonly todos: TodosApi;
+  readonly events: EventsApi;
+
+  constructor(transport: Transport) {
+    super(transport);
+    this.goals = new GoalsApi(transport, "goals");
+    this.todos = new TodosApi(transport, "todos");
+    this.events = new EventsApi(transport, "events");
+  }
+
+  /** Rate one interaction 1 to 5 (a repeat replaces it). */
+  rate(
+    interactionId: string,
+    rating: number,
+    options: { tags?: string[]; comment?: string; ratedAt?: Date | string } = {},
+  ): Promise<RatingRecorded> {
+    const body: Record<string, unknown> = {
+      interaction_id: interactionId,
+      rating,
+      tags: options.tags ?? [],
+      comment: options.comment ?? "",
+    };
+    if (options.ratedAt !== undefined) body.rated_at = instant(options.ratedAt);
+    return this.run(["/me/ratings", "post"], { body });
+  }
+
+  /** The daily digest the nightly run made (the latest by default). */
+  digest(options: { day?: Date | string } = {}): Promise<Digest> {
+    return this.run(["/me/digest", "get"], { query: { day: day(options.day) } });
+  }
+}
+
 /**
  * A client for one user's token: `new Client("http://127.0.0.1:8080", token)`. The token is a
  * string, or a function (sync or async) called for every request and again after a 401, so it may
@@ -311,6 +447,8 @@ export class Client {
   readonly kv: KvApi;
   readonly activity: ActivityApi;
   readonly account: AccountApi;
+  /** Needs a deployment on the companion schema (DOCUMENT_SCHEMA=companion). */
+  readonly companion: CompanionApi;
   readonly baseUrl: string;
 
   constructor(baseUrl: string, token: Token, options: ClientOptions = {}) {
@@ -321,5 +459,6 @@ export class Client {
     this.kv = new KvApi(transport);
     this.activity = new ActivityApi(transport);
     this.account = new AccountApi(transport);
+    this.companion = new CompanionApi(transport);
   }
 }

@@ -29,19 +29,11 @@ async function freePort(): Promise<number> {
   });
 }
 
-export default async function setup(): Promise<() => Promise<void>> {
-  if (process.env.USER_MEMORY_API) return async () => {};
-  const home = mkdtempSync(join(tmpdir(), "user-memory-ts-"));
-  const secret = "typescript-test-secret-of-at-least-32-bytes";
-  const definitions = join(home, "tool-definitions.json");
-  writeFileSync(
-    definitions,
-    execFileSync(PYTHON, ["-m", "tests.client.typescript_support", "definitions"], { cwd: ROOT, encoding: "utf8" }),
-  );
+async function serve(env: NodeJS.ProcessEnv): Promise<{ url: string; stop: () => Promise<void> }> {
   const port = await freePort();
   const child: ChildProcess = spawn(PYTHON, ["-m", "user_memory_local.cli", "serve", "--port", String(port)], {
     cwd: ROOT,
-    env: { ...process.env, USER_MEMORY_HOME: home, USER_MEMORY_TOKEN_SECRET: secret, PYTHONUNBUFFERED: "1" },
+    env,
     stdio: ["ignore", "pipe", "inherit"],
   });
   await new Promise<void>((ready, fail) => {
@@ -52,17 +44,38 @@ export default async function setup(): Promise<() => Promise<void>> {
     });
     child.on("exit", (code) => fail(new Error(`user-memory serve exited with ${code} before it answered`)));
   });
-  process.env.USER_MEMORY_API = `http://127.0.0.1:${port}`;
-  process.env.USER_MEMORY_TOKEN_SECRET = secret;
-  process.env.USER_MEMORY_TOOL_DEFINITIONS = definitions;
-  return async () => {
-    // serve stops its embedded PostgreSQL on SIGINT; the home goes once it has.
+  const stop = async () => {
     const exited = new Promise((done) => child.once("exit", done));
     child.kill("SIGINT");
     const patience = setTimeout(() => child.kill("SIGKILL"), 30_000);
     await exited;
     clearTimeout(patience);
     child.stdout?.destroy();
+  };
+  return { url: `http://127.0.0.1:${port}`, stop };
+}
+
+export default async function setup(): Promise<() => Promise<void>> {
+  if (process.env.USER_MEMORY_API) return async () => {};
+  const home = mkdtempSync(join(tmpdir(), "user-memory-ts-"));
+  const secret = "typescript-test-secret-of-at-least-32-bytes";
+  const definitions = join(home, "tool-definitions.json");
+  writeFileSync(
+    definitions,
+    execFileSync(PYTHON, ["-m", "tests.client.typescript_support", "definitions"], { cwd: ROOT, encoding: "utf8" }),
+  );
+  const env: NodeJS.ProcessEnv = { ...process.env, USER_MEMORY_HOME: home, USER_MEMORY_TOKEN_SECRET: secret, PYTHONUNBUFFERED: "1" };
+  delete env.DOCUMENT_SCHEMA;
+  // Two servers on one embedded PostgreSQL (the same home): the default schema and the companion's.
+  const plain = await serve(env);
+  const companion = await serve({ ...env, DOCUMENT_SCHEMA: "companion" });
+  process.env.USER_MEMORY_API = plain.url;
+  process.env.USER_MEMORY_COMPANION_API = companion.url;
+  process.env.USER_MEMORY_TOKEN_SECRET = secret;
+  process.env.USER_MEMORY_TOOL_DEFINITIONS = definitions;
+  return async () => {
+    await companion.stop();
+    await plain.stop(); // the last one stops the embedded PostgreSQL; the home goes once it has
     rmSync(home, { recursive: true, force: true });
   };
 }

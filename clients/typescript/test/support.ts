@@ -4,6 +4,8 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import type { AddressInfo } from "node:net";
 
 export const API = need("USER_MEMORY_API");
+/** The same server's database, served with DOCUMENT_SCHEMA=companion. */
+export const COMPANION_API = need("USER_MEMORY_COMPANION_API");
 
 function need(name: string): string {
   const value = process.env[name];
