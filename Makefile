@@ -19,6 +19,8 @@ demo: $(STAMP)  ## the daily job on local stand-ins (PostgreSQL in $USER_MEMORY_
 # The whole suite runs as an owner like RDS's master user (no SUPERUSER, no BYPASSRLS); then the
 # migrations, integration and security suites again as a Supabase-like owner and as a superuser
 # (tests/owners.py). With ARGS or DATABASE_URL, only the first run.
+# tests/client/test_typescript.py runs clients/typescript's vitest suite too (Node 18+ and npm; .ci/run
+# installs them where missing, and without them those tests skip outside CI).
 test: $(STAMP)  ## the whole suite: unit, integration (embedded PostgreSQL), e2e, template checks
 	$(BIN)/python -m pytest $(ARGS)
 	@if [ -z "$(ARGS)" ] && [ -z "$$DATABASE_URL" ]; then \
