@@ -12,6 +12,7 @@ from user_memory.domain.model import parse_user_id
 from user_memory.http import models
 from user_memory.http.context import dependencies, not_enabled, operator_caller
 from user_memory.http.openapi import responses as answers
+from user_memory.http.routes.kv import _path_key
 from user_memory.http.routes.overview import _cursor, _encode_cursor
 
 router = Router()
@@ -38,7 +39,8 @@ def get_run_report(request: Request, run_key: RunKey) -> models.RunReport:
     tasks = dependencies(request).tasks
     if tasks is None:
         raise not_enabled("report runs")
-    return models.RunReport.model_validate(tasks.run_report(run_key))
+    # A client may percent-encode the key's colon; the resolver hands the segment over as sent.
+    return models.RunReport.model_validate(tasks.run_report(_path_key(run_key)))
 
 
 RunsLimit = Annotated[int, Query(ge=1, le=100, description="Runs per page.")]
@@ -78,7 +80,7 @@ def revert_run(request: Request, run_key: RunKey, user_id: RevertUser = None) ->
     if tasks is None:
         raise not_enabled("revert runs")
     uid = parse_user_id(user_id) if user_id is not None else None
-    return models.RunRevert.model_validate(tasks.start_run_revert(run_key, uid, acting.subject))
+    return models.RunRevert.model_validate(tasks.start_run_revert(_path_key(run_key), uid, acting.subject))
 
 
 @router.get("/admin/run-reverts/<revert_id>", responses=answers(models.RunRevert), tags=["admin"])
