@@ -91,15 +91,10 @@ def undo_user(
             error_type=type(err).__name__,
             reason=str(err)[:200],
         )
-        metrics.add_metric(name="RunRevertFailed", unit=MetricUnit.Count, value=1)
         book.record(revert_id, user_id, "failed", error=f"{type(err).__name__}: {err}")
         return UserUndone(user_id, "failed")
     outcome, version, kind, paths = done
     book.record(revert_id, user_id, outcome, version=version, kind=kind, paths=paths)
-    if outcome == "conflict":
-        metrics.add_metric(name="RunRevertConflicts", unit=MetricUnit.Count, value=1)
-    elif outcome == "reverted":
-        metrics.add_metric(name="RunRevertReverted", unit=MetricUnit.Count, value=1)
     logger.info(
         "run revert user",
         revert_id=str(revert_id),
@@ -166,17 +161,10 @@ def _undo(
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
-def undo_users(
-    message: RevertRunUsers,
-    book: RevertBook,
-    store: MemoryStore,
-    *,
-    schema: str,
-    max_bytes: int,
-    run: Callable[[Callable[[], UserUndone]], UserUndone] = lambda work: work(),
-) -> list[UserUndone]:
-    """Undo each user of the message (`run` puts each in a lane); the outcomes in the message's order."""
-    return [
-        run(lambda u=u: undo_user(book, store, message.revert_id, u, schema=schema, max_bytes=max_bytes))  # type: ignore[misc]
-        for u in message.user_ids
-    ]
+def count(outcomes: Iterable[UserUndone]) -> None:
+    """The failed users of a message, one value of UsersFailed (the undo is a run of its own,
+    `run-revert:<key>`, alarmed as any run's failed users; its log line says which). Reverted and
+    conflicting users are counted in the operation's report (adapters/runs.py), each with a log line."""
+    failed = sum(1 for o in outcomes if o.outcome == "failed")
+    if failed:
+        metrics.add_metric(name="UsersFailed", unit=MetricUnit.Count, value=failed)

@@ -594,7 +594,7 @@ def revert_run(message: RevertRun | RevertRunUsers, services: WorkerServices, la
     """An operator's undo of a run (jobs/run_revert.py): queue its pending users, or undo these
     users side by side in the lanes, each on one held connection. A user that failed is recorded
     failed with its reason (the operation's report lists it; starting the undo again retries it)."""
-    from user_memory.jobs.run_revert import fan_out, undo_user  # only when used: cold start
+    from user_memory.jobs.run_revert import UserUndone, count, fan_out, undo_user  # only when used: cold start
 
     book = services.runs
     if book is None:
@@ -606,7 +606,7 @@ def revert_run(message: RevertRun | RevertRunUsers, services: WorkerServices, la
         return
     settings = services.settings
 
-    def one(user_id: Any) -> object:
+    def one(user_id: Any) -> UserUndone:
         with services.hold():
             return undo_user(
                 book,
@@ -617,8 +617,7 @@ def revert_run(message: RevertRun | RevertRunUsers, services: WorkerServices, la
                 max_bytes=settings.max_document_bytes,
             )
 
-    for run in [lanes.start(partial(one, u)) for u in message.user_ids]:
-        run.result()
+    count([run.result() for run in [lanes.start(partial(one, u)) for u in message.user_ids]])
 
 
 def _batch_delivery(
