@@ -58,3 +58,24 @@ GRANT SELECT, INSERT, UPDATE ON public.run_reverts, public.run_revert_users TO s
 ALTER TABLE public.run_reverts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.run_revert_users ENABLE ROW LEVEL SECURITY;
 CALL public.user_memory_admit_service_role();
+
+-- Erasure: a user's undo rows (ids and conflict paths) go with the user. Both erasures
+-- (user_memory_erase, user_memory_erase_me) delete the user's head; a trigger on that delete
+-- keeps them as they are (the previous release's functions erase these rows too). SECURITY
+-- DEFINER: an end user's erasure holds no privilege on these tables.
+CREATE FUNCTION public.run_revert_users_erase()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+  DELETE FROM public.run_revert_users u WHERE u.user_id = OLD.user_id;
+  RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION public.run_revert_users_erase() FROM PUBLIC, anon, authenticated, service_role;
+
+CREATE TRIGGER user_memory_heads_erase_run_reverts
+  AFTER DELETE ON public.user_memory_heads
+  FOR EACH ROW EXECUTE FUNCTION public.run_revert_users_erase();

@@ -582,6 +582,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         console_client_id=args.console_client_id,
         console_user=args.console_user,
         console_operator=args.operator,
+        worker=args.worker,
     )
 
 
@@ -824,6 +825,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="print a console URL signed in as USER (development: not with --oidc-issuer)",
     )
     serve.add_argument("--operator", action="store_true", help="with --console-user: signed in as an operator")
+    serve.add_argument(
+        "--worker",
+        action="store_true",
+        help="a worker queue of its own (moto) drained here: a run's undo and the trigger run locally",
+    )
     serve.add_argument("--oidc-issuer", metavar="URL", help="also accept this OpenID Connect issuer's tokens")
     serve.add_argument("--oidc-audience", action="append", metavar="AUD", help="accepted audience (repeatable)")
     serve.add_argument("--console-client-id", metavar="ID", help="the console's client id at --oidc-issuer")

@@ -475,6 +475,7 @@ def run(
     console_client_id: str | None = None,
     console_user: object | None = None,
     console_operator: bool = False,
+    worker: bool = False,
 ) -> int:
     """`user-memory serve`: settings from the environment (DOCUMENT_SCHEMA, REQUIRE_IF_MATCH,
     OPERATOR_SCOPE, DATABASE_POOL_SIZE...), the database, then the server until Ctrl-C.
@@ -511,7 +512,7 @@ def run(
         audiences = oidc_audiences or ([console_client_id] if console_client_id else [])
         oidc = OidcVerifier(oidc_issuer, audiences)
     pool = open_pool(database_url(), size=settings.database_pool_size)
-    queue = LocalWorkerQueue(database_url()) if not settings.queue_url else None
+    queue = LocalWorkerQueue(database_url()) if worker and not settings.queue_url else None
     if queue is not None:  # the operators' queued work (a run's undo, the trigger) runs here
         settings = ApiSettings.model_validate({**settings.model_dump(), "queue_url": queue.queue_url})
     try:
@@ -560,7 +561,7 @@ def run(
 
 
 class LocalWorkerQueue:
-    """Without QUEUE_URL, `serve` keeps a worker queue of its own: moto's SQS in this process, drained
+    """With --worker and without QUEUE_URL, `serve` keeps a worker queue of its own: moto's SQS in this process, drained
     by the worker's handler code (jobs/worker.process_batch, the rule-based summarizer unless
     SUMMARIZER says otherwise) on a background thread, so the routes that queue work (an operator's
     undo of a run, the conversation trigger) work here as deployed."""

@@ -206,3 +206,22 @@ def test_run_routes_refuse_what_they_cannot_do(api_with_queue, operator, stack):
     assert operator.get(f"/admin/run-reverts/{uuid.uuid4()}").status == 404
     assert operator.get("/admin/runs", query={"after": "bogus"}).status == 400
     assert stack.queued() == []
+
+
+def test_erasing_a_user_removes_its_rows_of_an_undo(api_with_queue, operator, stack, pool):
+    # Given a user listed in an undo as a conflict (its paths recorded)
+    run_key = f"daily:{uuid.uuid4().hex[:8]}"
+    user = str(uuid.uuid4())
+    bad_night(stack.store, run_key, [user])
+    doc = stack.store.head(user).document
+    stack.store.append(user, {**doc, "summary": "mine"}, expected_version=2, source="api")
+    started = operator.post(f"/admin/runs/{run_key}/revert").json
+    stack.poller().drain()
+    assert operator.get(f"/admin/run-reverts/{started['revert_id']}").json["conflict"] == 1
+    # When the user erases everything of its own
+    assert ApiClient(api_with_queue, user).delete("/me").status == 200
+    # Then the undo keeps no row of that user
+    with pool.connection() as conn:
+        left = conn.execute("SELECT count(*) FROM run_revert_users WHERE user_id = %s", (user,)).fetchone()[0]
+    assert left == 0
+    assert operator.get(f"/admin/run-reverts/{started['revert_id']}").json["users"] == 0
