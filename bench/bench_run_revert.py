@@ -116,6 +116,13 @@ def main() -> None:
         status = runs.status(revert_id)
         with pool.connection() as conn:
             written = conn.execute("SELECT count(*) FROM user_memory_snapshots").fetchone()[0] - before
+            kinds = dict(
+                conn.execute(
+                    "SELECT provenance->>'undo', count(*) FROM user_memory_snapshots"
+                    " WHERE source_description = %s GROUP BY 1",
+                    (f"run-revert:{RUN_KEY}",),
+                ).fetchall()
+            )
             sources = conn.execute(
                 "SELECT count(*) FROM user_memory_snapshots WHERE source_description = %s", (f"run-revert:{RUN_KEY}",)
             ).fetchone()[0]
@@ -129,6 +136,7 @@ def main() -> None:
             (status["failed"], status["pending"], report.to_dlq) == (0, 0, 0),
         ),
         ("one version per reverted user", written == sources == status["reverted"]),
+        ("inverses exactly for the users edited elsewhere", kinds.get("inverse", 0) == len(elsewhere)),
     ]
     table(
         f"Undo of {RUN_KEY}: {args.users:,} users, {len(edited):,} edited after it ({len(same):,} on the run's paths), "
@@ -139,6 +147,7 @@ def main() -> None:
             ("worker invocations / messages", f"{report.invocations:,} / {report.received:,}"),
             ("versions written", f"{written:,}"),
             ("users reverted", f"{status['reverted']:,}"),
+            ("  of which revert / inverse", f"{kinds.get('revert', 0):,} / {kinds.get('inverse', 0):,}"),
             ("conflicts found", f"{status['conflict']:,}"),
             ("failures", f"{status['failed']:,}"),
             *[(name, "yes" if ok else "NO") for name, ok in checks],
