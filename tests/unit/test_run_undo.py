@@ -155,3 +155,26 @@ def test_the_inverse_of_a_removed_member_removes_what_the_run_added():
     before, run = {"a": 1}, {"b": 2}
     # When inverted on a head that also has a later field
     assert inverse(before, changed_paths(before, run), {"b": 2, "c": 3}) == {"a": 1, "c": 3}
+
+
+def test_revert_messages_parse_and_one_over_the_users_limit_is_refused_naming_it():
+    import json
+    import uuid
+
+    import pytest
+    from user_memory.domain.messages import MAX_USERS_PER_MESSAGE, RevertRun, RevertRunUsers, parse_message
+    from user_memory.errors import InvalidMessage
+
+    # Given the undo's two messages as the worker queue carries them
+    revert_id = uuid.uuid4()
+    fan_out = parse_message(json.dumps({"type": "revert_run", "revert_id": str(revert_id)}))
+    users = [str(uuid.uuid4()) for _ in range(MAX_USERS_PER_MESSAGE + 1)]
+    body = {"type": "revert_run_users", "revert_id": str(revert_id), "user_ids": users[:-1]}
+    # Then both parse to their models
+    assert fan_out == RevertRun(type="revert_run", revert_id=revert_id)
+    assert isinstance(parse_message(json.dumps(body)), RevertRunUsers)
+    # And one user too many, or a revert id that is no UUID, is refused naming the field
+    with pytest.raises(InvalidMessage, match="user_ids"):
+        parse_message(json.dumps({**body, "user_ids": users}))
+    with pytest.raises(InvalidMessage, match="revert_id"):
+        parse_message(json.dumps({"type": "revert_run", "revert_id": "nope"}))
