@@ -505,6 +505,70 @@ def cmd_run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report_json(report: dict[str, Any]) -> dict[str, Any]:
+    return {k: _iso(v) if isinstance(v, datetime) else v for k, v in report.items()}
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from user_memory.adapters.postgres import open_pool
+    from user_memory.adapters.runs import PostgresRuns
+
+    pool = open_pool(database_url(args))
+    try:
+        runs = PostgresRuns(pool).list_runs(limit=args.limit, after=None)
+    finally:
+        pool.close()
+    _print_json([_report_json(r) for r in runs])
+    return 0
+
+
+def cmd_run_revert(args: argparse.Namespace) -> int:
+    """Undo a run here, in this process: the same bookkeeping and per-user undo as the worker's
+    (jobs/run_revert.py), without the queue; run again, it resumes (pending and failed users)."""
+    from user_memory.adapters.postgres import open_pool
+    from user_memory.adapters.runs import PostgresRuns
+    from user_memory.config import MemorySettings
+    from user_memory.jobs.run_revert import undo_user
+    from user_memory.runtime import memory_store
+
+    settings = MemorySettings.from_env(database_url=database_url(args))  # DOCUMENT_SCHEMA, the size limit
+    pool = open_pool(database_url(args))
+    try:
+        runs = PostgresRuns(pool)
+        store = memory_store(pool, settings)
+        revert_id = runs.start(args.run_key, args.user, "cli")["revert_id"]
+        after = None
+        while page := runs.pending(revert_id, after=after):
+            for user in page:
+                undo_user(
+                    runs,
+                    store,
+                    revert_id,
+                    user,
+                    schema=settings.document_schema,
+                    max_bytes=settings.max_document_bytes,
+                )
+            after = page[-1]
+        report = runs.status(revert_id)
+    finally:
+        pool.close()
+    _print_json(_report_json(report))
+    return 0
+
+
+def cmd_run_revert_status(args: argparse.Namespace) -> int:
+    from user_memory.adapters.postgres import open_pool
+    from user_memory.adapters.runs import PostgresRuns
+
+    pool = open_pool(database_url(args))
+    try:
+        report = PostgresRuns(pool).status(args.revert_id)
+    finally:
+        pool.close()
+    _print_json(_report_json(report))
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from user_memory_local import serve
 
@@ -518,6 +582,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         console_client_id=args.console_client_id,
         console_user=args.console_user,
         console_operator=args.operator,
+        worker=args.worker,
     )
 
 
@@ -726,6 +791,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run_report.add_argument("run_key", metavar="RUN_KEY", help="e.g. daily:2026-11-21")
     run_report.set_defaults(func=cmd_run_report)
+    runs = sub.add_parser("runs", parents=[common], help="the runs, newest first, each with its totals (JSON)")
+    runs.add_argument(
+        "--limit",
+        type=_int_at_least(1, "the limit"),
+        default=20,
+        metavar="N",
+        help="runs to list (default 20, at most 100)",
+    )
+    runs.set_defaults(func=cmd_runs)
+    run_revert = sub.add_parser(
+        "run-revert",
+        parents=[common],
+        help="undo a run's version for every user it touched (or --user): reverted, conflicts with paths, failures",
+    )
+    run_revert.add_argument("run_key", metavar="RUN_KEY", help="e.g. daily:2026-11-21")
+    run_revert.add_argument("--user", type=_user, default=None, metavar="USER_ID", help="undo it for this user only")
+    run_revert.set_defaults(func=cmd_run_revert)
+    revert_status = sub.add_parser(
+        "run-revert-status", parents=[common], help="an undo's report: users reverted, conflicts, failures, pending"
+    )
+    revert_status.add_argument("revert_id", type=_user, metavar="REVERT_ID")
+    revert_status.set_defaults(func=cmd_run_revert_status)
 
     serve = sub.add_parser("serve", parents=[common], help="the HTTP API on this machine (development tokens)")
     serve.add_argument("--host", default="127.0.0.1", metavar="H", help="address to listen on (default 127.0.0.1)")
@@ -738,6 +825,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="print a console URL signed in as USER (development: not with --oidc-issuer)",
     )
     serve.add_argument("--operator", action="store_true", help="with --console-user: signed in as an operator")
+    serve.add_argument(
+        "--worker",
+        action="store_true",
+        help="a worker queue of its own (moto) drained here: a run's undo and the trigger run locally",
+    )
     serve.add_argument("--oidc-issuer", metavar="URL", help="also accept this OpenID Connect issuer's tokens")
     serve.add_argument("--oidc-audience", action="append", metavar="AUD", help="accepted audience (repeatable)")
     serve.add_argument("--console-client-id", metavar="ID", help="the console's client id at --oidc-issuer")

@@ -475,6 +475,7 @@ def run(
     console_client_id: str | None = None,
     console_user: object | None = None,
     console_operator: bool = False,
+    worker: bool = False,
 ) -> int:
     """`user-memory serve`: settings from the environment (DOCUMENT_SCHEMA, REQUIRE_IF_MATCH,
     OPERATOR_SCOPE, DATABASE_POOL_SIZE...), the database, then the server until Ctrl-C.
@@ -511,8 +512,11 @@ def run(
         audiences = oidc_audiences or ([console_client_id] if console_client_id else [])
         oidc = OidcVerifier(oidc_issuer, audiences)
     pool = open_pool(database_url(), size=settings.database_pool_size)
+    queue = LocalWorkerQueue(database_url()) if worker and not settings.queue_url else None
+    if queue is not None:  # the operators' queued work (a run's undo, the trigger) runs here
+        settings = ApiSettings.model_validate({**settings.model_dump(), "queue_url": queue.queue_url})
     try:
-        api = create_api(build_api(settings, pool=pool), settings)
+        api = create_api(build_api(settings, pool=pool, sqs_client=queue.sqs if queue else None), settings)
         try:
             server = ApiServer(api, secret=secret, host=host, port=port, verbose=verbose, oidc=oidc)
         except OSError as err:
@@ -551,4 +555,53 @@ def run(
         print("stopped", file=out, flush=True)
         return 0
     finally:
+        if queue is not None:
+            queue.close()
         pool.close()
+
+
+class LocalWorkerQueue:
+    """With --worker and without QUEUE_URL, `serve` keeps a worker queue of its own: moto's SQS in this process, drained
+    by the worker's handler code (jobs/worker.process_batch, the rule-based summarizer unless
+    SUMMARIZER says otherwise) on a background thread, so the routes that queue work (an operator's
+    undo of a run, the conversation trigger) work here as deployed."""
+
+    def __init__(self, dsn: str) -> None:
+        import boto3
+        from moto import mock_aws
+        from user_memory.config import WorkerSettings
+        from user_memory.jobs.worker import process_batch
+        from user_memory.runtime import build_worker
+
+        from user_memory_local.poller import LambdaSqsPoller, create_queues
+
+        self._aws = mock_aws()
+        self._aws.start()
+        self.sqs = boto3.client("sqs", region_name="us-east-1")
+        self.queue_url, dlq_url = create_queues(self.sqs, name="user-memory-serve")
+        settings = WorkerSettings.from_env(
+            database_url=dsn, queue_url=self.queue_url, summarizer=os.environ.get("SUMMARIZER") or "rules"
+        )
+        self.services = build_worker(settings, sqs_client=self.sqs)
+        self._poller = LambdaSqsPoller(
+            self.sqs, self.queue_url, dlq_url, lambda event, context: process_batch(event, context, self.services)
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drain, name="user-memory-serve-worker", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while not self._stop.is_set():
+            try:
+                received = self._poller.poll_once()
+            except Exception as err:  # the queue's own trouble: said once a poll, the server stays up
+                print(f"serve: local worker queue: {type(err).__name__}: {err}"[:300], file=sys.stderr, flush=True)
+                received = 0
+            if not received:
+                self._stop.wait(0.2)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.services.close()
+        self._aws.stop()

@@ -125,7 +125,9 @@ def _serve(database_url: str, log: Path, *arguments: str) -> Iterator[str]:
         "OPERATOR_SCOPE": OPERATOR_SCOPE,
         "PYTHONUNBUFFERED": "1",
     }
-    command = [str(Path(sys.executable).with_name("user-memory")), "serve", "--port", "0", *arguments, "--verbose"]
+    command = [
+        str(Path(sys.executable).with_name("user-memory")), "serve", "--port", "0", *arguments, "--verbose", "--worker"
+    ]  # fmt: skip
     with log.open("w") as out:  # stdout and stderr: the service's JSON logs (--verbose) are read by tests
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60

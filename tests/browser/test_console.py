@@ -527,3 +527,39 @@ def test_a_refused_token_asks_to_sign_in_again(page, console: Console, user: str
     assert page.evaluate("sessionStorage.getItem('user-memory.token')") is None
     page.get_by_role("button", name="Sign in again").click()
     page.get_by_role("heading", name="Sign in").wait_for()  # development: how to get a token
+
+
+# -- runs (operators) -----------------------------------------------------------------------------------
+
+
+def test_an_operator_reads_a_run_and_undoes_it_after_confirming(page, console: Console, user: str):
+    # Given a run that cleared a user's mood, and another user's run
+    from user_memory.domain.memory.document import empty_document
+
+    store = MemoryStore(PostgresRecorder(console.pool))
+    run_key = f"daily:{uuid.uuid4().hex[:8]}"
+    doc = empty_document("companion")
+    doc["current_state"]["mood"] = "curious"
+    store.append(user, doc, expected_version=0, source="api")
+    damaged = json.loads(json.dumps(doc))
+    damaged["current_state"]["mood"] = ""
+    provenance = seed.nightly_provenance([("replace", "/current_state/mood", "r")], [], 1500)
+    store.append(user, damaged, expected_version=1, source="s", idempotency_key=run_key, provenance=provenance)
+    # When an operator opens the runs, then this run
+    page.goto(console.signed_in(str(uuid.uuid4()), operator=True))
+    ready(page, "timeline")
+    page.get_by_role("link", name="Runs").click()
+    ready(page, "runs")
+    page.get_by_role("link", name=run_key).click()
+    ready(page, "run")
+    # Then its figures show: one user changed, its tokens
+    figures = page.locator("dl.figures").inner_text()
+    assert "Users changed\n1" in figures and "1,500" in figures
+    # When the operator asks to undo it, nothing happens before the confirmation
+    page.get_by_role("button", name="Undo this run…").click()
+    assert head(console, user)["version"] == 2
+    page.get_by_role("button", name="Yes, undo the run").click()
+    # Then the report says the user was reverted, and the mood is back
+    page.get_by_text("Done: 1 reverted, 0 unchanged, 0 in conflict, 0 failed, 0 pending (of 1).").wait_for()
+    now = head(console, user)
+    assert now["version"] == 3 and now["document"]["current_state"]["mood"] == "curious"

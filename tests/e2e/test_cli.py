@@ -644,3 +644,28 @@ def test_run_report_prints_a_runs_totals(capsys, database_url, store: MemoryStor
     body = json.loads(result.out)
     assert (body["run_key"], body["users"], body["tokens"], body["cost_usd"]) == (run_key, 1, 2_400, 0.00045)
     assert body["first_written_at"] == body["last_written_at"] is not None
+
+
+def test_runs_lists_a_run_and_run_revert_undoes_it_here(capsys, database_url, store: MemoryStore):
+    # Given a run that rewrote two users' summaries, one of whom then rewrote it again
+    run_key = f"daily:{uuid.uuid4().hex[:8]}"
+    users = [uuid.uuid4(), uuid.uuid4()]
+    for user in users:
+        store.append(user, {"summary": "kept"}, expected_version=0, source="api")
+        store.append(user, {"summary": "lost"}, expected_version=1, source="s", idempotency_key=run_key)
+    store.append(users[1], {"summary": "mine"}, expected_version=2, source="api")
+    # When an operator lists the runs
+    listed = run(capsys, "runs", "--limit", "100", "--database-url", database_url)
+    assert listed.code == 0, listed.err
+    assert run_key in [r["run_key"] for r in json.loads(listed.out)]
+    # And undoes that run
+    result = run(capsys, "run-revert", run_key, "--database-url", database_url)
+    # Then it prints the report: one user reverted, one conflict naming the summary
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
+    assert (report["done"], report["reverted"], report["conflict"]) == (True, 1, 1)
+    assert report["conflicts"] == [{"user_id": str(users[1]), "paths": ["/summary"]}]
+    assert store.head(users[0]).document == {"summary": "kept"}
+    # And the report reads the same afterwards
+    again = run(capsys, "run-revert-status", report["revert_id"], "--database-url", database_url)
+    assert json.loads(again.out)["reverted"] == 1

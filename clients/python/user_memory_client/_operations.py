@@ -75,6 +75,11 @@ OPERATIONS: dict[str, Operation] = {
         body_fields=("interaction_id", "rating", "tags", "comment", "rated_at"),
     ),
     "digest.get": Operation("GET", "/me/digest", models.Digest, query=("day",)),
+    # operators (the operator scope): runs and their undo
+    "runs.list": Operation("GET", "/admin/runs", models.RunList, query=("limit", "after")),
+    "runs.get": Operation("GET", "/admin/runs/{run_key}", models.RunReport),
+    "runs.revert": Operation("POST", "/admin/runs/{run_key}/revert", models.RunRevert, query=("user_id",)),
+    "runs.revert_status": Operation("GET", "/admin/run-reverts/{revert_id}", models.RunRevert),
 }
 for _collection in ("goals", "todos", "events"):
     _item = f"/me/{_collection}/{{element_id}}"

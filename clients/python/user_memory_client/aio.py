@@ -336,6 +336,27 @@ class AsyncCompanionApi(_Resource):
         return await self._run(call("digest.get", query={"day": day}), models.Digest)
 
 
+class AsyncRunsApi(_Resource):
+    """Operators only (a token with the operator scope): runs and undoing one."""
+
+    async def list(self, *, limit: int = 20, after: str | None = None) -> models.RunList:
+        """One page of runs, the newest first, each with its totals."""
+        return await self._run(call("runs.list", query={"limit": limit, "after": after}), models.RunList)
+
+    async def get(self, run_key: str) -> models.RunReport:
+        """One run's totals: users, versions, edits applied and refused, facts restored, tokens, cost."""
+        return await self._run(call("runs.get", path={"run_key": run_key}), models.RunReport)
+
+    async def revert(self, run_key: str, *, user_id: str | None = None) -> models.RunRevert:
+        """Undo a run for every user it touched (or `user_id`) through the worker queue; again: resume."""
+        c = call("runs.revert", path={"run_key": run_key}, query={"user_id": user_id})
+        return await self._run(c, models.RunRevert)
+
+    async def revert_status(self, revert_id: str) -> models.RunRevert:
+        """An undo so far: users reverted, conflicts with their paths, failures, pending."""
+        return await self._run(call("runs.revert_status", path={"revert_id": revert_id}), models.RunRevert)
+
+
 class AsyncClient:
     """The user-memory API for one caller (the token's user).
 
@@ -362,6 +383,7 @@ class AsyncClient:
         self.activity = AsyncActivityApi(self._transport)
         self.account = AsyncAccountApi(self._transport)
         self.companion = AsyncCompanionApi(self._transport)
+        self.runs = AsyncRunsApi(self._transport)
 
     async def aclose(self) -> None:
         await self._transport.aclose()

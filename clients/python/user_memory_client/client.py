@@ -324,6 +324,27 @@ class CompanionApi(_Resource):
         return self._run(call("digest.get", query={"day": day}), models.Digest)
 
 
+class RunsApi(_Resource):
+    """Operators only (a token with the operator scope): runs and undoing one."""
+
+    def list(self, *, limit: int = 20, after: str | None = None) -> models.RunList:
+        """One page of runs, the newest first, each with its totals."""
+        return self._run(call("runs.list", query={"limit": limit, "after": after}), models.RunList)
+
+    def get(self, run_key: str) -> models.RunReport:
+        """One run's totals: users, versions, edits applied and refused, facts restored, tokens, cost."""
+        return self._run(call("runs.get", path={"run_key": run_key}), models.RunReport)
+
+    def revert(self, run_key: str, *, user_id: str | None = None) -> models.RunRevert:
+        """Undo a run for every user it touched (or `user_id`) through the worker queue; again: resume."""
+        c = call("runs.revert", path={"run_key": run_key}, query={"user_id": user_id})
+        return self._run(c, models.RunRevert)
+
+    def revert_status(self, revert_id: str) -> models.RunRevert:
+        """An undo so far: users reverted, conflicts with their paths, failures, pending."""
+        return self._run(call("runs.revert_status", path={"revert_id": revert_id}), models.RunRevert)
+
+
 class Client:
     """The user-memory API for one caller (the token's user).
 
@@ -347,6 +368,7 @@ class Client:
         self.activity = ActivityApi(self._transport)
         self.account = AccountApi(self._transport)
         self.companion = CompanionApi(self._transport)
+        self.runs = RunsApi(self._transport)
 
     def close(self) -> None:
         self._transport.close()

@@ -368,6 +368,71 @@ class Digest(ApiModel):
     digest: dict[str, JsonValue]
 
 
+# -- operators: runs and their undo ----------------------------------------------------------------
+
+
+class RunReport(ApiModel):
+    """One run's totals over the versions it wrote (every user's version carrying the run key)."""
+
+    __schema__ = "RunReport"
+    run_key: str
+    versions: int
+    users: int
+    first_written_at: datetime | None = None
+    last_written_at: datetime | None = None
+    activities: int
+    calls: int
+    tokens: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_prompt_tokens: int
+    cost_usd: float
+    edits_refused: int
+    facts_restored: int
+    facts_filled: int
+    edits_applied: int = 0
+
+
+class RunList(ApiModel):
+    __schema__ = "RunList"
+    items: list[RunReport]
+    next_after: str | None = None
+
+
+class RevertConflict(ApiModel):
+    __schema__ = "RevertConflict"
+    user_id: str
+    paths: list[str]
+
+
+class RevertFailure(ApiModel):
+    __schema__ = "RevertFailure"
+    user_id: str
+    error: str
+
+
+class RunRevert(ApiModel):
+    """An undo of one run so far: its users by outcome, the conflicts with their paths, the failures."""
+
+    __schema__ = "RunRevert"
+    revert_id: str
+    run_key: str
+    user_id: str | None = None
+    requested_by: str | None = None
+    created_at: datetime | None = None
+    queued_at: datetime | None = None
+    updated_at: datetime | None = None
+    done: bool
+    users: int
+    pending: int
+    reverted: int
+    unchanged: int
+    conflict: int
+    failed: int
+    conflicts: list[RevertConflict]
+    failures: list[RevertFailure]
+
+
 def schema_models() -> list[type[ApiModel]]:
     """Every model that mirrors a schema of the OpenAPI document."""
     return [m for m in ApiModel.__subclasses__() if "__schema__" in m.__dict__]

@@ -422,3 +422,19 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
         tb = tb.tb_next
     where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else "unknown place"
     return type(exc).__name__, f"unexpected error raised at {where}"
+
+
+class UnknownRun(NotFound):
+    """No version carries the run key (for the user named, when one is): there is nothing to undo."""
+
+    def __init__(self, run_key: str, user_id: object = None) -> None:
+        whose = f" for user {user_id}" if user_id else ""
+        super().__init__(f"no version carries run key {run_key!r}{whose}")
+        self.run_key = run_key
+
+
+class UnknownRunRevert(NotFound):
+    """No undo of a run has this id."""
+
+    def __init__(self, revert_id: object) -> None:
+        super().__init__(f"no run revert {revert_id}")

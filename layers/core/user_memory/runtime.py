@@ -7,9 +7,11 @@ local kit build them with what they want instead (a pool, a summarizer, an SQS c
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,7 @@ from user_memory.adapters.postgres import (
     open_pool,
     transaction,
 )
+from user_memory.adapters.runs import PostgresRuns
 from user_memory.adapters.search import PostgresSearch
 from user_memory.adapters.sqs import SqsQueueDepth, SqsSender
 from user_memory.config import (
@@ -188,6 +191,8 @@ class WorkerServices:
     concurrency: int = 1
     # SUMMARY_DELIVERY=batch: the Batch API's side (jobs/summary_batch.py); None: online.
     batches: SummaryBatches | None = None
+    # An operator's undo of a run: its users and their outcomes (adapters/runs.py, migration 025).
+    runs: PostgresRuns | None = None
 
     def close(self) -> None:
         """Close the pool this object opened (a given pool belongs to the caller)."""
@@ -228,6 +233,7 @@ def build_worker(
         pool=pool if owned else None,
         concurrency=max(1, min(settings.llm_concurrency, getattr(pool, "max_size", 1))),
         batches=build_summary_batches(settings, summarizer, db),
+        runs=PostgresRuns(db),
     )
 
 
@@ -356,6 +362,29 @@ class ApiServices:
         """Operators: one run's totals over the versions it wrote (adapters/overview.py), with the
         service's rights (the route checks the caller)."""
         return PostgresOverview(self.as_service).run_report(run_key)
+
+    def list_runs(self, *, limit: int, after: tuple[datetime, str] | None) -> list[dict[str, Any]]:
+        """Operators: the runs newest first with their totals (adapters/runs.py), with the service's rights."""
+        return PostgresRuns(self.as_service).list_runs(limit=limit, after=after)
+
+    def start_run_revert(self, run_key: str, user_id: uuid.UUID | None, requested_by: str | None) -> dict[str, Any]:
+        """Operators: record the undo of a run (every user it touched, or one) and queue it on the
+        worker queue (jobs/run_revert.py); started again, it queues what is still pending or failed."""
+        from user_memory.domain.messages import RevertRun
+
+        if not self.settings.queue_url:  # a capability this deployment lacks (404 not-enabled), not an outage
+            raise WrongSchema("no worker queue is configured (QUEUE_URL): a run cannot be undone through it")
+        if self.sqs_client is None:
+            self.sqs_client = _sqs_client(None)
+        runs = PostgresRuns(self.as_service)
+        started = runs.start(run_key, user_id, requested_by)
+        body = RevertRun(type="revert_run", revert_id=started["revert_id"]).model_dump_json()
+        SqsSender(self.settings.queue_url, self.sqs_client).send([body])
+        return runs.status(started["revert_id"])
+
+    def run_revert_status(self, revert_id: uuid.UUID) -> dict[str, Any]:
+        """Operators: an undo's report so far (adapters/runs.py)."""
+        return PostgresRuns(self.as_service).status(revert_id)
 
     def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport:
         """The conversation-memory trigger with the service's rights (operators only: the route checks)."""

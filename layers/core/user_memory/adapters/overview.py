@@ -42,8 +42,8 @@ SELECT (created_at AT TIME ZONE 'UTC')::date AS day,
 """
 
 # One run's totals over the versions it wrote (every user's row carrying the run key), from their
-# provenance. No index serves a run key across users (the unique index leads with user_id, and
-# another on every version would weigh on each append): an operator's report reads the table.
+# provenance. The service's run keys have an index of their own (migration 025, partial: not the
+# end users' `api:` keys), which the repeated predicate lets the planner use.
 _RUN = """
 SELECT count(*), count(DISTINCT user_id), min(created_at), max(created_at),
        coalesce(sum(CASE WHEN jsonb_typeof(provenance->'activities') = 'number'
@@ -63,9 +63,11 @@ SELECT count(*), count(DISTINCT user_id), min(created_at), max(created_at),
        coalesce(sum(CASE WHEN jsonb_typeof(provenance->'restored') = 'array'
                          THEN jsonb_array_length(provenance->'restored') END), 0),
        coalesce(sum(CASE WHEN jsonb_typeof(provenance->'filled') = 'array'
-                         THEN jsonb_array_length(provenance->'filled') END), 0)
+                         THEN jsonb_array_length(provenance->'filled') END), 0),
+       coalesce(sum(CASE WHEN jsonb_typeof(provenance->'edits') = 'array'
+                         THEN jsonb_array_length(provenance->'edits') END), 0)
   FROM user_memory_snapshots
- WHERE idempotency_key = %s
+ WHERE idempotency_key = %s AND idempotency_key IS NOT NULL AND left(idempotency_key, 4) <> 'api:'
 """
 
 _NAMESPACES = """
@@ -133,6 +135,7 @@ class PostgresOverview(_Database):
             "edits_refused": int(r[10]),
             "facts_restored": int(r[11]),
             "facts_filled": int(r[12]),
+            "edits_applied": int(r[13]),
         }
 
     def kv_namespaces(self, user_id: uuid.UUID, now: datetime) -> list[dict[str, Any]]:

@@ -6,6 +6,8 @@
  "kind": "session", "payload": {...}, "source": "chat", "external_id": "msg-123"}]}
 {"type": "collect_batch", "batch_id": "batch_...", "run_key": "daily:2026-11-21", "window": {...},
  "polls": 0}   (the worker's own, SUMMARY_DELIVERY=batch: jobs/summary_batch.py)
+{"type": "revert_run", "revert_id": "<uuid>"}   (an operator's undo of a run: jobs/run_revert.py)
+{"type": "revert_run_users", "revert_id": "<uuid>", "user_ids": ["<uuid>", ...]}
 {"task_type": "GENERATE_MEMORY_BATCH", "conversations": [{"user_id": "<uuid>",
  "conversation_id": "<the user's conversation id>"}, ...]}
 
@@ -93,6 +95,23 @@ class CollectBatch(BaseModel):
     polls: int = Field(default=0, ge=0)
 
 
+class RevertRun(BaseModel):
+    """Queue the pending users of an operator's undo of a run (adapters/runs.py), a page a message."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["revert_run"]
+    revert_id: uuid.UUID
+
+
+class RevertRunUsers(BaseModel):
+    """Undo a run's version of these users, each alone (jobs/run_revert.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["revert_run_users"]
+    revert_id: uuid.UUID
+    user_ids: list[uuid.UUID] = Field(min_length=1, max_length=MAX_USERS_PER_MESSAGE)
+
+
 class ActivityIn(BaseModel):
     """One activity as other services send it."""
 
@@ -168,17 +187,20 @@ def _message_tag(value: Any) -> str | None:
     return tag if isinstance(tag, str) else None
 
 
-AnyMessage = RefreshUser | RecordActivity | CollectBatch | GenerateMemoryBatch
+AnyMessage = RefreshUser | RecordActivity | CollectBatch | GenerateMemoryBatch | RevertRun | RevertRunUsers
 Message = Annotated[
     Annotated[RefreshUser, Tag("refresh_user")]
     | Annotated[RecordActivity, Tag("record_activity")]
     | Annotated[CollectBatch, Tag("collect_batch")]
-    | Annotated[GenerateMemoryBatch, Tag(TASK_GENERATE_MEMORY_BATCH)],
+    | Annotated[GenerateMemoryBatch, Tag(TASK_GENERATE_MEMORY_BATCH)]
+    | Annotated[RevertRun, Tag("revert_run")]
+    | Annotated[RevertRunUsers, Tag("revert_run_users")],
     Discriminator(
         _message_tag,
         custom_error_type="invalid_message_type",
         custom_error_message=(
-            "type must be refresh_user, record_activity or collect_batch, or task_type GENERATE_MEMORY_BATCH"
+            "type must be refresh_user, record_activity, collect_batch, revert_run or revert_run_users,"
+            " or task_type GENERATE_MEMORY_BATCH"
         ),
     ),
 ]

@@ -8,9 +8,11 @@ one module-level `Router` per resource serves every `MemoryApi` in the process.
 """
 
 import re
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from aws_lambda_powertools.event_handler import Request
@@ -31,6 +33,12 @@ class Tasks(Protocol):
     def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport: ...
 
     def run_report(self, run_key: str) -> dict[str, Any]: ...
+
+    def list_runs(self, *, limit: int, after: tuple[datetime, str] | None) -> list[dict[str, Any]]: ...
+
+    def start_run_revert(self, run_key: str, user_id: uuid.UUID | None, requested_by: str | None) -> dict[str, Any]: ...
+
+    def run_revert_status(self, revert_id: uuid.UUID) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

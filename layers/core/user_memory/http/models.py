@@ -477,6 +477,46 @@ class RunReport(_Out):
     edits_refused: int
     facts_restored: int
     facts_filled: int
+    edits_applied: int = Field(default=0, description="Edits the run's summaries applied.")
+
+
+class RunList(_Out):
+    """Runs, newest version first, each with its totals; pass `next_after` as `after` for the next page."""
+
+    items: list[RunReport]
+    next_after: str | None = None
+
+
+class RevertConflict(_Out):
+    user_id: str
+    paths: list[str] = Field(description="JSON Pointers the run changed that a later version also changed.")
+
+
+class RevertFailure(_Out):
+    user_id: str
+    error: str = Field(description="The error's type and short reason.")
+
+
+class RunRevert(_Out):
+    """An undo of one run (for one user, or every user it wrote a version for), so far: its users by
+    outcome, the conflicts with their paths and the failures (the first 100 of each)."""
+
+    revert_id: str
+    run_key: str
+    user_id: str | None = Field(default=None, description="The one user undone; null: every user of the run.")
+    requested_by: str | None = None
+    created_at: datetime | None = None
+    queued_at: datetime | None = Field(default=None, description="When it was last started (a resume included).")
+    updated_at: datetime | None = None
+    done: bool = Field(description="No user is pending.")
+    users: int
+    pending: int
+    reverted: int = Field(description="Users given a new version that undoes the run's (or that had one already).")
+    unchanged: int = Field(description="Users whose undo changed nothing.")
+    conflict: int = Field(description="Users left untouched: a later version changed what the run changed.")
+    failed: int
+    conflicts: list[RevertConflict]
+    failures: list[RevertFailure]
 
 
 class KvNamespace(_Out):

@@ -56,7 +56,15 @@ from user_memory.adapters.http_deadline import within
 from user_memory.domain.conversations.batch import BatchRun, run_batch
 from user_memory.domain.conversations.model import MAX_CONVERSATIONS_PER_MESSAGE
 from user_memory.domain.conversations.trigger import GenerateMemoryBatch, RefusedItem, batch_bodies
-from user_memory.domain.messages import CollectBatch, Message, RecordActivity, RefreshUser, check_body_size
+from user_memory.domain.messages import (
+    CollectBatch,
+    Message,
+    RecordActivity,
+    RefreshUser,
+    RevertRun,
+    RevertRunUsers,
+    check_body_size,
+)
 from user_memory.domain.model import RunStatus
 from user_memory.domain.summary.pipeline import Deadline, RunOutcome, refresh_user
 from user_memory.errors import (
@@ -573,10 +581,43 @@ def handle_record(
     if isinstance(message, GenerateMemoryBatch):
         lanes.run(partial(generate_memories, message, record.messageId, services, deadline, tally), "this record")
         return
+    if isinstance(message, RevertRun | RevertRunUsers):
+        revert_run(message, services, lanes)
+        return
     if isinstance(message, CollectBatch) or services.batches is not None:
         _batch_delivery(message, record.messageId, services, deadline, tally, lanes)
         return
     refresh_users(message, record.messageId, services, deadline, tally, lanes)
+
+
+def revert_run(message: RevertRun | RevertRunUsers, services: WorkerServices, lanes: Lanes) -> None:
+    """An operator's undo of a run (jobs/run_revert.py): queue its pending users, or undo these
+    users side by side in the lanes, each on one held connection. A user that failed is recorded
+    failed with its reason (the operation's report lists it; starting the undo again retries it)."""
+    from user_memory.jobs.run_revert import UserUndone, count, fan_out, undo_user  # only when used: cold start
+
+    book = services.runs
+    if book is None:
+        raise ConfigError("a run revert reached a worker without the runs' bookkeeping")
+    if isinstance(message, RevertRun):
+        if services.sender is None:
+            raise ConfigError("a revert_run message reached a worker without QUEUE_URL: it cannot fan out")
+        lanes.run(partial(fan_out, message, book, services.sender.send), "this record")
+        return
+    settings = services.settings
+
+    def one(user_id: Any) -> UserUndone:
+        with services.hold():
+            return undo_user(
+                book,
+                services.store,
+                message.revert_id,
+                user_id,
+                schema=settings.document_schema,
+                max_bytes=settings.max_document_bytes,
+            )
+
+    count([run.result() for run in [lanes.start(partial(one, u)) for u in message.user_ids]])
 
 
 def _batch_delivery(

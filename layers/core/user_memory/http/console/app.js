@@ -77,8 +77,10 @@ const VIEWS = {
   conversations: ["Conversations", conversationsView],
   search: ["Search", searchView],
   plots: ["Plots", plotsView],
+  runs: ["Runs", runsView],
+  run: ["Run", runView],
 };
-const NAV = ["timeline", "compare", "edit", "kv", "companion", "conversations", "search", "plots"];
+const NAV = ["timeline", "compare", "edit", "kv", "companion", "conversations", "search", "plots", "runs"];
 
 function link(view, args = [], user = state.user, extra = {}) {
   const query = new URLSearchParams(extra);
@@ -116,7 +118,7 @@ async function route() {
   // Each view renders into a container of its own: one still loading when the address changes
   // again finishes into a container no longer on the page.
   const container = h("div", { class: "view" });
-  const whose = state.user ? `user ${state.user}` : "your memory";
+  const whose = view === "runs" || view === "run" ? "every user" : state.user ? `user ${state.user}` : "your memory";
   append(container, h("h2", { id: "view-title" }, `${title}: ${whose}`));
   main().removeAttribute("data-ready");
   say("");
@@ -139,7 +141,9 @@ function renderNav(current) {
   if (state.operator && !state.user) {
     append(nav, h("p", {}, "Look up a user by id to see their memory (every look is logged)."));
   }
-  const items = NAV.filter((v) => v !== "companion" || state.config.schema === "companion");
+  const items = NAV.filter((v) => v !== "companion" || state.config.schema === "companion").filter(
+    (v) => v !== "runs" || (state.operator && !state.user), // runs span users: an operator's, not a look-up's
+  );
   append(
     nav,
     h(
@@ -639,6 +643,110 @@ async function plotsView(container) {
       series: [{ name: "cost", values: data.per_day.map((d) => d.cost_usd || 0), class: "tokens" }],
       format: usd,
     }),
+  );
+}
+
+// -- runs (operators) ---------------------------------------------------------------------------------
+
+function runRow(r) {
+  return h("tr", {},
+    h("th", { scope: "row" }, h("a", { href: link("run", [r.run_key], null) }, r.run_key)),
+    h("td", {}, when(r.last_written_at)),
+    h("td", {}, r.users), h("td", {}, r.versions), h("td", {}, r.edits_applied), h("td", {}, r.edits_refused),
+    h("td", {}, r.facts_restored), h("td", {}, r.tokens.toLocaleString("en")), h("td", {}, usd(r.cost_usd)));
+}
+
+async function runsView(container) {
+  const body = h("tbody");
+  const more = h("button", { type: "button", hidden: true }, "Load older runs");
+  append(
+    container,
+    h("p", {}, "Every run (nightly, on demand, an undo), the newest first. Open one to undo it."),
+    h("table", { class: "grid" },
+      h("caption", {}, "Runs"),
+      h("thead", {}, h("tr", {}, ["Run", "Last written", "Users", "Versions", "Edits applied", "Refused", "Facts restored", "Tokens", "Cost"].map((t) => h("th", { scope: "col" }, t)))),
+      body),
+    more,
+  );
+  let after = null;
+  const load = async () => {
+    const { data } = await api().call("GET", "admin/runs", { query: { limit: 20, after } });
+    if (!data.items.length && after === null) append(body, h("tr", {}, h("td", { colspan: 9 }, "No runs yet.")));
+    append(body, data.items.map(runRow));
+    after = data.next_after;
+    more.hidden = !after;
+  };
+  more.addEventListener("click", () => load().catch((err) => showError(container, err)));
+  await load();
+}
+
+function revertReport(target, r) {
+  const state_ = r.done ? "Done" : "Working";
+  clear(target).append(
+    h("p", { role: "status" }, `${state_}: ${r.reverted} reverted, ${r.unchanged} unchanged, ${r.conflict} in conflict, ${r.failed} failed, ${r.pending} pending (of ${r.users}).`),
+    r.conflicts.length ? h("table", { class: "grid" },
+      h("caption", {}, "Conflicts: users left untouched (a later version changed what the run changed)"),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "User"), h("th", { scope: "col" }, "Paths"))),
+      h("tbody", {}, r.conflicts.map((c) => h("tr", {},
+        h("th", { scope: "row" }, h("a", { href: link("timeline", [], c.user_id) }, c.user_id)),
+        h("td", {}, c.paths.map(pointerWords).join(", ")))))) : "",
+    r.failures.length ? h("ul", { "aria-label": "Failures" }, r.failures.map((f) => h("li", {}, `${f.user_id}: ${f.error}`))) : "",
+  );
+}
+
+async function followRevert(target, revertId) {
+  for (;;) {
+    const { data } = await api().call("GET", `admin/run-reverts/${encodeURIComponent(revertId)}`);
+    revertReport(target, data);
+    if (data.done || !target.isConnected) return;
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
+
+async function runView(container, args) {
+  const key = args[0];
+  const { data: r } = await api().call("GET", `admin/runs/${encodeURIComponent(key)}`);
+  const figures = [
+    ["Users changed", r.users], ["Versions written", r.versions], ["Edits applied", r.edits_applied],
+    ["Edits refused", r.edits_refused], ["Facts restored", r.facts_restored], ["Facts filled", r.facts_filled],
+    ["Activities", r.activities], ["Model calls", r.calls], ["Tokens", r.tokens.toLocaleString("en")],
+    ["Cost", usd(r.cost_usd)], ["First written", when(r.first_written_at)], ["Last written", when(r.last_written_at)],
+  ];
+  append(
+    container,
+    h("h3", {}, key),
+    h("dl", { class: "figures" }, figures.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    h("p", {}, "Users that failed wrote no version: the worker's logs and the UsersFailed metric count them."),
+  );
+  if (!r.versions) return;
+  const result = h("div", { class: "result" });
+  const only = h("input", { id: "revert-user", name: "user", autocomplete: "off", spellcheck: "false", size: 38 });
+  const confirm = h("div", { class: "confirm", hidden: true });
+  const start = h("button", { type: "button", onclick: () => {
+    const whom = only.value.trim() ? `user ${only.value.trim()}` : `every user it touched (${r.users})`;
+    clear(confirm).append(
+      h("p", {}, `Undo ${key} for ${whom}? Each gets a new version; users edited since on the same paths are left untouched and listed.`),
+      h("button", { type: "button", onclick: async () => {
+        confirm.hidden = true;
+        try {
+          const { data } = await api().call("POST", `admin/runs/${encodeURIComponent(key)}/revert`, { query: { user_id: only.value.trim() } });
+          await followRevert(result, data.revert_id);
+        } catch (err) {
+          clear(result);
+          showError(result, err);
+        }
+      } }, "Yes, undo the run"),
+      h("button", { type: "button", onclick: () => { confirm.hidden = true; } }, "Cancel"),
+    );
+    confirm.hidden = false;
+  } }, "Undo this run…");
+  append(
+    container,
+    h("h3", {}, "Undo this run"),
+    h("p", {}, h("label", { for: "revert-user" }, "Only for user id (optional)"), " ", only),
+    h("div", { class: "actions" }, start),
+    confirm,
+    result,
   );
 }
 
