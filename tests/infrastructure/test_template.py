@@ -10,6 +10,7 @@ import pytest
 from user_memory.config import (
     ApiSettings,
     DatabaseSettings,
+    EventsSettings,
     FanoutSettings,
     MigrateSettings,
     RetentionSettings,
@@ -90,8 +91,10 @@ FUNCTION_ENV = {
         "CONSOLE_CLIENT_ID",
         "CONSOLE_SCOPES",
         "CONSOLE_CONNECT_ORIGINS",
+        "WEBHOOK_SECRET_PREFIX",  # the webhooks' signing secrets, under the stack's prefix
     },
     "RetentionFunction": {"KV_MAX_AGE_DAYS"},
+    "EventsFunction": {"EVENT_BUS_NAME"},
     "MigrateFunction": {
         "DATABASE_LOGIN_SECRET_NAME",  # the owner's, not the service's
         "DATABASE_SECRET_NAME",
@@ -105,6 +108,7 @@ FUNCTION_SETTINGS: dict[str, type[DatabaseSettings]] = {
     "WorkerFunction": WorkerSettings,
     "ApiFunction": ApiSettings,
     "RetentionFunction": RetentionSettings,
+    "EventsFunction": EventsSettings,
     "MigrateFunction": MigrateSettings,
 }
 # The DSN secret each function may read (infra/database.yaml's outputs of the same names).
@@ -112,6 +116,7 @@ OWN_DSN_SECRET = {
     "FanoutFunction": "DatabaseSecretArn",
     "WorkerFunction": "DatabaseSecretArn",
     "RetentionFunction": "DatabaseSecretArn",
+    "EventsFunction": "DatabaseSecretArn",
     "ApiFunction": "ApiDatabaseSecretArn",
     "MigrateFunction": "OwnerDatabaseSecretArn",
 }
@@ -121,6 +126,7 @@ OWN_LOGIN_SECRET = {
     "FanoutFunction": "ServiceLoginSecretArn",
     "WorkerFunction": "ServiceLoginSecretArn",
     "RetentionFunction": "ServiceLoginSecretArn",
+    "EventsFunction": "ServiceLoginSecretArn",
     "ApiFunction": "ApiLoginSecretArn",
     "MigrateFunction": "OwnerLoginSecretArn",
 }

@@ -419,8 +419,8 @@ class UnknownWebhook(NotFound):
     """No webhook endpoint has that id."""
 
 
-class SecretsUnavailable(UserMemoryError):
-    """The signing secrets' store (Secrets Manager) refused or could not be reached."""
+class SecretsUnavailable(StorageUnavailable):
+    """The signing secrets' store (Secrets Manager) refused or could not be reached (503)."""
 
 
 def describe_failure(exc: BaseException) -> tuple[str, str]:

@@ -383,13 +383,13 @@ class ApiServices:
         from user_memory.adapters.events import PostgresEvents, SecretsManagerSecrets
         from user_memory.domain.events import WebhookRegistry
 
-        if self.secrets_client is None:
-            import boto3
-
-            self.secrets_client = boto3.client("secretsmanager")
+        if self.secrets_client is None:  # one per process, built on first use (a list needs none)
+            self.secrets_client = SecretsManagerSecrets()
+        elif not isinstance(self.secrets_client, SecretsManagerSecrets):
+            self.secrets_client = SecretsManagerSecrets(self.secrets_client)
         return WebhookRegistry(
             store=PostgresEvents(self.as_service),
-            secrets=SecretsManagerSecrets(self.secrets_client),
+            secrets=self.secrets_client,
             secret_prefix=self.settings.webhook_secret_prefix,
         )
 
@@ -512,7 +512,7 @@ def build_events(
         outbox=PostgresEvents(pool),
         bus=bus,
         sender=HttpWebhookSender(now),
-        secrets=SecretsManagerSecrets(secrets_client or boto3.client("secretsmanager", config=bounded)),
+        secrets=SecretsManagerSecrets(secrets_client, config=bounded),
         policy=RetryPolicy(
             base=timedelta(seconds=settings.webhook_retry_base_seconds),
             cap=timedelta(seconds=settings.webhook_retry_max_seconds),

@@ -269,14 +269,19 @@ class HttpWebhookSender:
 class SecretsManagerSecrets:
     """The endpoints' signing secrets, one Secrets Manager secret each."""
 
-    def __init__(self, client: Any) -> None:
-        self.client = client
+    def __init__(self, client: Any = None, *, config: Any = None) -> None:
+        self.client = client  # built on first use otherwise: listing endpoints needs no AWS
+        self.config = config
         self._read: dict[str, str] = {}
 
     def _call(self, what: str, **kwargs: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
+            if self.client is None:
+                import boto3
+
+                self.client = boto3.client("secretsmanager", config=self.config)
             return getattr(self.client, what)(**kwargs)
         except ClientError as err:
             code = err.response.get("Error", {}).get("Code", "ClientError")
@@ -288,7 +293,7 @@ class SecretsManagerSecrets:
         self._call("create_secret", Name=name, SecretString=secret, Description="user-memory webhook signing secret")
 
     def read(self, name: str) -> str:
-        """The secret, read once per process run (the relay builds this per invocation)."""
+        """The secret, read once per process: an endpoint's secret never changes (a new endpoint, a new secret)."""
         if name not in self._read:
             self._read[name] = str(self._call("get_secret_value", SecretId=name)["SecretString"])
         return self._read[name]
