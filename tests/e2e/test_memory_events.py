@@ -29,7 +29,7 @@ from user_memory_local.poller import FakeLambdaContext
 
 from tests.api_client import ApiClient
 from tests.conftest import EVENTS
-from tests.e2e.helpers import OPERATOR, merge, new_database, ok
+from tests.e2e.helpers import OPERATOR, merge, new_database, ok, run
 from tests.webhook_receiver import Receiver, receiving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("aws_env")]
@@ -384,3 +384,28 @@ def test_webhook_routes_are_for_operators_only(api):
 def test_an_unknown_endpoint_is_404(operator):
     assert operator.post(f"/admin/webhooks/{uuid.uuid4()}/disable").status == 404
     assert operator.delete("/admin/webhooks/not-a-uuid").status == 404
+
+
+def test_the_command_line_registers_an_endpoint_and_relays_to_it(api, aws, database, capsys):
+    # Given an endpoint registered with the CLI (its secret in Secrets Manager) and a version
+    receiver = Receiver()
+    with receiving(receiver) as url:
+        added = run(capsys, "webhooks", "add", url, "--description", "cli", "--database-url", database)
+        assert added.code == 0, added.err
+        created = json.loads(added.out)
+        receiver.secret = created["secret"]
+        user = uuid.uuid4()
+        write(api, user, 1)
+        # When the CLI relays once
+        relayed = run(capsys, "relay-events", "--event-bus", BUS, "--database-url", database)
+        assert relayed.code == 0, relayed.err
+        # Then the endpoint got the event, signed, and the bus too
+        assert receiver.versions() == {str(user): [1]}
+        assert json.loads(relayed.out)["webhooks"] == 1
+    assert per_user(bus_deliveries(aws)) == {str(user): [1]}
+    # And the list shows the endpoint, without its secret; disable and delete answer
+    listed = run(capsys, "webhooks", "list", "--database-url", database)
+    assert created["secret"] not in listed.out and json.loads(listed.out)["webhooks"][0]["description"] == "cli"
+    hook = created["webhook"]["id"]
+    assert json.loads(run(capsys, "webhooks", "disable", hook, "--database-url", database).out)["enabled"] is False
+    assert json.loads(run(capsys, "webhooks", "delete", hook, "--database-url", database).out)["deleted"] is True

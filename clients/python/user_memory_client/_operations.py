@@ -75,6 +75,15 @@ OPERATIONS: dict[str, Operation] = {
         body_fields=("interaction_id", "rating", "tags", "comment", "rated_at"),
     ),
     "digest.get": Operation("GET", "/me/digest", models.Digest, query=("day",)),
+    # operators: webhook endpoints of memory-changed events
+    "webhooks.register": Operation(
+        "POST", "/admin/webhooks", models.WebhookCreated, bodies=(JSON,), body_fields=("url", "description")
+    ),
+    "webhooks.list": Operation("GET", "/admin/webhooks", models.Webhooks),
+    "webhooks.get": Operation("GET", "/admin/webhooks/{webhook_id}", models.Webhook),
+    "webhooks.disable": Operation("POST", "/admin/webhooks/{webhook_id}/disable", models.Webhook),
+    "webhooks.enable": Operation("POST", "/admin/webhooks/{webhook_id}/enable", models.Webhook),
+    "webhooks.delete": Operation("DELETE", "/admin/webhooks/{webhook_id}", models.WebhookDeleted),
 }
 for _collection in ("goals", "todos", "events"):
     _item = f"/me/{_collection}/{{element_id}}"

@@ -336,6 +336,33 @@ class AsyncCompanionApi(_Resource):
         return await self._run(call("digest.get", query={"day": day}), models.Digest)
 
 
+class AsyncWebhooksApi(_Resource):
+    """Operators (a token with the operator scope): endpoints that receive memory-changed events."""
+
+    async def register(self, url: str, *, description: str = "") -> models.WebhookCreated:
+        """A new endpoint; `.secret` (whsec_...) is answered once: the receiver verifies with it."""
+        body = {"url": url, "description": description}
+        return await self._run(call("webhooks.register", body=body), models.WebhookCreated)
+
+    async def list(self) -> models.Webhooks:
+        """Every endpoint with its state (a disabled one says why)."""
+        return await self._run(call("webhooks.list"), models.Webhooks)
+
+    async def get(self, webhook_id: str) -> models.Webhook:
+        return await self._run(call("webhooks.get", path={"webhook_id": webhook_id}), models.Webhook)
+
+    async def disable(self, webhook_id: str) -> models.Webhook:
+        return await self._run(call("webhooks.disable", path={"webhook_id": webhook_id}), models.Webhook)
+
+    async def enable(self, webhook_id: str) -> models.Webhook:
+        """Send to it again, failures and backoff cleared."""
+        return await self._run(call("webhooks.enable", path={"webhook_id": webhook_id}), models.Webhook)
+
+    async def delete(self, webhook_id: str) -> models.WebhookDeleted:
+        """The endpoint, its delivery marks and its secret."""
+        return await self._run(call("webhooks.delete", path={"webhook_id": webhook_id}), models.WebhookDeleted)
+
+
 class AsyncClient:
     """The user-memory API for one caller (the token's user).
 
@@ -361,6 +388,7 @@ class AsyncClient:
         self.kv = AsyncKvApi(self._transport)
         self.activity = AsyncActivityApi(self._transport)
         self.account = AsyncAccountApi(self._transport)
+        self.webhooks = AsyncWebhooksApi(self._transport)
         self.companion = AsyncCompanionApi(self._transport)
 
     async def aclose(self) -> None:
