@@ -75,6 +75,8 @@ def receiving(receiver: Receiver) -> Iterator[str]:
     """The receiver on 127.0.0.1 for the block; its URL."""
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as a real receiver behind a load balancer
+
         def log_message(self, *args: Any) -> None:
             pass
 

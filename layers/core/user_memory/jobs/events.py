@@ -49,6 +49,9 @@ class Relay:
     page_size: int = 500
     call_timeout: float = 10.0
     keep_seconds: int = 86_400
+    # A webhook's deliveries are marked this many at a time: a relay stopped in between sends at
+    # most this many again (receivers deduplicate on webhook-id).
+    mark_every: int = 50
 
 
 @dataclass
@@ -116,12 +119,23 @@ def relay_to_endpoint(relay: Relay, endpoint: Endpoint, report: RelayReport) -> 
         metrics.add_metric(name="EventsNotRelayed", unit=MetricUnit.Count, value=1)
         report.failed += 1
         return
+    sent: list[int] = []  # sent, not yet marked: marked together (a stop in between sends them again)
     delivered = 0
     after = endpoint.after_event_id
-    while True:
+
+    def mark() -> None:
+        nonlocal sent, delivered
+        if sent:
+            relay.outbox.mark_delivered(endpoint.sink, sent)
+            delivered += len(sent)
+            report.webhooks += len(sent)
+            sent = []
+
+    while not report.deadline:
         page = relay.outbox.pending(endpoint.sink, after_id=after, limit=relay.page_size)
         if not page:
             break
+        after = page[-1].id
         for event in page:
             left = _time_for_a_call()
             if left == 0.0:
@@ -131,15 +145,13 @@ def relay_to_endpoint(relay: Relay, endpoint: Endpoint, report: RelayReport) -> 
             try:
                 relay.sender.send(endpoint, secret, event, timeout=timeout)
             except DeliveryFailed as err:
+                mark()  # what went out before the failure
                 _failed(relay, endpoint, event.id, err, report)
                 return
-            relay.outbox.mark_delivered(endpoint.sink, [event.id])
-            delivered += 1
-        else:
-            after = page[-1].id
-            continue
-        break
-    report.webhooks += delivered
+            sent.append(event.id)
+            if len(sent) >= relay.mark_every:
+                mark()
+    mark()
     report.endpoints[endpoint.sink] = delivered
     if delivered or endpoint.failures:
         relay.outbox.endpoint_succeeded(endpoint, now=relay.clock())
