@@ -29,7 +29,7 @@ from user_memory.domain.events import (
     WebhookSender,
     put_batches,
 )
-from user_memory.errors import DeliveryFailed, SecretsUnavailable, describe_failure
+from user_memory.errors import DeliveryFailed, SecretsUnavailable, UnknownWebhook, describe_failure
 from user_memory.observability import logger, metrics
 
 # No call is started with less time than this left in the invocation.
@@ -159,7 +159,10 @@ def relay_to_endpoint(relay: Relay, endpoint: Endpoint, report: RelayReport) -> 
 
 def _failed(relay: Relay, endpoint: Endpoint, event_id: int, err: DeliveryFailed, report: RelayReport) -> None:
     error, reason = describe_failure(err)
-    state = relay.outbox.endpoint_failed(endpoint, error=reason, now=relay.clock(), policy=relay.policy)
+    try:
+        state = relay.outbox.endpoint_failed(endpoint, error=reason, now=relay.clock(), policy=relay.policy)
+    except UnknownWebhook:  # deleted by an operator during the run: nothing left to count it on
+        return
     report.failed += 1
     metrics.add_metric(name="WebhookDeliveriesFailed", unit=MetricUnit.Count, value=1)
     logger.warning(
