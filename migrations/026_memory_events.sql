@@ -6,9 +6,12 @@
 --                                 Written by a trigger on the version row's INSERT, so it is part
 --                                 of the version's own transaction whoever writes it (the append
 --                                 function of any release): a rolled-back write leaves no event.
---                                 References its version row ON DELETE CASCADE: the erase, which
---                                 deletes the user's version rows, takes the user's events (and
---                                 their deliveries) with them, so an erased user's events stop.
+--                                 Deleted with its version row (a trigger on the versions' DELETE,
+--                                 statement-level): the erase, which deletes the user's version
+--                                 rows, takes the user's events (and their deliveries) with them,
+--                                 so an erased user's events stop. A trigger rather than a foreign
+--                                 key: a key would turn TRUNCATE of the versions into "referenced
+--                                 by a foreign key" before the append-only trigger could refuse it.
 --   user_memory_webhooks          endpoints operators registered: URL, the name of the Secrets
 --                                 Manager secret that signs for it (never the secret), state
 --                                 (enabled, failing since, next attempt, disabled and why).
@@ -27,11 +30,9 @@ CREATE TABLE public.user_memory_events (
   source text NOT NULL,
   run_key text,
   sections text[] NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now(),
-  CONSTRAINT user_memory_events_version_fkey FOREIGN KEY (user_id, version)
-    REFERENCES public.user_memory_snapshots (user_id, version) ON DELETE CASCADE
+  created_at timestamptz NOT NULL DEFAULT now()
 );
--- The cascade from the erase finds a user's events by this index; it also keeps one event per version.
+-- The erase's trigger finds a user's events by this index; it also keeps one event per version.
 CREATE UNIQUE INDEX idx_user_memory_events_user_version ON public.user_memory_events (user_id, version);
 
 COMMENT ON TABLE public.user_memory_events IS
@@ -115,6 +116,27 @@ REVOKE ALL ON FUNCTION public.user_memory_record_event() FROM PUBLIC, anon, auth
 CREATE TRIGGER user_memory_snapshots_event
   AFTER INSERT ON public.user_memory_snapshots
   FOR EACH ROW EXECUTE FUNCTION public.user_memory_record_event();
+
+-- Whatever deletes version rows (user_memory_erase, the cascade from users) deletes their events
+-- in the same statement's transaction; their delivery marks follow by the foreign key.
+CREATE FUNCTION public.user_memory_forget_events() RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+  DELETE FROM public.user_memory_events e
+   USING gone g
+   WHERE e.user_id = g.user_id AND e.version = g.version;
+  RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION public.user_memory_forget_events() FROM PUBLIC, anon, authenticated, service_role;
+
+CREATE TRIGGER user_memory_snapshots_forget_events
+  AFTER DELETE ON public.user_memory_snapshots
+  REFERENCING OLD TABLE AS gone
+  FOR EACH STATEMENT EXECUTE FUNCTION public.user_memory_forget_events();
 
 -- ---------------------------------------------------------------------------------------------
 -- Privileges: the service's alone
