@@ -409,3 +409,25 @@ def test_the_command_line_registers_an_endpoint_and_relays_to_it(api, aws, datab
     hook = created["webhook"]["id"]
     assert json.loads(run(capsys, "webhooks", "disable", hook, "--database-url", database).out)["enabled"] is False
     assert json.loads(run(capsys, "webhooks", "delete", hook, "--database-url", database).out)["deleted"] is True
+
+
+def test_an_invocation_out_of_time_starts_no_call_and_the_next_sends_everything(
+    api, operator, aws, clock, service_pool
+):
+    # Given a version, an endpoint, and an invocation with less time left than the margin
+    receiver = Receiver(clock)
+    with receiving(receiver) as url:
+        register(operator, receiver, url)
+        user = uuid.uuid4()
+        write(api, user, 2)
+        services = relay_services(service_pool, aws, clock)
+        late = FakeLambdaContext(function_name="user-memory-events", timeout_seconds=1.5)  # margin: 2 s
+        # When it runs
+        report = handler(SCHEDULED, late, services=services)
+        # Then it started no call and says so, and nothing was marked
+        assert report["deadline"] is True and (report["eventbridge"], report["webhooks"]) == (0, 0)
+        assert receiver.attempts == 0 and bus_deliveries(aws) == []
+        # And the next invocation, on time, sends every event
+        invoke(services)
+    assert receiver.versions() == {str(user): [1, 2]}
+    assert per_user(bus_deliveries(aws)) == {str(user): [1, 2]}
