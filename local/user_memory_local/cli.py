@@ -569,6 +569,66 @@ def cmd_run_revert_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _endpoint_json(endpoint: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    fields = asdict(endpoint)
+    fields.pop("secret_name")  # where the secret is: an operator's business on AWS, not this listing's
+    return {
+        k: (_iso(v) if isinstance(v, datetime) else str(v) if isinstance(v, uuid.UUID) else v)
+        for k, v in fields.items()
+    }
+
+
+def cmd_webhooks(args: argparse.Namespace) -> int:
+    """Operators' webhook endpoints, as the API's /admin/webhooks routes manage them."""
+    from user_memory.adapters.events import PostgresEvents, SecretsManagerSecrets
+    from user_memory.adapters.postgres import open_pool
+    from user_memory.domain.events import WebhookRegistry
+
+    pool = open_pool(database_url(args))
+    try:
+        registry = WebhookRegistry(PostgresEvents(pool), SecretsManagerSecrets(), args.secret_prefix)
+        if args.action == "list":
+            _print_json({"webhooks": [_endpoint_json(e) for e in registry.list()]})
+            return 0
+        if args.target is None:
+            raise SystemExit(f"error: webhooks {args.action} needs {'a URL' if args.action == 'add' else 'an id'}")
+        if args.action == "add":
+            endpoint, secret = registry.register(args.target, args.description, "cli")
+            _print_json({"webhook": _endpoint_json(endpoint), "secret": secret})
+            return 0
+        try:
+            endpoint_id = uuid.UUID(args.target)
+        except ValueError:
+            raise SystemExit(f"error: {args.target!r} is not an endpoint id (a UUID)") from None
+        if args.action == "delete":
+            registry.delete(endpoint_id)
+            _print_json({"id": str(endpoint_id), "deleted": True})
+        else:
+            _print_json(_endpoint_json(registry.set_enabled(endpoint_id, args.action == "enable")))
+        return 0
+    finally:
+        pool.close()
+
+
+def cmd_relay_events(args: argparse.Namespace) -> int:
+    """One run of the events relay (as the events function's schedule runs it)."""
+    from user_memory.adapters.postgres import open_pool
+    from user_memory.config import EventsSettings
+    from user_memory.jobs.events import relay_events
+    from user_memory.runtime import build_events
+
+    env = {"EVENT_BUS_NAME": args.event_bus} if args.event_bus else {}
+    pool = open_pool(database_url(args))
+    try:
+        services = build_events(EventsSettings.from_env({**os.environ, **env}), pool=pool)
+        _print_json(relay_events(services.relay))
+    finally:
+        pool.close()
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from user_memory_local import serve
 
@@ -813,6 +873,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     revert_status.add_argument("revert_id", type=_user, metavar="REVERT_ID")
     revert_status.set_defaults(func=cmd_run_revert_status)
+
+    webhooks = sub.add_parser(
+        "webhooks", parents=[common], help="operators' webhook endpoints of memory-changed events (secrets in AWS)"
+    )
+    webhooks.add_argument("action", choices=["list", "add", "disable", "enable", "delete"])
+    webhooks.add_argument("target", nargs="?", metavar="URL_OR_ID", help="add: the URL; the others: the endpoint id")
+    webhooks.add_argument("--description", default="", help="add: what the endpoint is for")
+    webhooks.add_argument(
+        "--secret-prefix",
+        default="user-memory/webhooks/",
+        help="add: where the signing secret is created in Secrets Manager (the deployment's WEBHOOK_SECRET_PREFIX)",
+    )
+    webhooks.set_defaults(func=cmd_webhooks)
+    relay = sub.add_parser(
+        "relay-events", parents=[common], help="relay memory-changed events once (the bus, then each due webhook)"
+    )
+    relay.add_argument("--event-bus", default=None, help="the EventBridge bus (EVENT_BUS_NAME); none: webhooks only")
+    relay.set_defaults(func=cmd_relay_events)
 
     serve = sub.add_parser("serve", parents=[common], help="the HTTP API on this machine (development tokens)")
     serve.add_argument("--host", default="127.0.0.1", metavar="H", help="address to listen on (default 127.0.0.1)")

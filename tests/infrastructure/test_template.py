@@ -10,6 +10,7 @@ import pytest
 from user_memory.config import (
     ApiSettings,
     DatabaseSettings,
+    EventsSettings,
     FanoutSettings,
     MigrateSettings,
     RetentionSettings,
@@ -90,8 +91,10 @@ FUNCTION_ENV = {
         "CONSOLE_CLIENT_ID",
         "CONSOLE_SCOPES",
         "CONSOLE_CONNECT_ORIGINS",
+        "WEBHOOK_SECRET_PREFIX",  # the webhooks' signing secrets, under the stack's prefix
     },
     "RetentionFunction": {"KV_MAX_AGE_DAYS"},
+    "EventsFunction": {"EVENT_BUS_NAME"},
     "MigrateFunction": {
         "DATABASE_LOGIN_SECRET_NAME",  # the owner's, not the service's
         "DATABASE_SECRET_NAME",
@@ -105,6 +108,7 @@ FUNCTION_SETTINGS: dict[str, type[DatabaseSettings]] = {
     "WorkerFunction": WorkerSettings,
     "ApiFunction": ApiSettings,
     "RetentionFunction": RetentionSettings,
+    "EventsFunction": EventsSettings,
     "MigrateFunction": MigrateSettings,
 }
 # The DSN secret each function may read (infra/database.yaml's outputs of the same names).
@@ -112,6 +116,7 @@ OWN_DSN_SECRET = {
     "FanoutFunction": "DatabaseSecretArn",
     "WorkerFunction": "DatabaseSecretArn",
     "RetentionFunction": "DatabaseSecretArn",
+    "EventsFunction": "DatabaseSecretArn",
     "ApiFunction": "ApiDatabaseSecretArn",
     "MigrateFunction": "OwnerDatabaseSecretArn",
 }
@@ -121,6 +126,7 @@ OWN_LOGIN_SECRET = {
     "FanoutFunction": "ServiceLoginSecretArn",
     "WorkerFunction": "ServiceLoginSecretArn",
     "RetentionFunction": "ServiceLoginSecretArn",
+    "EventsFunction": "ServiceLoginSecretArn",
     "ApiFunction": "ApiLoginSecretArn",
     "MigrateFunction": "OwnerLoginSecretArn",
 }
@@ -914,3 +920,30 @@ def test_in_batch_mode_the_fanout_fills_each_message_so_a_batch_holds_many_users
     # message: a million users a night is ten thousand batches, not a million)
     assert str(env["USERS_PER_MESSAGE"]) == str(users)
     assert template["Parameters"]["UsersPerMessage"]["MaxValue"] == 100
+
+
+def test_the_events_relay_runs_alone_with_least_privilege_and_is_alarmed(template):
+    # Given the events function
+    relay = template["Resources"]["EventsFunction"]["Properties"]
+    # Then one run at a time (a sink gets each user's events in order), every minute by default
+    assert relay["ReservedConcurrentExecutions"] == 1
+    assert relay["Events"]["Relay"]["Properties"]["Schedule"] == {"Ref": "EventsScheduleExpression"}
+    assert template["Parameters"]["EventsScheduleExpression"]["Default"] == "rate(1 minute)"
+    # And it may put events on the stack's bus only, and read only the webhooks' secrets
+    policies = [p for p in relay["Policies"] if "If" not in p]
+    assert {"EventBridgePutEventsPolicy": {"EventBusName": {"Ref": "EventBus"}}} in policies
+    statements = [s for p in policies for s in p.get("Statement", [])]
+    assert [(s["Action"], s["Resource"]["Sub"].split(":secret:")[1]) for s in statements] == [
+        ("secretsmanager:GetSecretValue", "${AWS::StackName}/webhooks/*")
+    ]
+    # And the API creates and deletes those secrets, under the prefix it is given, and reads none
+    api = template["Resources"]["ApiFunction"]["Properties"]
+    assert api["Environment"]["Variables"]["WEBHOOK_SECRET_PREFIX"] == {"Sub": "${AWS::StackName}/webhooks/"}
+    api_statements = [s for p in api["Policies"] if "If" not in p for s in p.get("Statement", [])]
+    assert [sorted(s["Action"]) for s in api_statements] == [
+        ["secretsmanager:CreateSecret", "secretsmanager:DeleteSecret"]
+    ]
+    # And its failures, a refused bus entry and a disabled endpoint raise alarms
+    _alarm(template, "AWS/Lambda", "Errors", {"Name": "FunctionName", "Value": {"Ref": "EventsFunction"}})
+    for metric in ("EventsNotRelayed", "WebhookEndpointsDisabled"):
+        _alarm(template, "UserMemory", metric, {"Name": "service", "Value": "user-memory"})

@@ -80,6 +80,15 @@ OPERATIONS: dict[str, Operation] = {
     "runs.get": Operation("GET", "/admin/runs/{run_key}", models.RunReport),
     "runs.revert": Operation("POST", "/admin/runs/{run_key}/revert", models.RunRevert, query=("user_id",)),
     "runs.revert_status": Operation("GET", "/admin/run-reverts/{revert_id}", models.RunRevert),
+    # operators: webhook endpoints of memory-changed events
+    "webhooks.register": Operation(
+        "POST", "/admin/webhooks", models.WebhookCreated, bodies=(JSON,), body_fields=("url", "description")
+    ),
+    "webhooks.list": Operation("GET", "/admin/webhooks", models.Webhooks),
+    "webhooks.get": Operation("GET", "/admin/webhooks/{webhook_id}", models.Webhook),
+    "webhooks.disable": Operation("POST", "/admin/webhooks/{webhook_id}/disable", models.Webhook),
+    "webhooks.enable": Operation("POST", "/admin/webhooks/{webhook_id}/enable", models.Webhook),
+    "webhooks.delete": Operation("DELETE", "/admin/webhooks/{webhook_id}", models.WebhookDeleted),
 }
 for _collection in ("goals", "todos", "events"):
     _item = f"/me/{_collection}/{{element_id}}"

@@ -357,6 +357,33 @@ class AsyncRunsApi(_Resource):
         return await self._run(call("runs.revert_status", path={"revert_id": revert_id}), models.RunRevert)
 
 
+class AsyncWebhooksApi(_Resource):
+    """Operators (a token with the operator scope): endpoints that receive memory-changed events."""
+
+    async def register(self, url: str, *, description: str = "") -> models.WebhookCreated:
+        """A new endpoint; `.secret` (whsec_...) is answered once: the receiver verifies with it."""
+        body = {"url": url, "description": description}
+        return await self._run(call("webhooks.register", body=body), models.WebhookCreated)
+
+    async def list(self) -> models.Webhooks:
+        """Every endpoint with its state (a disabled one says why)."""
+        return await self._run(call("webhooks.list"), models.Webhooks)
+
+    async def get(self, webhook_id: str) -> models.Webhook:
+        return await self._run(call("webhooks.get", path={"webhook_id": webhook_id}), models.Webhook)
+
+    async def disable(self, webhook_id: str) -> models.Webhook:
+        return await self._run(call("webhooks.disable", path={"webhook_id": webhook_id}), models.Webhook)
+
+    async def enable(self, webhook_id: str) -> models.Webhook:
+        """Send to it again, failures and backoff cleared."""
+        return await self._run(call("webhooks.enable", path={"webhook_id": webhook_id}), models.Webhook)
+
+    async def delete(self, webhook_id: str) -> models.WebhookDeleted:
+        """The endpoint, its delivery marks and its secret."""
+        return await self._run(call("webhooks.delete", path={"webhook_id": webhook_id}), models.WebhookDeleted)
+
+
 class AsyncClient:
     """The user-memory API for one caller (the token's user).
 
@@ -382,6 +409,7 @@ class AsyncClient:
         self.kv = AsyncKvApi(self._transport)
         self.activity = AsyncActivityApi(self._transport)
         self.account = AsyncAccountApi(self._transport)
+        self.webhooks = AsyncWebhooksApi(self._transport)
         self.companion = AsyncCompanionApi(self._transport)
         self.runs = AsyncRunsApi(self._transport)
 

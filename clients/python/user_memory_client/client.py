@@ -345,6 +345,33 @@ class RunsApi(_Resource):
         return self._run(call("runs.revert_status", path={"revert_id": revert_id}), models.RunRevert)
 
 
+class WebhooksApi(_Resource):
+    """Operators (a token with the operator scope): endpoints that receive memory-changed events."""
+
+    def register(self, url: str, *, description: str = "") -> models.WebhookCreated:
+        """A new endpoint; `.secret` (whsec_...) is answered once: the receiver verifies with it."""
+        body = {"url": url, "description": description}
+        return self._run(call("webhooks.register", body=body), models.WebhookCreated)
+
+    def list(self) -> models.Webhooks:
+        """Every endpoint with its state (a disabled one says why)."""
+        return self._run(call("webhooks.list"), models.Webhooks)
+
+    def get(self, webhook_id: str) -> models.Webhook:
+        return self._run(call("webhooks.get", path={"webhook_id": webhook_id}), models.Webhook)
+
+    def disable(self, webhook_id: str) -> models.Webhook:
+        return self._run(call("webhooks.disable", path={"webhook_id": webhook_id}), models.Webhook)
+
+    def enable(self, webhook_id: str) -> models.Webhook:
+        """Send to it again, failures and backoff cleared."""
+        return self._run(call("webhooks.enable", path={"webhook_id": webhook_id}), models.Webhook)
+
+    def delete(self, webhook_id: str) -> models.WebhookDeleted:
+        """The endpoint, its delivery marks and its secret."""
+        return self._run(call("webhooks.delete", path={"webhook_id": webhook_id}), models.WebhookDeleted)
+
+
 class Client:
     """The user-memory API for one caller (the token's user).
 
@@ -367,6 +394,7 @@ class Client:
         self.kv = KvApi(self._transport)
         self.activity = ActivityApi(self._transport)
         self.account = AccountApi(self._transport)
+        self.webhooks = WebhooksApi(self._transport)
         self.companion = CompanionApi(self._transport)
         self.runs = RunsApi(self._transport)
 

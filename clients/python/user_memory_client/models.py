@@ -14,6 +14,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 __all__ = [
+    "Webhook",
+    "WebhookCreated",
+    "WebhookDeleted",
+    "Webhooks",
     "ActiveGoals",
     "ActivityItem",
     "ActivityRecord",
@@ -431,6 +435,45 @@ class RunRevert(ApiModel):
     failed: int
     conflicts: list[RevertConflict]
     failures: list[RevertFailure]
+
+
+# -- operators: webhook endpoints of memory-changed events ------------------------------------------
+
+
+class Webhook(ApiModel):
+    """A webhook endpoint and its delivery state (never its secret)."""
+
+    __schema__ = "Webhook"
+    id: str
+    url: str
+    description: str
+    enabled: bool
+    disabled_reason: str | None = None
+    failures: int
+    failing_since: datetime | None = None
+    next_attempt_at: datetime | None = None
+    last_error: str | None = None
+    last_delivered_at: datetime | None = None
+    created_at: datetime
+
+
+class WebhookCreated(ApiModel):
+    """The new endpoint and its signing secret (answered once; verify requests with it)."""
+
+    __schema__ = "WebhookCreated"
+    webhook: Webhook
+    secret: str
+
+
+class Webhooks(ApiModel):
+    __schema__ = "Webhooks"
+    webhooks: list[Webhook]
+
+
+class WebhookDeleted(ApiModel):
+    __schema__ = "WebhookDeleted"
+    id: str
+    deleted: bool
 
 
 def schema_models() -> list[type[ApiModel]]:

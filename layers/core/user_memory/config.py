@@ -374,12 +374,37 @@ class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings
     console_client_id: str = Field(default="", max_length=200)
     console_scopes: str = Field(default="openid", max_length=500)
     console_connect_origins: str = Field(default="", max_length=2000)
+    # Where operators' webhook endpoints keep their signing secrets in Secrets Manager (one secret
+    # per endpoint, named <prefix><endpoint id>; the function's IAM policy is scoped to the prefix).
+    webhook_secret_prefix: str = Field(default="user-memory/webhooks/", min_length=1, max_length=256)
 
 
 class RetentionSettings(DatabaseSettings):
     """The daily key-value retention job: entries expire by their TTL, and by age."""
 
     kv_max_age_days: int = Field(default=30, ge=1, le=MAX_AGE_DAYS_LIMIT)
+
+
+class EventsSettings(DatabaseSettings):
+    """The events relay: memory-changed events from the outbox to EventBridge and to webhooks."""
+
+    # The EventBridge bus events are put on (the name or ARN); unset: webhooks only.
+    event_bus_name: str | None = Field(default=None, max_length=1600)
+    # The events' `source` on the bus, what a rule matches on.
+    event_source: str = Field(default="user-memory", min_length=1, max_length=256)
+    # Every webhook POST ends within this (and within the invocation's time left).
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
+    # An endpoint's backoff after its n-th failure in a row: base x 2^(n-1), at most the max.
+    webhook_retry_base_seconds: int = Field(default=30, ge=1, le=3600)
+    webhook_retry_max_seconds: int = Field(default=3600, ge=1, le=86_400)
+    # An endpoint failing for this long without a success is disabled (visible in the list).
+    webhook_disable_after_hours: float = Field(default=24.0, gt=0, le=720)
+    events_page_size: int = Field(default=500, ge=1, le=5000)
+    # Delivered events are deleted once older than this (a disabled endpoint enabled again
+    # within it still gets what it missed).
+    events_keep_hours: int = Field(default=24, ge=0, le=720)
+    # Kept free before the invocation's deadline: no call starts after it.
+    deadline_margin_ms: int = Field(default=2_000, ge=0)
 
 
 class MigrateSettings(DatabaseSettings):

@@ -407,6 +407,22 @@ class Unauthenticated(UserMemoryError):
     """The request carries no usable identity (no token, an invalid token, no subject)."""
 
 
+class DeliveryFailed(UserMemoryError):
+    """An event was not accepted by its sink (a webhook's status, a timeout, a bus's refusal)."""
+
+
+class EventsNotRelayed(UserMemoryError):
+    """The relay's run left events it could not send (logged per sink; they are sent again next run)."""
+
+
+class UnknownWebhook(NotFound):
+    """No webhook endpoint has that id."""
+
+
+class SecretsUnavailable(StorageUnavailable):
+    """The signing secrets' store (Secrets Manager) refused or could not be reached (503)."""
+
+
 def describe_failure(exc: BaseException) -> tuple[str, str]:
     """(error type, short reason) for a log line: ids, counts and causes only, never content."""
     if isinstance(exc, ValidationError):  # a message model: its fields are named, never their values

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,7 @@ from user_memory.config import (
     ApiSettings,
     DatabaseSettings,
     EmbeddingSettings,
+    EventsSettings,
     FanoutSettings,
     MemorySettings,
     MigrateSettings,
@@ -69,8 +70,10 @@ from user_memory.jobs.embedding import embed_after_write
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
     from user_memory.adapters.openai_batch import SummaryBatches
     from user_memory.domain.companion.ports import NightlyCompanionData
+    from user_memory.domain.events import WebhookRegistry
     from user_memory.domain.service import MemoryService
     from user_memory.domain.summary.pipeline import PipelineConfig
+    from user_memory.jobs.events import Relay
 
 
 # How long a secret read stays cached (Powertools Parameters) before it is read again.
@@ -306,6 +309,7 @@ class ApiServices:
     owned: bool = False
     sqs_client: Any = field(default=None, repr=False)
     embedder: Embedder | None = field(default=None, repr=False)
+    secrets_client: Any = field(default=None, repr=False)
     _pool_search: ServiceSearch | None = field(default=None, repr=False)
 
     @contextmanager
@@ -401,6 +405,22 @@ class ApiServices:
             threshold_minutes=threshold_minutes,
         )
 
+    @property
+    def webhooks(self) -> WebhookRegistry:
+        """Operators' webhook endpoints with the service's rights, their secrets in Secrets Manager."""
+        from user_memory.adapters.events import PostgresEvents, SecretsManagerSecrets
+        from user_memory.domain.events import WebhookRegistry
+
+        if self.secrets_client is None:  # one per process, built on first use (a list needs none)
+            self.secrets_client = SecretsManagerSecrets()
+        elif not isinstance(self.secrets_client, SecretsManagerSecrets):
+            self.secrets_client = SecretsManagerSecrets(self.secrets_client)
+        return WebhookRegistry(
+            store=PostgresEvents(self.as_service),
+            secrets=self.secrets_client,
+            secret_prefix=self.settings.webhook_secret_prefix,
+        )
+
     def close(self) -> None:
         if self.owned:
             self.pool.close()
@@ -475,3 +495,60 @@ def build_migrate(settings: MigrateSettings, *, migrations: Path) -> MigrateServ
         login_secrets={group: name for group, name in groups if name},
         read_login=read_login_secret,
     )
+
+
+@dataclass(kw_only=True)
+class EventsServices:
+    """What the events relay needs: the outbox on the pool, the bus, the webhooks' sender and secrets."""
+
+    settings: EventsSettings
+    relay: Relay
+    pool: ConnectionPool | None = field(default=None, repr=False)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+def build_events(
+    settings: EventsSettings,
+    *,
+    pool: ConnectionPool | None = None,
+    events_client: Any = None,
+    secrets_client: Any = None,
+    clock: Callable[[], datetime] | None = None,
+) -> EventsServices:
+    """Compose the relay; a given pool stays the caller's to close, the AWS clients are built here
+    unless given (each call bounded: the relay's calls end before the invocation's deadline)."""
+    import boto3
+    from botocore.config import Config
+
+    from user_memory.adapters.events import EventBridgeBus, HttpWebhookSender, PostgresEvents, SecretsManagerSecrets
+    from user_memory.domain.events import RetryPolicy
+    from user_memory.jobs.events import Relay
+
+    bounded = Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2, "mode": "standard"})
+    now = clock or (lambda: datetime.now(UTC))
+    owned = pool is None
+    pool = pool or open_pool(database_conninfo(settings), role=settings.database_role)
+    bus = None
+    if settings.event_bus_name:
+        bus = EventBridgeBus(
+            settings.event_bus_name, settings.event_source, events_client or boto3.client("events", config=bounded)
+        )
+    relay = Relay(
+        outbox=PostgresEvents(pool),
+        bus=bus,
+        sender=HttpWebhookSender(now),
+        secrets=SecretsManagerSecrets(secrets_client, config=bounded),
+        policy=RetryPolicy(
+            base=timedelta(seconds=settings.webhook_retry_base_seconds),
+            cap=timedelta(seconds=settings.webhook_retry_max_seconds),
+            disable_after=timedelta(hours=settings.webhook_disable_after_hours),
+        ),
+        clock=now,
+        page_size=settings.events_page_size,
+        call_timeout=settings.webhook_timeout_seconds,
+        keep_seconds=settings.events_keep_hours * 3600,
+    )
+    return EventsServices(settings=settings, relay=relay, pool=pool if owned else None)

@@ -44,7 +44,7 @@ from user_memory.http.problems import (
     kind_of,
     problem_document,
 )
-from user_memory.http.routes import account, admin, companion, console, kv, memory, overview, search, tasks
+from user_memory.http.routes import account, admin, companion, console, kv, memory, overview, search, tasks, webhooks
 from user_memory.observability import logger, metrics
 
 # In the order their routes were always registered (Powertools matches static routes first, then
@@ -57,6 +57,7 @@ ROUTERS = (
     search.router,
     admin.router,
     tasks.router,
+    webhooks.router,
     openapi.router,
     overview.router,
     console.router,

@@ -562,3 +562,46 @@ class DocumentCheck(_Out):
 
     valid: bool
     problems: list[DocumentProblem]
+
+
+class WebhookNew(_In):
+    """A webhook endpoint to register: memory-changed events are POSTed to it, signed."""
+
+    url: str = Field(
+        min_length=1, max_length=2000, description="https (http only to localhost): where events are POSTed."
+    )
+    description: str = Field(default="", max_length=500)
+
+
+class Webhook(_Out):
+    """A webhook endpoint and its delivery state (never its secret)."""
+
+    id: str
+    url: str
+    description: str
+    enabled: bool
+    disabled_reason: str | None = Field(
+        default=None, description="Why it is disabled (persistent failure, an operator)."
+    )
+    failures: int = Field(description="Failed attempts in a row.")
+    failing_since: datetime | None = None
+    next_attempt_at: datetime | None = Field(default=None, description="The backoff: no attempt before then.")
+    last_error: str | None = None
+    last_delivered_at: datetime | None = None
+    created_at: datetime
+
+
+class WebhookCreated(_Out):
+    """The new endpoint, and its signing secret: answered once, kept in Secrets Manager only."""
+
+    webhook: Webhook
+    secret: str = Field(description="The Standard Webhooks secret (whsec_...) the receiver verifies with.")
+
+
+class Webhooks(_Out):
+    webhooks: list[Webhook]
+
+
+class WebhookDeleted(_Out):
+    id: str
+    deleted: bool
