@@ -7,9 +7,11 @@ local kit build them with what they want instead (a pool, a summarizer, an SQS c
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,7 @@ from user_memory.adapters.postgres import (
     open_pool,
     transaction,
 )
+from user_memory.adapters.refreshes import PostgresRecent, PostgresRefreshes
 from user_memory.adapters.search import PostgresSearch
 from user_memory.adapters.sqs import SqsQueueDepth, SqsSender
 from user_memory.config import (
@@ -66,6 +69,7 @@ from user_memory.jobs.embedding import embed_after_write
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
     from user_memory.adapters.openai_batch import SummaryBatches
     from user_memory.domain.companion.ports import NightlyCompanionData
+    from user_memory.domain.refresh import RefreshClaims, RefreshQueued, Requester
     from user_memory.domain.service import MemoryService
     from user_memory.domain.summary.pipeline import PipelineConfig
 
@@ -188,6 +192,10 @@ class WorkerServices:
     concurrency: int = 1
     # SUMMARY_DELIVERY=batch: the Batch API's side (jobs/summary_batch.py); None: online.
     batches: SummaryBatches | None = None
+    # The users' last refreshes (REFRESH_AFTER_CONVERSATION_SECONDS), and the time they are asked at
+    # (a simulated clock in benchmarks).
+    refreshes: RefreshClaims | None = None
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), repr=False)
 
     def close(self) -> None:
         """Close the pool this object opened (a given pool belongs to the caller)."""
@@ -228,6 +236,7 @@ def build_worker(
         pool=pool if owned else None,
         concurrency=max(1, min(settings.llm_concurrency, getattr(pool, "max_size", 1))),
         batches=build_summary_batches(settings, summarizer, db),
+        refreshes=PostgresRefreshes(db),
     )
 
 
@@ -301,6 +310,8 @@ class ApiServices:
     sqs_client: Any = field(default=None, repr=False)
     embedder: Embedder | None = field(default=None, repr=False)
     _pool_search: ServiceSearch | None = field(default=None, repr=False)
+    # The time a refresh is asked at (a simulated clock in benchmarks and tests).
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), repr=False)
 
     @contextmanager
     def session(self, user_id: object, *, operator: str | None = None) -> Iterator[MemoryService]:
@@ -324,6 +335,7 @@ class ApiServices:
                     tx, self.embedder, vectors=self.pool_search.vectors_available() if self.embedder else False
                 ),
                 overview=PostgresOverview(tx),
+                recent=PostgresRecent(tx),
                 schema=settings.document_schema,
                 max_document_bytes=settings.max_document_bytes,
                 require_if_match=settings.require_if_match,
@@ -370,6 +382,24 @@ class ApiServices:
             SqsSender(self.settings.queue_url, self.sqs_client),
             self.settings,
             threshold_minutes=threshold_minutes,
+        )
+
+    def refresh(self, user_id: uuid.UUID, by: Requester) -> RefreshQueued:
+        """Queue a refresh of the user's pending activity (domain/refresh.py), rate-limited per user
+        by REFRESH_MIN_INTERVAL_SECONDS, with the service's rights (the route names the user)."""
+        from user_memory.jobs.refresh import queue_refresh
+
+        if not self.settings.queue_url:  # a capability this deployment lacks (404 not-enabled), not an outage
+            raise WrongSchema("no worker queue is configured (QUEUE_URL): nothing can be refreshed")
+        if self.sqs_client is None:
+            self.sqs_client = _sqs_client(None)
+        return queue_refresh(
+            user_id,
+            claims=PostgresRefreshes(self.as_service),
+            sender=SqsSender(self.settings.queue_url, self.sqs_client),
+            interval=timedelta(seconds=self.settings.refresh_min_interval_seconds),
+            by=by,
+            now=self.clock(),
         )
 
     def close(self) -> None:

@@ -87,7 +87,7 @@ ALARMS = 12  # template.yaml's AWS::CloudWatch::Alarm resources (with the migrat
 # Distinct metric names the functions emit (one dimension: service): 35 named in layers/core, the
 # Users_<status> (6) and Conversations_<status> (5) families, RecordsFailed and RecordsDeferred, the
 # worker's 15 batch counts (LLMTokens ... DigestsMade). The model counted 26 before.
-CUSTOM_METRICS = 35 + 6 + 5 + 2 + 15
+CUSTOM_METRICS = 35 + 6 + 5 + 2 + 15 + 2
 SECRETS = 7  # infra/database.yaml's six (master, two logins, three DSNs) and the OpenAI key
 
 # ---------------------------------------------------------------- assumptions (not measured)

@@ -8,6 +8,7 @@ one module-level `Router` per resource serves every `MemoryApi` in the process.
 """
 
 import re
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from aws_lambda_powertools.event_handler import Request
 
 from user_memory.config import ApiSettings
 from user_memory.domain.conversations.trigger import TriggerReport
+from user_memory.domain.refresh import RefreshQueued, Requester
 from user_memory.domain.service import Edit, MemoryService, Sessions, idempotency_key
 from user_memory.errors import Forbidden, WrongSchema
 from user_memory.http.auth import Caller, caller_from_claims
@@ -31,6 +33,8 @@ class Tasks(Protocol):
     def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport: ...
 
     def run_report(self, run_key: str) -> dict[str, Any]: ...
+
+    def refresh(self, user_id: uuid.UUID, by: Requester) -> RefreshQueued: ...
 
 
 @dataclass(frozen=True)
@@ -129,3 +133,11 @@ def parse_if_match(value: str | None) -> int | None:
     if match is None:
         raise HttpProblem(BAD_REQUEST, 'If-Match must be the version as an ETag, for example "7"')
     return int(match.group(1))
+
+
+def refresh_tasks(request: Request) -> Tasks:
+    """The services that queue refreshes (404 not-enabled where the deployment has no worker queue)."""
+    tasks = dependencies(request).tasks
+    if tasks is None or not dependencies(request).settings.queue_url:
+        raise not_enabled("queue refreshes (no worker queue: QUEUE_URL)")
+    return tasks
