@@ -402,3 +402,23 @@ def test_opted_in_the_delayed_refresh_folds_the_memory_in_with_the_nightlys_chec
             "SELECT count(*) FROM user_activity WHERE user_id = %s AND summarized_version IS NULL", (user,)
         ).fetchone()[0]
     assert left == 0
+
+
+# -- the command line ----------------------------------------------------------------------------------------------
+
+
+def test_the_cli_refresh_queues_on_a_queue_url_and_answers_the_one_queued_after(stack, database_url, capsys, cli_env):
+    # Given a user and the worker queue's URL
+    user = uuid.uuid4()
+    argv = ["refresh", str(user), "--queue-url", stack.queue_url, "--database-url", database_url]
+    # When the CLI asks for the user's refresh twice
+    first = helpers.run(capsys, *argv)
+    again = helpers.run(capsys, *argv)
+    # Then the first queued one, as the operator's, and the second answered with it
+    assert first.code == 0 and again.code == 0, first.err + again.err
+    queued, repeat = json.loads(first.out), json.loads(again.out)
+    assert queued["status"] == "queued" and queued["run_key"].startswith("ondemand:")
+    assert (repeat["status"], repeat["run_key"]) == ("already_queued", queued["run_key"])
+    assert refresh_row(stack, user)[3] == "operator" and len(refreshes(stack, user)) == 1
+    # And a bad interval is one error line
+    helpers.assert_one_error_line(helpers.run(capsys, *argv, "--min-interval-seconds", "0"), "1 to 86400")
