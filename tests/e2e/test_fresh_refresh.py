@@ -422,3 +422,21 @@ def test_the_cli_refresh_queues_on_a_queue_url_and_answers_the_one_queued_after(
     assert refresh_row(stack, user)[3] == "operator" and len(refreshes(stack, user)) == 1
     # And a bad interval is one error line
     helpers.assert_one_error_line(helpers.run(capsys, *argv, "--min-interval-seconds", "0"), "1 to 86400")
+
+
+# -- the settings --------------------------------------------------------------------------------------------------
+
+
+def test_the_opt_in_needs_the_worker_queue_and_a_delay_sqs_can_hold():
+    from user_memory.config import WorkerSettings
+    from user_memory.errors import ConfigError
+
+    # Given the opt-in without a queue, or with a delay over SQS's 900 s
+    # Then the worker's settings refuse it, naming the variable
+    with pytest.raises(ConfigError, match="REFRESH_AFTER_CONVERSATION_SECONDS needs QUEUE_URL"):
+        WorkerSettings.from_env({}, summarizer="rules", refresh_after_conversation_seconds=60)
+    with pytest.raises(ConfigError, match="REFRESH_AFTER_CONVERSATION_SECONDS"):
+        WorkerSettings.from_env({}, summarizer="rules", queue_url="https://q", refresh_after_conversation_seconds=901)
+    # And the API's interval is at least one second (a user's run keys are unique to the second)
+    with pytest.raises(ConfigError, match="REFRESH_MIN_INTERVAL_SECONDS"):
+        ApiSettings.from_env({"REFRESH_MIN_INTERVAL_SECONDS": "0"})
