@@ -69,7 +69,7 @@ from user_memory.jobs.embedding import embed_after_write
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
     from user_memory.adapters.openai_batch import SummaryBatches
     from user_memory.domain.companion.ports import NightlyCompanionData
-    from user_memory.domain.refresh import RefreshClaims, RefreshQueued, Requester
+    from user_memory.domain.refresh import RefreshClaims, RefreshQueued, RefreshUpkeep, Requester
     from user_memory.domain.service import MemoryService
     from user_memory.domain.summary.pipeline import PipelineConfig
 
@@ -426,6 +426,7 @@ class RetentionServices:
     kv: KvStore
     search: IndexUpkeep
     pool: ConnectionPool | None = field(default=None, repr=False)
+    refreshes: RefreshUpkeep | None = None
 
     def close(self) -> None:
         if self.pool is not None:
@@ -437,7 +438,11 @@ def build_retention(settings: RetentionSettings, *, pool: ConnectionPool | None 
     owned = pool is None
     pool = pool or open_pool(database_conninfo(settings), role=settings.database_role)
     return RetentionServices(
-        settings=settings, kv=PostgresKv(pool), search=PostgresSearch(pool), pool=pool if owned else None
+        settings=settings,
+        kv=PostgresKv(pool),
+        search=PostgresSearch(pool),
+        pool=pool if owned else None,
+        refreshes=PostgresRefreshes(pool),
     )
 
 

@@ -36,6 +36,9 @@ RETURNING run_key, requested_at
 
 _LAST = "SELECT run_key, requested_at FROM user_memory_refreshes WHERE user_id = %s"
 
+# Rows no claim can be refused by any more (the interval is at most a day, the delay 900 s).
+_PURGE = "DELETE FROM user_memory_refreshes WHERE window_end < %s"
+
 # The newest noted memory of each conversation that has one no summary consumed
 # (summarized_version IS NULL), and the newest a summary did consume; the pending ones' newest
 # conversations first, at most MAX_RECENT_CONVERSATIONS of them. Served by the user's rows of
@@ -96,6 +99,10 @@ class PostgresRefreshes(_Database):
             if last is not None:
                 return Claimed(run_key=last[0], requested_at=last[1], new=False)
         raise StorageError("the refresh row was neither claimed nor found twice (deleted meanwhile)")
+
+    def purge(self, before: datetime) -> int:
+        with self.connection() as conn:
+            return conn.execute(_PURGE, (before,)).rowcount
 
 
 class PostgresRecent(_Database):

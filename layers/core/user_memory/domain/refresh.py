@@ -71,6 +71,20 @@ class RefreshClaims(Protocol):
         ...
 
 
+class RefreshUpkeep(Protocol):
+    """The retention job's side of the refresh rows."""
+
+    def purge(self, before: datetime) -> int:
+        """Delete the rows whose window ended before `before`; how many."""
+        ...
+
+
+# A row older than this cannot refuse any claim (REFRESH_MIN_INTERVAL_SECONDS is at most a day, a
+# refresh's delay at most 900 s): the retention job removes it, so a user's row outlives the
+# user's last refresh by at most about two days (erased users included).
+KEEP_ROWS = timedelta(days=1)
+
+
 class Sender(Protocol):
     def send(self, bodies: list[str], *, delay_seconds: int = 0) -> int: ...
 
