@@ -142,3 +142,48 @@ def test_recent_lines_never_repeat_what_the_summary_holds_and_stay_in_the_budget
     # And the count is the lines shown, and the block keeps the budget unless it is the marker alone
     assert rendered.recent == len(shown)
     assert estimate_tokens(rendered.text) <= budget or rendered.text.startswith("[memory truncated")
+
+
+def test_a_summary_committing_between_the_reads_is_neither_lost_nor_shown_twice():
+    # Given a user's memory service whose noted memories are read after its head, and a summary
+    # that commits between the two reads (version 1 holds the fact and marks its memory summarized)
+    import uuid
+
+    from user_memory.adapters.account import InMemoryAccount
+    from user_memory.adapters.kv import InMemoryKv
+    from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
+    from user_memory.domain.memory.repository import MemoryStore
+    from user_memory.domain.service import MemoryService
+
+    user = uuid.uuid4()
+    activity = InMemoryActivity()
+    recorder = InMemoryRecorder(activity)
+    kv = InMemoryKv()
+    store = MemoryStore(recorder)
+
+    class SummaryInBetween:
+        """The noted memories as the database would answer them: the summary commits just before the
+        first read, which (and every read after) sees the memory consumed at version 1."""
+
+        def __init__(self) -> None:
+            self.reads = 0
+
+        def noted(self, user_id):
+            self.reads += 1
+            if self.reads == 1:
+                store.append(user, {**DOCUMENT, "summary": "Prefers green tea."}, expected_version=0, source="s")
+            return [noted("a", memory(["Prefers green tea"]), pending=False)], 1
+
+    service = MemoryService(
+        user_id=user,
+        store=store,
+        kv=kv,
+        activity=activity,
+        account=InMemoryAccount(recorder, activity, kv),
+        recent=SummaryInBetween(),
+    )
+    # When the prompt is read
+    head, rendered = service.prompt(800)
+    # Then it is version 1's: the fact is there, once, from the summary (not lost between the reads)
+    assert head.version == 1 and rendered.recent == 0
+    assert rendered.text == "Summary: Prefers green tea."

@@ -41,8 +41,8 @@ _PURGE = "DELETE FROM user_memory_refreshes WHERE window_end < %s"
 
 # The newest noted memory of each conversation that has one no summary consumed
 # (summarized_version IS NULL), and the newest a summary did consume; the pending ones' newest
-# conversations first, at most MAX_RECENT_CONVERSATIONS of them. Served by the user's rows of
-# idx_user_activity_user_occurred.
+# conversations first, at most MAX_RECENT_CONVERSATIONS of them, each row with the head's version
+# as the same statement saw it. Served by the user's rows of idx_user_activity_user_occurred.
 _RECENT = """
 WITH pending AS (
   SELECT payload->>'conversation_id' AS cid, max(occurred_at) AS at
@@ -54,7 +54,8 @@ WITH pending AS (
    LIMIT %(limit)s
 )
 SELECT DISTINCT ON (p.cid, a.summarized_version IS NULL)
-       p.cid, a.summarized_version IS NULL, a.occurred_at, a.payload->'memory'
+       p.cid, a.summarized_version IS NULL, a.occurred_at, a.payload->'memory',
+       (SELECT h.version FROM user_memory_heads h WHERE h.user_id = %(u)s)
   FROM pending p
   JOIN user_activity a
     ON a.user_id = %(u)s AND a.kind = 'conversation_memory' AND a.source = 'conversations'
@@ -108,7 +109,8 @@ class PostgresRefreshes(_Database):
 class PostgresRecent(_Database):
     """RecentMemories on PostgreSQL, in the caller's transaction."""
 
-    def noted(self, user_id: uuid.UUID) -> list[NotedMemory]:
+    def noted(self, user_id: uuid.UUID) -> tuple[list[NotedMemory], int | None]:
         with self.connection() as conn:
             rows = conn.execute(_RECENT, {"u": user_id, "limit": MAX_RECENT_CONVERSATIONS}).fetchall()
-        return [NotedMemory(conversation_id=r[0], pending=r[1], occurred_at=r[2], memory=r[3]) for r in rows]
+        memories = [NotedMemory(conversation_id=r[0], pending=r[1], occurred_at=r[2], memory=r[3]) for r in rows]
+        return memories, (rows[0][4] or 0) if rows else None

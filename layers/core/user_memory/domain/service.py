@@ -39,7 +39,7 @@ from user_memory.domain.memory.patching import (
     make_patch,
     merge_patch,
 )
-from user_memory.domain.memory.recent import RecentMemories
+from user_memory.domain.memory.recent import NotedMemory, RecentMemories
 from user_memory.domain.memory.render import RenderedPrompt, render_prompt
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import (
@@ -276,8 +276,16 @@ class MemoryService:
     def prompt(self, budget_tokens: int, *, include_sensitive: bool = False) -> tuple[MemoryVersion, RenderedPrompt]:
         """The head and its system-prompt block (`render_prompt`): the document's lines, then the
         conversation memories' items no summary holds yet, marked as recent (domain/memory/recent.py)."""
+        noted: list[NotedMemory] = []
         head = self.store.head(self.user_id)
-        noted = self._recent.noted(self.user_id) if self._recent is not None else []
+        if self._recent is not None:
+            # The noted memories as of the head read: a summary that committed in between (it moved
+            # the head and marked what it took in) is seen by both reads once they name one version.
+            for _ in range(3):
+                noted, seen = self._recent.noted(self.user_id)
+                if seen is None or seen == head.version:
+                    break
+                head = self.store.head(self.user_id)
         rendered = render_prompt(
             head.document, budget_tokens, schema=self.schema, include_sensitive=include_sensitive, recent=noted
         )

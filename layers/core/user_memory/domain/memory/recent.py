@@ -63,7 +63,9 @@ class RecentItem:
 class RecentMemories(Protocol):
     """Reads the noted memories of the conversations with a pending one (adapters/refreshes.py)."""
 
-    def noted(self, user_id: uuid.UUID) -> list[NotedMemory]: ...
+    def noted(self, user_id: uuid.UUID) -> tuple[list[NotedMemory], int | None]:
+        """The noted memories, and the head's version as the same read saw it (None: none noted)."""
+        ...
 
 
 def _key(text: str) -> str:
