@@ -23,7 +23,6 @@ from typing import Any, TextIO
 from pydantic import Field, model_validator
 from user_memory.config import ApiSettings
 from user_memory.domain.memory.agent import tool_definitions
-from user_memory.domain.memory.render import render_memory
 from user_memory.domain.service import Sessions
 from user_memory.errors import (
     InvalidDocument,
@@ -164,10 +163,8 @@ class ChatAgent:
     def system_prompt(self) -> str:
         """The instructions with the memory as it is now (read in its own session)."""
         with self.services.session(self.user_id) as service:
-            head = service.read()
-            memory = render_memory(
-                head.document, self.budget, schema=service.schema, include_sensitive=self.include_sensitive
-            )
+            head, rendered = service.prompt(self.budget, include_sensitive=self.include_sensitive)
+            memory = rendered.text
         return self.instructions.format(version=head.version, memory=memory or "(nothing yet)")
 
     def turn(self, text: str) -> str:

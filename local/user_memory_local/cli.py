@@ -132,6 +132,17 @@ def _threshold(value: str) -> int:
     return _int_at_least(1, "the threshold", MAX_INACTIVITY_THRESHOLD_MINUTES)(value)
 
 
+def _refresh_interval(value: str) -> int:
+    """--min-interval-seconds (and REFRESH_MIN_INTERVAL_SECONDS) within the API's bounds: 1 to 86400."""
+    try:
+        seconds = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not 1 <= seconds <= 86_400:
+        raise argparse.ArgumentTypeError("the minimum interval is 1 to 86400 seconds")
+    return seconds
+
+
 def _queue_url(value: str) -> str:
     from user_memory.adapters.sqs import parse_queue_url
 
@@ -392,6 +403,30 @@ def cmd_trigger_conversations(args: argparse.Namespace) -> int:
             threshold_minutes=settings.inactivity_threshold_minutes,
             summarizer=args.summarizer,
             seed=args.seed,
+        )
+    _print_json(report)
+    if report["in_dlq"]:
+        print(f"error: {report['in_dlq']} message(s) ended in the DLQ; the worker's warnings say why", file=sys.stderr)
+        return EXIT_ERROR
+    return 0
+
+
+def cmd_refresh(args: argparse.Namespace) -> int:
+    from user_memory_local import refresh
+
+    interval = args.min_interval_seconds
+    if interval is None:
+        try:
+            interval = _refresh_interval(os.environ.get("REFRESH_MIN_INTERVAL_SECONDS") or "300")
+        except argparse.ArgumentTypeError as err:
+            return _fail(f"REFRESH_MIN_INTERVAL_SECONDS: {err}", EXIT_USAGE)
+    with service_logs_to(sys.stderr):
+        if args.queue_url:
+            url = args.queue_url
+            _print_json(refresh.refresh_on_queue(lambda: database_url(args), url, args.user, interval_seconds=interval))
+            return 0
+        report = refresh.refresh_locally(
+            database_url(args), args.user, interval_seconds=interval, summarizer=args.summarizer
         )
     _print_json(report)
     if report["in_dlq"]:
@@ -775,6 +810,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="local run: N demo conversations",
     )
     trigger.set_defaults(func=cmd_trigger_conversations)
+
+    refresh_ = sub.add_parser(
+        "refresh",
+        parents=[common],
+        help="summarize USER's pending activity now, run key ondemand:<time> (a queue URL, or locally)",
+    )
+    refresh_.add_argument("user", type=_user, metavar="USER_ID")
+    refresh_.add_argument(
+        "--queue-url",
+        type=_queue_url,
+        metavar="URL",
+        help="send to this SQS queue: https://sqs.<region>.amazonaws.com/<account>/<name> (default: moto, drained)",
+    )
+    refresh_.add_argument(
+        "--min-interval-seconds",
+        type=_refresh_interval,
+        default=None,
+        metavar="N",
+        help="at most one refresh per user per N seconds (default: $REFRESH_MIN_INTERVAL_SECONDS, else 300)",
+    )
+    refresh_.add_argument("--summarizer", choices=["rules", "openai"], default=None, help="local run: default auto")
+    refresh_.set_defaults(func=cmd_refresh)
 
     search = sub.add_parser(
         "search",

@@ -5,8 +5,9 @@ The user is fixed when the server starts, from the `sub` of a verified developme
 database transaction as that end user (row-level security applies), through the same
 `MemoryService` the HTTP API uses:
 
-- `read_memory(budget_tokens)`: the memory rendered for a prompt (`render_memory`) within
-  `budget_tokens` tokens (as `GET /me/memory/prompt`), and its version;
+- `read_memory(budget_tokens)`: the memory rendered for a prompt (`render_prompt`) within
+  `budget_tokens` tokens (as `GET /me/memory/prompt`: the facts learned in conversations since the
+  last summary follow, marked recent), its version and how many recent items it shows;
 - `search_memory(query, k)`: the best-matching items of the memory;
 - `update_memory(section, mode, value_json)` and `forget_memory(target)`: the agent tools of
   `user_memory.domain.memory.agent`, written as a new version with source `agent:<tool>`, idempotent
@@ -36,7 +37,7 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 from user_memory.domain.memory.agent import FORGET_TOOL, UPDATE_TOOL, tool_definitions
 from user_memory.domain.memory.document import section_names
-from user_memory.domain.memory.render import DEFAULT_RENDER_BUDGET, MAX_RENDER_BUDGET, render_memory
+from user_memory.domain.memory.render import DEFAULT_RENDER_BUDGET, MAX_RENDER_BUDGET
 from user_memory.domain.service import Sessions
 from user_memory.errors import InvalidArgument, Unauthenticated, UserMemoryError
 
@@ -100,11 +101,8 @@ class MemoryTools:
     ) -> dict[str, Any]:
         """What you remember about this user, as labeled lines cut to a token budget, and its version."""
         with self._errors(), self.services.session(self.user_id) as service:
-            head = service.read()
-            memory = render_memory(
-                head.document, budget_tokens, schema=service.schema, include_sensitive=self.include_sensitive
-            )
-        return {"version": head.version, "memory": memory}
+            head, rendered = service.prompt(budget_tokens, include_sensitive=self.include_sensitive)
+        return {"version": head.version, "memory": rendered.text, "recent": rendered.recent}
 
     def update_memory(
         self,

@@ -184,3 +184,24 @@ def test_the_scheduled_run_reindexes_users_left_behind_and_purges_orphan_vectors
     after = conn.execute("SELECT path, version FROM memory_items WHERE user_id = %s ORDER BY path", (user,))
     assert after.fetchall() == rows
     assert conn.execute("SELECT indexed_version FROM user_memory_heads WHERE user_id = %s", (user,)).fetchone()[0] == 2
+
+
+def test_the_scheduled_run_removes_the_refresh_rows_no_claim_can_be_refused_by(pool, conn):
+    # Given a user whose last refresh's window ended two days ago, and one whose refresh is recent
+    services = build_retention(RetentionSettings.from_env({}), pool=pool)
+    now = datetime.now(UTC)
+    old, recent = uuid.uuid4(), uuid.uuid4()
+    for user, at in ((old, now - timedelta(days=2)), (recent, now - timedelta(hours=1))):
+        conn.execute(
+            "INSERT INTO user_memory_refreshes (user_id, run_key, requested_at, window_end, requested_by)"
+            " VALUES (%s, %s, %s, %s, 'user')",
+            (user, f"ondemand:{at:%Y-%m-%dT%H:%M:%SZ}", at, at),
+        )
+    # When the scheduled run invokes the handler
+    result = handler(EVENT, context(), services=services)
+    # Then the old row is gone (an erased user's too) and the recent one, which still rate-limits, is kept
+    rows = conn.execute(
+        "SELECT user_id FROM user_memory_refreshes WHERE user_id = ANY(%s)", ([old, recent],)
+    ).fetchall()
+    assert [r[0] for r in rows] == [recent]
+    assert result["refreshes_purged"] >= 1

@@ -40,6 +40,7 @@ OPERATIONS: dict[str, Operation] = {
     "memory.changes": Operation("GET", "/me/memory/changes", models.Changes, query=("since",)),
     "memory.prompt": Operation("GET", "/me/memory/prompt", models.Prompt, query=("budget_tokens",)),
     "memory.search": Operation("GET", "/me/memory/search", models.SearchResults, query=("q", "k", "mode")),
+    "memory.refresh": Operation("POST", "/me/memory/refresh", models.RefreshQueued),
     "memory.patch": Operation(
         "PATCH", "/me/memory", models.Written, headers=EDIT_HEADERS, bodies=(JSON_PATCH, MERGE_PATCH)
     ),

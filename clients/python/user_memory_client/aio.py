@@ -65,8 +65,14 @@ class AsyncMemoryApi(_Resource):
         return await self._run(call("memory.changes", query={"since": since}), models.Changes)
 
     async def prompt(self, *, budget_tokens: int = 800) -> models.Prompt:
-        """The head as a compact text block for a system prompt."""
+        """The head as a compact text block for a system prompt; then, marked recent, what conversations
+        taught since the last summary (`.recent` counts those items)."""
         return await self._run(call("memory.prompt", query={"budget_tokens": budget_tokens}), models.Prompt)
+
+    async def refresh(self) -> models.RefreshQueued:
+        """Summarize the caller's pending activity now (run key ondemand:<time>): queued, or the refresh
+        already queued within the deployment's minimum interval (`.status` says which)."""
+        return await self._run(call("memory.refresh"), models.RefreshQueued)
 
     async def search(self, q: str, *, k: int = 10, mode: SearchMode = "auto") -> models.SearchResults:
         """The items of the memory that best match `q` (at most k, up to 100: one page)."""

@@ -61,8 +61,14 @@ class MemoryApi(_Resource):
         return self._run(call("memory.changes", query={"since": since}), models.Changes)
 
     def prompt(self, *, budget_tokens: int = 800) -> models.Prompt:
-        """The head as a compact text block for a system prompt."""
+        """The head as a compact text block for a system prompt; then, marked recent, what conversations
+        taught since the last summary (`.recent` counts those items)."""
         return self._run(call("memory.prompt", query={"budget_tokens": budget_tokens}), models.Prompt)
+
+    def refresh(self) -> models.RefreshQueued:
+        """Summarize the caller's pending activity now (run key ondemand:<time>): queued, or the refresh
+        already queued within the deployment's minimum interval (`.status` says which)."""
+        return self._run(call("memory.refresh"), models.RefreshQueued)
 
     def search(self, q: str, *, k: int = 10, mode: SearchMode = "auto") -> models.SearchResults:
         """The items of the memory that best match `q` (at most k, up to 100: one page)."""

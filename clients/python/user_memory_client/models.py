@@ -138,6 +138,16 @@ class Prompt(ApiModel):
     user_id: str
     version: int
     text: str
+    recent: int = 0
+
+
+class RefreshQueued(ApiModel):
+    __schema__ = "RefreshQueued"
+    user_id: str
+    run_key: str
+    status: Literal["queued", "already_queued"]
+    requested_at: datetime
+    next_allowed_at: datetime
 
 
 class SearchHit(ApiModel):

@@ -234,6 +234,11 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
     conversation_max_attempts: int = Field(default=5, ge=1, le=50)
     conversation_retry_delay_seconds: int = Field(default=60, ge=0, le=900)
     max_conversation_prompt_chars: int = Field(default=24_000, ge=1_000)
+    # Opt-in (0: off): a conversation memory written queues its user's refresh (run key
+    # ondemand:<time>) delivered this many seconds later (SQS's DelaySeconds, at most 900), its
+    # window ending then, so the memories written meanwhile ride with it: at most one per user per
+    # this many seconds (domain/refresh.py). Needs QUEUE_URL.
+    refresh_after_conversation_seconds: int = Field(default=0, ge=0, le=900)
 
     deadline_margin_ms: int = Field(default=15_000, ge=0)
     lambda_timeout_seconds: float = Field(default=120.0, gt=0)
@@ -287,6 +292,8 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
                 "SUMMARY_DELIVERY=batch needs the OpenAI summarizer (OPENAI_API_KEY or OPENAI_BASE_URL) and "
                 "QUEUE_URL (the collect_batch messages are sent there)"
             )
+        if self.refresh_after_conversation_seconds and not self.queue_url:
+            raise ValueError("REFRESH_AFTER_CONVERSATION_SECONDS needs QUEUE_URL (the refreshes are sent there)")
         if 0 < self.max_tokens_per_user_day < MIN_TOKENS_PER_USER_DAY:
             raise ValueError(
                 f"MAX_TOKENS_PER_USER_DAY must be 0 (no limit) or at least {MIN_TOKENS_PER_USER_DAY:,} (one prompt "
@@ -366,6 +373,9 @@ class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings
     # The worker queue (the trigger route sends GENERATE_MEMORY_BATCH messages to it); without
     # it the route answers 503.
     queue_url: str | None = None
+    # A user's refreshes on demand (POST /me/memory/refresh, the operators' route): at most one
+    # queued per user per this many seconds; a request within it answers with the one queued.
+    refresh_min_interval_seconds: int = Field(default=300, ge=1, le=86_400)
     # The console (/console) signs in with OpenID Connect (authorization code + PKCE) at this
     # issuer (the JWT authorizer's) as this public client; without them it takes a development
     # token from its URL (`user-memory console`). Other origins the page may call (the issuer's

@@ -35,6 +35,7 @@ from user_memory.adapters.postgres import (
     transaction,
 )
 from user_memory.adapters.runs import PostgresRuns
+from user_memory.adapters.refreshes import PostgresRecent, PostgresRefreshes
 from user_memory.adapters.search import PostgresSearch
 from user_memory.adapters.sqs import SqsQueueDepth, SqsSender
 from user_memory.config import (
@@ -71,6 +72,7 @@ if TYPE_CHECKING:  # the domain's services are built by the functions that use t
     from user_memory.adapters.openai_batch import SummaryBatches
     from user_memory.domain.companion.ports import NightlyCompanionData
     from user_memory.domain.events import WebhookRegistry
+    from user_memory.domain.refresh import RefreshClaims, RefreshQueued, RefreshUpkeep, Requester
     from user_memory.domain.service import MemoryService
     from user_memory.domain.summary.pipeline import PipelineConfig
     from user_memory.jobs.events import Relay
@@ -196,6 +198,10 @@ class WorkerServices:
     batches: SummaryBatches | None = None
     # An operator's undo of a run: its users and their outcomes (adapters/runs.py, migration 025).
     runs: PostgresRuns | None = None
+    # The users' last refreshes (REFRESH_AFTER_CONVERSATION_SECONDS), and the time they are asked at
+    # (a simulated clock in benchmarks).
+    refreshes: RefreshClaims | None = None
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), repr=False)
 
     def close(self) -> None:
         """Close the pool this object opened (a given pool belongs to the caller)."""
@@ -237,6 +243,7 @@ def build_worker(
         concurrency=max(1, min(settings.llm_concurrency, getattr(pool, "max_size", 1))),
         batches=build_summary_batches(settings, summarizer, db),
         runs=PostgresRuns(db),
+        refreshes=PostgresRefreshes(db),
     )
 
 
@@ -311,6 +318,8 @@ class ApiServices:
     embedder: Embedder | None = field(default=None, repr=False)
     secrets_client: Any = field(default=None, repr=False)
     _pool_search: ServiceSearch | None = field(default=None, repr=False)
+    # The time a refresh is asked at (a simulated clock in benchmarks and tests).
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), repr=False)
 
     @contextmanager
     def session(self, user_id: object, *, operator: str | None = None) -> Iterator[MemoryService]:
@@ -334,6 +343,7 @@ class ApiServices:
                     tx, self.embedder, vectors=self.pool_search.vectors_available() if self.embedder else False
                 ),
                 overview=PostgresOverview(tx),
+                recent=PostgresRecent(tx),
                 schema=settings.document_schema,
                 max_document_bytes=settings.max_document_bytes,
                 require_if_match=settings.require_if_match,
@@ -421,6 +431,24 @@ class ApiServices:
             secret_prefix=self.settings.webhook_secret_prefix,
         )
 
+    def refresh(self, user_id: uuid.UUID, by: Requester) -> RefreshQueued:
+        """Queue a refresh of the user's pending activity (domain/refresh.py), rate-limited per user
+        by REFRESH_MIN_INTERVAL_SECONDS, with the service's rights (the route names the user)."""
+        from user_memory.jobs.refresh import queue_refresh
+
+        if not self.settings.queue_url:  # a capability this deployment lacks (404 not-enabled), not an outage
+            raise WrongSchema("no worker queue is configured (QUEUE_URL): nothing can be refreshed")
+        if self.sqs_client is None:
+            self.sqs_client = _sqs_client(None)
+        return queue_refresh(
+            user_id,
+            claims=PostgresRefreshes(self.as_service),
+            sender=SqsSender(self.settings.queue_url, self.sqs_client),
+            interval=timedelta(seconds=self.settings.refresh_min_interval_seconds),
+            by=by,
+            now=self.clock(),
+        )
+
     def close(self) -> None:
         if self.owned:
             self.pool.close()
@@ -445,6 +473,7 @@ class RetentionServices:
     kv: KvStore
     search: IndexUpkeep
     pool: ConnectionPool | None = field(default=None, repr=False)
+    refreshes: RefreshUpkeep | None = None
 
     def close(self) -> None:
         if self.pool is not None:
@@ -456,7 +485,11 @@ def build_retention(settings: RetentionSettings, *, pool: ConnectionPool | None 
     owned = pool is None
     pool = pool or open_pool(database_conninfo(settings), role=settings.database_role)
     return RetentionServices(
-        settings=settings, kv=PostgresKv(pool), search=PostgresSearch(pool), pool=pool if owned else None
+        settings=settings,
+        kv=PostgresKv(pool),
+        search=PostgresSearch(pool),
+        pool=pool if owned else None,
+        refreshes=PostgresRefreshes(pool),
     )
 
 

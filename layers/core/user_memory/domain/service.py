@@ -39,7 +39,8 @@ from user_memory.domain.memory.patching import (
     make_patch,
     merge_patch,
 )
-from user_memory.domain.memory.render import render_memory
+from user_memory.domain.memory.recent import NotedMemory, RecentMemories
+from user_memory.domain.memory.render import RenderedPrompt, render_prompt
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import (
     DEFAULT_MAX_DOCUMENT_BYTES,
@@ -184,6 +185,7 @@ class MemoryService:
         companion: CompanionData | None = None,
         search: SearchIndex | None = None,
         overview: OverviewData | None = None,
+        recent: RecentMemories | None = None,
         schema: str = "user_state",
         max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
         require_if_match: bool = False,
@@ -198,6 +200,7 @@ class MemoryService:
         self._companion = companion
         self._search = search
         self._overview = overview
+        self._recent = recent
         self.schema = schema
         self.max_document_bytes = max_document_bytes
         self.require_if_match = require_if_match
@@ -267,8 +270,26 @@ class MemoryService:
         return self._overview
 
     def render(self, budget_tokens: int) -> str:
-        """The head as a system-prompt block (see `render_memory`)."""
-        return render_memory(self.store.head(self.user_id).document, budget_tokens, schema=self.schema)
+        """The head as a system-prompt block, with what was learned since the last summary (`prompt`)."""
+        return self.prompt(budget_tokens)[1].text
+
+    def prompt(self, budget_tokens: int, *, include_sensitive: bool = False) -> tuple[MemoryVersion, RenderedPrompt]:
+        """The head and its system-prompt block (`render_prompt`): the document's lines, then the
+        conversation memories' items no summary holds yet, marked as recent (domain/memory/recent.py)."""
+        noted: list[NotedMemory] = []
+        head = self.store.head(self.user_id)
+        if self._recent is not None:
+            # The noted memories as of the head read: a summary that committed in between (it moved
+            # the head and marked what it took in) is seen by both reads once they name one version.
+            for _ in range(3):
+                noted, seen = self._recent.noted(self.user_id)
+                if seen is None or seen == head.version:
+                    break
+                head = self.store.head(self.user_id)
+        rendered = render_prompt(
+            head.document, budget_tokens, schema=self.schema, include_sensitive=include_sensitive, recent=noted
+        )
+        return head, rendered
 
     # -- writes ----------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler import Request
 
 from user_memory.config import ApiSettings
 from user_memory.domain.conversations.trigger import TriggerReport
+from user_memory.domain.refresh import RefreshQueued, Requester
 from user_memory.domain.service import Edit, MemoryService, Sessions, idempotency_key
 from user_memory.errors import Forbidden, WrongSchema
 from user_memory.http.auth import Caller, caller_from_claims
@@ -39,6 +40,7 @@ class Tasks(Protocol):
     def start_run_revert(self, run_key: str, user_id: uuid.UUID | None, requested_by: str | None) -> dict[str, Any]: ...
 
     def run_revert_status(self, revert_id: uuid.UUID) -> dict[str, Any]: ...
+    def refresh(self, user_id: uuid.UUID, by: Requester) -> RefreshQueued: ...
 
 
 @dataclass(frozen=True)
@@ -137,3 +139,11 @@ def parse_if_match(value: str | None) -> int | None:
     if match is None:
         raise HttpProblem(BAD_REQUEST, 'If-Match must be the version as an ETag, for example "7"')
     return int(match.group(1))
+
+
+def refresh_tasks(request: Request) -> Tasks:
+    """The services that queue refreshes (404 not-enabled where the deployment has no worker queue)."""
+    tasks = dependencies(request).tasks
+    if tasks is None or not dependencies(request).settings.queue_url:
+        raise not_enabled("queue refreshes (no worker queue: QUEUE_URL)")
+    return tasks

@@ -285,6 +285,20 @@ class Prompt(_Out):
     user_id: str
     version: int
     text: str
+    recent: int = Field(
+        default=0, ge=0, description="Items of the text marked recent: learned in conversations since the last summary."
+    )
+
+
+class RefreshQueued(_Out):
+    """A refresh of the user's pending activity on the worker queue: its run key, and whether this
+    request queued it (`queued`) or one was queued already within the minimum interval (`already_queued`)."""
+
+    user_id: str
+    run_key: str = Field(description="The run's key, ondemand:<time>: the versions it writes carry it.")
+    status: Literal["queued", "already_queued"]
+    requested_at: datetime
+    next_allowed_at: datetime = Field(description="The earliest time a new refresh is queued rather than this one.")
 
 
 # -- the companion layer -------------------------------------------------------------------------

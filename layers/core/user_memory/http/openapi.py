@@ -43,13 +43,15 @@ _REPLAYED = {
 _WRITES = (models.Written, models.ElementWritten, models.EventsImported)
 
 
-def responses(model: type, *, etag: bool = False) -> dict[int, Any]:
-    """A route's answers for the document: `model` on 200 (with ETag, and Idempotent-Replayed on
-    writes, when `etag`), and a problem for every status a route can fail with."""
-    ok: dict[str, Any] = {"description": "OK", "content": {"application/json": {"model": model}}}
+def responses(model: type, *, etag: bool = False, status: int = 200) -> dict[int, Any]:
+    """A route's answers for the document: `model` on 200 (or `status`: 202 for work queued; with
+    ETag, and Idempotent-Replayed on writes, when `etag`), and a problem for every status a route
+    can fail with."""
+    description = "Accepted" if status == 202 else "OK"
+    ok: dict[str, Any] = {"description": description, "content": {"application/json": {"model": model}}}
     if etag:
         ok["headers"] = {**_ETAG, **_REPLAYED} if model in _WRITES else _ETAG
-    return {200: ok, **_PROBLEM_RESPONSES}
+    return {status: ok, **_PROBLEM_RESPONSES}
 
 
 _PATCH_BODY = {

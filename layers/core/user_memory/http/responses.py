@@ -15,6 +15,7 @@ from aws_lambda_powertools.event_handler import Response
 from user_memory.domain.conversations.model import ExportedConversation
 from user_memory.domain.kv import KvEntry
 from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
+from user_memory.domain.refresh import RefreshQueued
 from user_memory.domain.service import MemoryService
 from user_memory.http import models
 from user_memory.observability import logger, metrics
@@ -231,3 +232,15 @@ def _conversation(c: ExportedConversation) -> models.ConversationRecord:
         messages=[models.ConversationMessageRecord.model_validate(m, from_attributes=True) for m in c.messages],
         memory=None if found is None else models.ConversationMemoryRecord.model_validate(found, from_attributes=True),
     )
+
+
+def refresh_queued(queued: RefreshQueued) -> Response[models.RefreshQueued]:
+    """202 with the refresh's run key: queued now, or queued already within the interval."""
+    body = models.RefreshQueued(
+        user_id=str(queued.user_id),
+        run_key=queued.run_key,
+        status=queued.status,
+        requested_at=queued.requested_at,
+        next_allowed_at=queued.next_allowed_at,
+    )
+    return Response(202, "application/json", body)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from user_memory.domain.companion.items import reindex
 from user_memory.domain.ports import IndexUpkeep
+from user_memory.domain.refresh import KEEP_ROWS, RefreshUpkeep
 from user_memory.errors import describe_failure
 from user_memory.observability import logger, metrics
 from user_memory.runtime import RetentionServices
@@ -74,12 +76,21 @@ def index_upkeep(index: IndexUpkeep, *, max_users: int = MAX_REINDEX_PER_RUN) ->
     return {"reindexed": reindexed, "reindex_failed": failed, "orphan_vectors": orphans}
 
 
+def purge_refreshes(refreshes: RefreshUpkeep, *, now: datetime | None = None) -> int:
+    """Remove the refresh rows no claim can be refused by any more (domain/refresh.py: KEEP_ROWS)."""
+    purged = refreshes.purge((now or datetime.now(UTC)) - KEEP_ROWS)
+    logger.info("refreshes purged", purged=purged)
+    return purged
+
+
 def run_retention(services: RetentionServices | Callable[[], RetentionServices]) -> dict[str, Any]:
-    """The scheduled job: the key-value purge, then the index upkeep."""
+    """The scheduled job: the key-value purge, then the index upkeep and the old refresh rows."""
     report = purge_kv(services)
     built = services() if callable(services) else services
     try:
         report.update(index_upkeep(built.search))
+        if built.refreshes is not None:
+            report["refreshes_purged"] = purge_refreshes(built.refreshes)
     except Exception as err:
         error, reason = describe_failure(err)
         logger.error("index upkeep failed", error_type=error, reason=reason)

@@ -78,6 +78,7 @@ from user_memory.errors import (
 )
 from user_memory.jobs.companion import companion_nightly
 from user_memory.jobs.embedding import embed_after_write
+from user_memory.jobs.refresh import refresh_after_memories
 from user_memory.observability import logger, metrics
 from user_memory.runtime import WorkerServices
 
@@ -467,6 +468,12 @@ def generate_memories(
         deadline=deadline,
     )
     _tally_conversations(run, message_id, message.attempt, tally)
+    seconds = services.settings.refresh_after_conversation_seconds
+    if seconds and services.sender is not None and services.refreshes is not None:
+        written = [o.key.user_id for o in run.outcomes if o.status in ("written", "partial")]
+        refresh_after_memories(
+            written, claims=services.refreshes, sender=services.sender, seconds=seconds, now=services.clock()
+        )
     if not run.failures and not run.deferred:
         return
     failures = {str(f.key): "{}: {}".format(*describe_failure(f.error)) for f in run.failures}

@@ -1,6 +1,8 @@
 """What a conversational agent needs from a user's memory: read it into a prompt, edit it, forget.
 
-- `render_memory` (memory/render.py) turns a document into a text block for a system prompt.
+- `render_memory` (memory/render.py) turns a document into a text block for a system prompt, and
+  `render_prompt` adds the facts conversations taught since the last summary, marked recent
+  (`MemoryService.prompt`: what GET /me/memory/prompt, the MCP read_memory tool and `user-memory chat` read).
 - `apply_update` and `forget` are the edits: pure functions from a document to the next
   document, validated against the schema. The input document is never modified.
 - `tool_definitions` describes the edits to a model as two chat-completions tools,

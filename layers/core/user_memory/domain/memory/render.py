@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
@@ -18,6 +21,7 @@ from user_memory.domain.memory.document import (
     section_names,
     sensitive_fields,
 )
+from user_memory.domain.memory.recent import NotedMemory, recent_items
 from user_memory.domain.model import Document
 from user_memory.errors import (
     InvalidDocument,
@@ -320,6 +324,47 @@ def _marker(left_out: list[_Line]) -> str:
     return f"[memory truncated: {n} more item{'' if n == 1 else 's'} in {', '.join(sections)}]"
 
 
+@dataclass(frozen=True, kw_only=True)
+class RenderedPrompt:
+    """The prompt block and how many recent items (conversation memories since the last summary) it shows."""
+
+    text: str
+    recent: int = 0
+
+    def etag(self, version: int) -> str:
+        """The block's ETag: the version, and a digest of the block when it shows recent items
+        (the text changes with them while the version stays)."""
+        if not self.recent:
+            return f'"{version}"'
+        return f'"{version}+{hashlib.sha256(self.text.encode()).hexdigest()[:12]}"'
+
+
+def render_prompt(
+    document: Any,
+    budget_tokens: int,
+    *,
+    schema: str = "user_state",
+    include_sensitive: bool = False,
+    recent: Sequence[NotedMemory] = (),
+) -> RenderedPrompt:
+    """`render_memory`, with the facts learned since the last summary after the document's lines.
+
+    `recent` are the noted conversation memories (domain/memory/recent.py); the items the summary
+    does not hold yet (`recent_items`) follow the document's lines as "Recent - learned: ...",
+    "Recent - decided: ...", "Recent - open loop: ..." lines (section `recent`), newest conversation
+    first, inside the same budget and cut by the same rule (the marker names `recent` when they are
+    cut)."""
+    if not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 0:
+        raise ValueError("budget_tokens must be a non-negative integer")
+    lines = _lines(document, schema, include_sensitive)
+    document_text = "\n".join(text for _, text in lines)
+    extra = recent_items(list(recent), document_text=document_text) if recent else []
+    lines += [("recent", item.line) for item in extra]
+    text = _cut(lines, budget_tokens)
+    shown = sum(1 for item in extra if item.line in text.split("\n"))
+    return RenderedPrompt(text=text, recent=shown)
+
+
 def render_memory(
     document: Any, budget_tokens: int, *, schema: str = "user_state", include_sensitive: bool = False
 ) -> str:
@@ -359,7 +404,11 @@ def render_memory(
     """
     if not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 0:
         raise ValueError("budget_tokens must be a non-negative integer")
-    lines = _lines(document, schema, include_sensitive)
+    return _cut(_lines(document, schema, include_sensitive), budget_tokens)
+
+
+def _cut(lines: list[_Line], budget_tokens: int) -> str:
+    """The lines within the budget: the longest prefix of whole lines that fits with the marker."""
     texts = [text for _, text in lines]
     block = "\n".join(texts)
     if estimate_tokens(block) <= budget_tokens:

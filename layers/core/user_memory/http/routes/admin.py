@@ -6,8 +6,9 @@ from aws_lambda_powertools.event_handler import Request, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
 
+from user_memory.domain.model import parse_user_id
 from user_memory.http import models, responses
-from user_memory.http.context import operator
+from user_memory.http.context import operator, operator_caller, refresh_tasks
 from user_memory.http.openapi import responses as answers
 from user_memory.http.params import AsOf, Before, From, Limit, Since, To, Version
 
@@ -59,3 +60,13 @@ def admin_erase(request: Request, user_id: UserId) -> models.Erased:
     with operator(request, user_id, "erase") as service:
         removed = service.erase()
     return models.Erased(user_id=str(service.user_id), removed=removed)
+
+
+@router.post(
+    "/admin/users/<user_id>/memory/refresh", responses=answers(models.RefreshQueued, status=202), tags=["admin"]
+)
+def admin_refresh(request: Request, user_id: UserId) -> Response[models.RefreshQueued]:
+    """Operators: summarize a user's pending activity now (run key ondemand:<time>), rate-limited per user
+    as the user's own refresh (within the interval: 202 with the refresh already queued)."""
+    operator_caller(request, "refresh memory", user_id)
+    return responses.refresh_queued(refresh_tasks(request).refresh(parse_user_id(user_id), "operator"))

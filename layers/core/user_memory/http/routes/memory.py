@@ -6,10 +6,10 @@ from aws_lambda_powertools.event_handler import Request, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from user_memory.domain.memory.render import DEFAULT_RENDER_BUDGET, MAX_RENDER_BUDGET, render_memory
+from user_memory.domain.memory.render import DEFAULT_RENDER_BUDGET, MAX_RENDER_BUDGET
 from user_memory.http import models, responses
 from user_memory.http.bodies import check_json_patch, json_body, media_type
-from user_memory.http.context import dependencies, edit, me
+from user_memory.http.context import caller, dependencies, edit, me, refresh_tasks
 from user_memory.http.openapi import responses as answers
 from user_memory.http.params import AsOf, Before, From, IdemKey, IfMatch, Limit, Since, To, Version
 from user_memory.http.problems import UNSUPPORTED_MEDIA, HttpProblem
@@ -50,13 +50,15 @@ def get_changes(request: Request, since: Since) -> Response[models.Changes]:
 
 @router.get("/me/memory/prompt", responses=answers(models.Prompt, etag=True), tags=["agent"])
 def get_prompt(request: Request, budget_tokens: Budget = DEFAULT_RENDER_BUDGET) -> Response[models.Prompt]:
-    """The head rendered as a compact block for a system prompt, cut to a token budget."""
+    """The head rendered as a compact block for a system prompt, cut to a token budget; then, marked as recent,
+    what conversations taught since the last summary (their memories no version took in yet)."""
     with me(request) as service:
-        head = service.read()  # one read: the text is the version the ETag names
         include_sensitive = dependencies(request).settings.prompt_include_sensitive
-        text = render_memory(head.document, budget_tokens, schema=service.schema, include_sensitive=include_sensitive)
-        body = models.Prompt(user_id=str(service.user_id), version=head.version, text=text)
-    return Response(200, "application/json", body, headers={"ETag": responses.etag(head.version)})
+        head, rendered = service.prompt(budget_tokens, include_sensitive=include_sensitive)  # one read of the head
+        body = models.Prompt(
+            user_id=str(service.user_id), version=head.version, text=rendered.text, recent=rendered.recent
+        )
+    return Response(200, "application/json", body, headers={"ETag": rendered.etag(head.version)})
 
 
 @router.patch("/me/memory", responses=answers(models.Written, etag=True), tags=["memory"])
@@ -111,3 +113,12 @@ def prune_memory(
     change = edit(request, if_match, idempotency_key_, action="prune" + (f" {section}" if section else ""))
     with me(request) as service:
         return responses.written(service.user_id, service.prune(section, change))
+
+
+@router.post("/me/memory/refresh", responses=answers(models.RefreshQueued, status=202), tags=["memory"])
+def refresh_memory(request: Request) -> Response[models.RefreshQueued]:
+    """Summarize the caller's pending activity now (a refresh_user message with run key ondemand:<time>): 202
+    with its run key; within REFRESH_MIN_INTERVAL_SECONDS of the last one, 202 with that one's run key."""
+    user = caller(request)
+    request.context["user_id"] = str(user.user_id)
+    return responses.refresh_queued(refresh_tasks(request).refresh(user.user_id, "user"))
