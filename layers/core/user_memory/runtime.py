@@ -34,8 +34,8 @@ from user_memory.adapters.postgres import (
     open_pool,
     transaction,
 )
-from user_memory.adapters.runs import PostgresRuns
 from user_memory.adapters.refreshes import PostgresRecent, PostgresRefreshes
+from user_memory.adapters.runs import PostgresRuns
 from user_memory.adapters.search import PostgresSearch
 from user_memory.adapters.sqs import SqsQueueDepth, SqsSender
 from user_memory.config import (
