@@ -96,9 +96,12 @@ function isEmpty(value) {
   return value === null || value === undefined || value === "" || (Array.isArray(value) && !value.length) || (isObject(value) && !Object.keys(value).length);
 }
 
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/;
+
 function scalar(value) {
   if (typeof value === "boolean") return value ? "yes" : "no";
   if (typeof value === "number") return value.toLocaleString("en");
+  if (typeof value === "string" && TIMESTAMP.test(value)) return when(value);
   return String(value);
 }
 
@@ -117,8 +120,8 @@ function readable(value, level) {
 }
 
 // Only the fields that hold something: a person reads what is known, not the schema's blanks.
-function fields(value, level, skip = null) {
-  const rows = Object.entries(value).filter(([k, v]) => k !== skip && !isEmpty(v));
+function fields(value, level, skip = null, id = null) {
+  const rows = Object.entries(value).filter(([k, v]) => k !== skip && !isEmpty(v) && !(k === "id" && v === id));
   if (!rows.length) return skip === null ? h("span", { class: "empty" }, "none") : "";
   return h("dl", { class: "fields" }, rows.map(([k, v]) => [h("dt", {}, words(k)), h("dd", {}, readable(v, level + 1))]));
 }
@@ -132,7 +135,8 @@ function entry(value, level) {
 function card(id, value, level) {
   const title = titleOf(value);
   const heading = h(level < 2 ? "h5" : "h6", {}, title ? title[1] : words(id));
-  return h("article", { class: "card", "aria-label": title ? title[1] : words(id) }, heading, fields(value, level, title && title[0]));
+  // The id the collection is keyed by is the card's address, not something a person reads.
+  return h("article", { class: "card", "aria-label": title ? title[1] : words(id) }, heading, fields(value, level, title && title[0], id));
 }
 
 export function readableDocument(document) {
