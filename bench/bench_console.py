@@ -1,5 +1,6 @@
-"""The console's timeline in a real browser: first paint and time to interactive for a user with
-50 versions and one with 5,000, beside floors measured in the same run.
+"""The console's landing in a real browser (the memory read as a person reads it, its newest ten
+versions beside it): first paint and time to interactive for a user with 50 versions and one with
+5,000, beside floors measured in the same run.
 
     .venv/bin/python bench/bench_console.py [--runs 7] [--small 50] [--large 5000]
 
@@ -10,8 +11,8 @@ provenance, written as the worker writes them (bench_history.nightly / provenanc
 
 Measured per load, from the navigation's start:
   first paint          the browser's first-contentful-paint
-  interactive          the timeline's first page rendered and its controls live (the page's
-                       `console-ready:timeline` performance mark)
+  interactive          the landing rendered and its controls live (the page's
+                       `console-ready:memory` performance mark)
 Floors: a one-paragraph page (the browser's own cost), and the console signed out (its page,
 styles and modules, no API call).
 """
@@ -111,7 +112,7 @@ def main() -> None:
             ("floor: the console signed out", server.url + "/console", None),
         ]
         for name, user in users.items():
-            cases.append((f"timeline, {name}", console_url(server.url, issue_token(user, secret=SECRET)), "timeline"))
+            cases.append((f"landing, {name}", console_url(server.url, issue_token(user, secret=SECRET)), "memory"))
         results: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in cases}
         for _ in range(args.runs):  # interleaved, so a busy moment of the machine hits every case
             for name, url, ready in cases:
@@ -128,7 +129,7 @@ def main() -> None:
                 f"interactive p50 {statistics.median(ready):6.0f} ms (max {max(ready):4.0f})",
             )
         )
-    table(f"console timeline in chromium, {args.runs} loads each (fresh context, no cache)", rows)
+    table(f"console landing in chromium, {args.runs} loads each (fresh context, no cache)", rows)
     print(f"\nload average: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
     pool.close()
 

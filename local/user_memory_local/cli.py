@@ -371,8 +371,27 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         user = mcp_server.authenticate(args.token)  # before anything starts: a bad token serves nothing
     except Unauthenticated as err:
+        mcp_server.refuse_client(_first_line(str(err)))
         return _fail(_first_line(str(err)), EXIT_USAGE)
     mcp_server.run(user, database_url=lambda: database_url(args))
+    return 0
+
+
+def cmd_mcp_config(args: argparse.Namespace) -> int:
+    import shlex
+    from pathlib import Path
+
+    from user_memory_local.command import cli_command
+    from user_memory_local.embedded import user_memory_home
+    from user_memory_local.mcp_server import client_config
+    from user_memory_local.tokens import issue_token, token_secret
+
+    token = issue_token(args.user, secret=token_secret(user_memory_home()), ttl_seconds=args.ttl)
+    # An absolute command: an MCP client starts it from its own directory, with its own PATH.
+    command = [str(Path(part).absolute()) if "/" in part else part for part in shlex.split(cli_command())]
+    if command == [PROG]:
+        command = [str(Path(sys.executable).with_name(PROG))]
+    print(json.dumps(client_config(token, command=command), indent=2))
     return 0
 
 
@@ -685,10 +704,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with its errors raised as UsageError instead of printed with the usage."""
+    """argparse, with its errors raised as UsageError instead of printed with the usage; options
+    are never taken by a prefix (`demo --user 10` is an error, not `--users 10`), and an unknown
+    option is reported by the command it was given to (`serve --prot`: serve's help, `--port`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            owner = self._command_parser(getattr(parsed, "command", None)) or self
+            owner.error(f"unrecognized arguments: {' '.join(extras)}{owner._suggestion(extras)}")
+        return parsed
+
+    def _command_parser(self, command: str | None) -> _Parser | None:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+                chosen = action.choices[command]
+                return chosen if isinstance(chosen, _Parser) else None
+        return None
+
+    def _suggestion(self, extras: Sequence[str]) -> str:
+        import difflib
+
+        options = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+        close = [
+            m for e in extras if e.startswith("--") for m in difflib.get_close_matches(e.split("=")[0], options, 1)
+        ]
+        return f" (did you mean {' '.join(close)}?)" if close else ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -769,6 +817,19 @@ def build_parser() -> argparse.ArgumentParser:
     mcp = sub.add_parser("mcp", parents=[common], help="serve a user's memory over MCP (stdio)")
     mcp.add_argument("--token", metavar="T", help="the user's token (default: $USER_MEMORY_TOKEN)")
     mcp.set_defaults(func=cmd_mcp)
+
+    mcp_config = sub.add_parser(
+        "mcp-config", help="an MCP client's configuration for USER's memory (its env: the token, the home, ...)"
+    )
+    mcp_config.add_argument("user", type=_user, metavar="USER_ID")
+    mcp_config.add_argument(
+        "--ttl",
+        type=_int_at_least(1, "the TTL"),
+        default=30 * 86400,
+        metavar="SECONDS",
+        help="the token's lifetime (default 2592000: 30 days)",
+    )
+    mcp_config.set_defaults(func=cmd_mcp_config)
 
     chat = sub.add_parser("chat", parents=[common], help="talk to the configured model with USER's memory")
     chat.add_argument("user", type=_user, metavar="USER_ID")

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -42,7 +44,7 @@ from user_memory.domain.service import Sessions
 from user_memory.errors import InvalidArgument, Unauthenticated, UserMemoryError
 
 from user_memory_local.command import cli_command
-from user_memory_local.tokens import TOKEN_ENV, token_secret, verify_token
+from user_memory_local.tokens import SECRET_ENV, TOKEN_ENV, token_secret, verify_token
 
 __all__ = [
     "MCP_TOOLS",
@@ -51,12 +53,15 @@ __all__ = [
     "StrictTool",
     "authenticate",
     "build_server",
+    "client_config",
+    "refuse_client",
     "run",
     "serve",
     "stdout_to_stderr",
 ]
 
 SERVER_NAME = "user-memory"
+REFUSAL_LINGER_SECONDS = 10  # at most, after answering a client the server cannot serve
 
 
 def _one_line(err: BaseException) -> str:
@@ -272,8 +277,57 @@ def authenticate(token: str | None) -> uuid.UUID:
     try:
         claims = verify_token(token, secret=token_secret(user_memory_home()))
     except Unauthenticated as err:
-        raise Unauthenticated(f"invalid token: {err}") from None
+        # The usual cause under an MCP client: its `env` replaced the environment, so the secret
+        # came from another home than the token's. Say which one, and how to get a working config.
+        where = f"${SECRET_ENV}" if os.environ.get(SECRET_ENV, "").strip() else f"the secret in {user_memory_home()}"
+        raise Unauthenticated(
+            f"invalid token: {err} (checked with {where}; an MCP client passes only the env its "
+            f"configuration names: print one with `{cli_command()} mcp-config USER_ID`)"
+        ) from None
     return uuid.UUID(claims["sub"])
+
+
+# What `user-memory mcp` reads from its environment, passed on by `client_config` when set here: an
+# MCP client starts the server with only the variables its configuration names (the official
+# client adds HOME, PATH, USER and a few more), so anything else is lost (USER_MEMORY_HOME: the
+# token's secret; DATABASE_URL: the database).
+PASSED_ON = ("DATABASE_URL", "DOCUMENT_SCHEMA", SECRET_ENV)
+
+
+def client_config(token: str, *, command: list[str]) -> dict[str, Any]:
+    """An MCP client's configuration (`mcpServers`) that starts this installation's server for the
+    token's user, with the environment it needs spelled out."""
+    from user_memory_local.embedded import HOME_ENV, user_memory_home
+
+    env = {HOME_ENV: str(user_memory_home()), TOKEN_ENV: token}
+    env.update({name: os.environ[name] for name in PASSED_ON if os.environ.get(name)})
+    return {"mcpServers": {SERVER_NAME: {"command": command[0], "args": [*command[1:], "mcp"], "env": env}}}
+
+
+def refuse_client(reason: str) -> None:
+    """Answer the client's requests (discovery, initialize) with `reason` as a JSON-RPC error, so
+    the client shows it instead of only "Connection closed"; until the client closes stdin, for at
+    most REFUSAL_LINGER_SECONDS (exiting at once would race the answer). Nothing without a client."""
+    if sys.stdin is None or sys.stdin.isatty():
+        return
+    error = {"code": -32603, "message": f"user-memory mcp did not start: {reason}"}
+    deadline = time.monotonic() + REFUSAL_LINGER_SECONDS
+    pending = b""  # read from the descriptor itself: a buffered readline could hide a second line from select
+    with suppress(OSError, ValueError):
+        fd = sys.stdin.fileno()
+        while (left := deadline - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return  # the client went away
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                try:
+                    request = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(request, dict) and "id" in request and "method" in request:
+                    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": request["id"], "error": error}) + "\n")
+                    sys.stdout.flush()
 
 
 def run(user_id: uuid.UUID, *, database_url: Callable[[], str]) -> None:

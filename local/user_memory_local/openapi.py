@@ -34,7 +34,9 @@ def render() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m user_memory_local.openapi", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m user_memory_local.openapi", description=__doc__.splitlines()[0], allow_abbrev=False
+    )
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 when the document is stale")
     args = parser.parse_args(argv)
     path, text = document_path(), render()

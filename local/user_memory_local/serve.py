@@ -47,8 +47,11 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 DEFAULT_POOL_SIZE = 4
 MAX_BODY_BYTES = 4 * 1024 * 1024  # API Gateway's own limit is 10 MB; the API refuses far less
-# The API's description and its Swagger UI are public, as in the template; everything else needs a token.
-PUBLIC_ROUTES = {(method, path) for method in ("GET", "HEAD") for path in ("/openapi.json", "/swagger")}
+# The API's description and its Swagger UI are public, as in the template, and so are the root (a
+# redirect to the console) and the favicon; everything else needs a token.
+PUBLIC_ROUTES = {
+    (method, path) for method in ("GET", "HEAD") for path in ("/openapi.json", "/swagger", "/", "/favicon.ico")
+}
 CONSOLE = "/console"  # the console's page and files: public, as in the template
 PROBLEM_JSON = "application/problem+json"
 WWW_AUTHENTICATE = 'Bearer realm="user-memory"'
@@ -314,7 +317,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def is_public(method: str, path: str) -> bool:
-    """A route anyone may call without a token: the OpenAPI document and the console's files."""
+    """A route anyone may call without a token: the OpenAPI document, the root, the console's files."""
     if (method, path) in PUBLIC_ROUTES:
         return True
     return method in ("GET", "HEAD") and (path == CONSOLE or path.startswith(CONSOLE + "/"))
@@ -542,7 +545,12 @@ def run(
                 file=out,
             )
         else:
-            print(f"  console:  {cli_command()} console <user id> [--operator]   (prints its URL, signed in)", file=out)
+            # `console` assumes the default address: name this server's when it listens elsewhere.
+            where = "" if server.url == f"http://{DEFAULT_HOST}:{DEFAULT_PORT}" else f" --url {server.url}"
+            print(
+                f"  console:  {cli_command()} console <user id>{where} [--operator]   (prints its URL, signed in)",
+                file=out,
+            )
         print("Ctrl-C stops.", file=out, flush=True)
         try:
             server.serve_forever()

@@ -40,7 +40,7 @@ def ready(page: Any, view: str, *, user: str | None = None) -> None:
 
 def open_view(page: Any, console: Console, user: str, hash_: str = "", *, operator: bool = False) -> None:
     page.goto(console.signed_in(user, operator=operator))
-    ready(page, "timeline")
+    ready(page, "memory")
     if hash_:
         page.evaluate("h => { location.hash = h }", hash_)
         ready(page, hash_.split("/")[1].split("?")[0])
@@ -114,7 +114,7 @@ def test_memory_content_stays_inert(page, console: Console):
     seed.api_edit(console.url, token, version, seed.HOSTILE_SCRIPT)
     # When every view that shows content is opened
     open_view(page, console, user)
-    for view in ("#/version/1", "#/compare/1/2", "#/kv/preferences", "#/conversations", "#/edit"):
+    for view in ("#/memory", "#/version/1", "#/compare/1/2", "#/kv/preferences", "#/conversations", "#/edit"):
         page.evaluate("h => { location.hash = h }", view)
         ready(page, view.split("/")[1])
         # Then the markup is shown as text, and nothing of it ran or became an element
@@ -124,6 +124,59 @@ def test_memory_content_stays_inert(page, console: Console):
     ready(page, "compare")
     assert page.get_by_text(seed.HOSTILE_NAME).first.is_visible()
     assert page.errors == []
+
+
+# -- the landing: the memory as a person reads it -----------------------------------------------------
+
+
+def test_the_console_opens_on_the_memory_as_a_person_reads_it_with_its_changes_beside_it(
+    page, console: Console, rich: str
+):
+    # When the user opens the console
+    page.goto(console.signed_in(rich))
+    ready(page, "memory")
+    memory = page.get_by_role("region", name=re.compile(r"^The memory at version \d+$"))
+    # Then the memory is read as sections, its goals and to-dos as cards by their names, not as JSON
+    for section in ("Basic info", "Current state", "Goals", "Todos", "Events"):
+        expect(memory.get_by_role("heading", name=section, exact=True)).to_be_visible()
+    goal = memory.get_by_role("article", name="Read the Rust book")
+    expect(goal).to_be_visible()
+    assert "Target date" in goal.inner_text() and "chapter 8" in goal.inner_text()
+    expect(memory.get_by_role("article", name="File the tax return")).to_be_visible()
+    expect(memory.get_by_role("article", name="Team stand-up")).to_be_visible()
+    text = memory.inner_text()
+    assert "Ada" in text and "learning Rust" in text and "tired but motivated" in text
+    assert '{"' not in text and page.locator("main pre").count() == 0
+    # And beside it (to its right, level with it), the recent changes
+    recent = page.get_by_role("complementary", name="Recent changes")
+    left, right = memory.bounding_box(), recent.bounding_box()
+    assert right["x"] >= left["x"] + left["width"] and right["y"] < left["y"] + left["height"]
+    # Each with the model's reasons in sight, without opening anything
+    version_2 = recent.get_by_role("article", name="Version 2")
+    expect(version_2.get_by_text("started the Rust book")).to_be_visible()
+    expect(version_2.get_by_text("mentioned shipping Python and SQL at work")).to_be_visible()
+    # And the rest of a run's record (model, tokens, refusals) one click away
+    expect(version_2.get_by_text("removes a protected fact without a request")).to_be_hidden()
+    version_2.get_by_text("Why: 2 edits applied, 1 refused").click()
+    expect(version_2.get_by_text("removes a protected fact without a request")).to_be_visible()
+    assert page.errors == []
+
+
+def test_a_user_without_versions_lands_on_an_empty_memory_that_says_so(page, console: Console, user: str):
+    open_view(page, console, user)
+    assert "Nothing remembered yet" in page.locator("main").inner_text()
+    assert "No versions yet." in page.get_by_role("complementary", name="Recent changes").inner_text()
+
+
+def test_an_operator_lands_on_the_look_up_not_on_their_own_empty_memory(page, console: Console):
+    # When an operator opens the console without naming a user
+    page.goto(console.signed_in(str(uuid.uuid4()), operator=True))
+    ready(page, "memory")
+    # Then the page asks for a user id, focused, and says nothing of "your memory" or its versions
+    expect(page.locator("#view-title")).to_have_text("Look up a user")
+    main = page.locator("main").inner_text()
+    assert "your memory" not in main and "versions" not in main and "No versions yet" not in main
+    assert page.evaluate("document.activeElement.id") == "lookup-user"
 
 
 # -- the timeline ------------------------------------------------------------------------------------
@@ -151,16 +204,26 @@ def test_a_user_with_many_versions_opens_one_page_and_loads_older_ones(page, con
     for n in range(120):
         store.append(user, {"summary": f"day {n}"}, expected_version=n, source="api")
     # When the timeline opens
-    open_view(page, console, user)
+    open_view(page, console, user, "#/timeline")
     entries = page.locator("ol.timeline > li")
     # Then it shows one page, newest first, and each click loads the next older one
     assert entries.count() == 50 and "v120" in entries.first.inner_text()
+    # (how many are shown is said beside the button that loads more)
+    beside = page.locator(".actions", has=page.get_by_role("button", name="Load older versions"))
+    expect(beside.get_by_role("status")).to_have_text("50 versions shown")
     page.get_by_role("button", name="Load older versions").click()
     expect(entries).to_have_count(100)
     page.get_by_role("button", name="Load older versions").click()
     expect(entries).to_have_count(120)
     assert "v1 " in entries.last.inner_text() + " "
     assert page.get_by_role("button", name="Load older versions").is_hidden()
+    expect(page.locator(".actions").get_by_role("status")).to_have_text("120 versions shown")
+
+
+def test_one_version_is_one_version_shown(page, console: Console, user: str):
+    seed.api_edit(console.url, console.token(user), 0, "Ann")
+    open_view(page, console, user, "#/timeline")
+    expect(page.locator(".actions").get_by_role("status")).to_have_text("1 version shown")
 
 
 # -- compare, as of ----------------------------------------------------------------------------------
@@ -184,7 +247,7 @@ def test_two_versions_side_by_side_with_a_readable_diff_and_the_patch_one_click_
 
 
 def test_the_memory_as_of_a_date(page, console: Console, rich: str):
-    open_view(page, console, rich)
+    open_view(page, console, rich, "#/timeline")
     # When a time before the first version is asked for
     page.get_by_label("As of (UTC)").fill("2000-01-01T00:00")
     page.get_by_role("button", name="Show the memory then").click()
@@ -221,9 +284,35 @@ def test_an_edit_shows_the_schemas_errors_inline_then_saves(page, console: Conso
     document["basic_info"]["email"] = "ann@example.com"
     editor.fill(json.dumps(document, indent=2))
     page.get_by_role("button", name="Save").click()
-    page.get_by_text(f"Saved as version {version + 1}.").wait_for()
-    # Then the API holds it
+    ready(page, "edit")
+    # Then the page says so beside the Save button, and the API holds it
+    beside = page.locator("form.editor .actions")
+    expect(beside.get_by_role("status")).to_have_text(f"Saved as version {version + 1}.")
     assert head(console, user)["document"]["basic_info"]["email"] == "ann@example.com"
+
+
+def test_saving_keeps_the_editors_key_order(page, console: Console, user: str):
+    version = seed.api_edit(console.url, console.token(user), 0, "Ann")
+    open_view(page, console, user, "#/edit")
+    editor = page.get_by_label("Memory document (JSON)")
+    # Given a document whose keys the person put in an order of their own (reversed, at each level)
+    document = json.loads(editor.input_value())
+
+    def reversed_keys(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: reversed_keys(value[k]) for k in reversed(list(value))}
+        return [reversed_keys(v) for v in value] if isinstance(value, list) else value
+
+    mine = reversed_keys({**document, "basic_info": {**document["basic_info"], "email": "ann@example.com"}})
+    editor.fill(json.dumps(mine, indent=2))
+    # When it is saved
+    page.get_by_role("button", name="Save").click()
+    ready(page, "edit")
+    expect(page.locator("form.editor .actions").get_by_role("status")).to_have_text(f"Saved as version {version + 1}.")
+    # Then the editor shows it in that order (the database keeps none), the saved version's content
+    shown = page.get_by_label("Memory document (JSON)").input_value()
+    assert shown == json.dumps(mine, indent=2)
+    assert head(console, user)["document"] == mine
 
 
 def test_a_stale_edit_is_shown_as_a_conflict(page, console: Console, user: str):
@@ -250,9 +339,25 @@ def test_a_stale_edit_is_shown_as_a_conflict(page, console: Console, user: str):
 def test_prune_a_section(page, console: Console, rich: str, user: str):
     seed.nightly_runs(console.pool, user)
     open_view(page, console, user, "#/edit")
-    page.get_by_label("Prune section").select_option("current_state")
-    page.get_by_role("button", name="Prune").click()
-    page.get_by_text("Pruned current_state: version 4.").wait_for()
+    picker = page.get_by_label("Prune section")
+    # Given the picker, which names no section until one is chosen
+    assert picker.input_value() == ""
+    # When Prune is pressed without a choice, Then nothing is asked and nothing is written
+    page.get_by_role("button", name="Prune", exact=True).click()
+    assert page.get_by_role("group", name="Confirm").count() == 0 and head(console, user)["version"] == 3
+    # When a section is chosen and Prune pressed, Then the page asks first, and Cancel writes nothing
+    picker.select_option("current_state")
+    page.get_by_role("button", name="Prune", exact=True).click()
+    confirm = page.get_by_role("group", name="Confirm")
+    assert "Prune current_state?" in confirm.inner_text()
+    confirm.get_by_role("button", name="Cancel").click()
+    expect(confirm).to_have_count(0)
+    assert head(console, user)["version"] == 3
+    # And confirming prunes it, said beside the Prune button
+    page.get_by_role("button", name="Prune", exact=True).click()
+    page.get_by_role("button", name="Yes, prune current_state").click()
+    ready(page, "edit")
+    expect(page.locator("form.prune").get_by_role("status")).to_have_text("Pruned current_state: version 4.")
     assert head(console, user)["document"]["current_state"]["skills"] == []
     page.evaluate("h => { location.hash = h }", "#/timeline")
     ready(page, "timeline")
@@ -262,10 +367,19 @@ def test_prune_a_section(page, console: Console, rich: str, user: str):
 def test_revert_to_a_version(page, console: Console, user: str):
     seed.nightly_runs(console.pool, user)
     open_view(page, console, user, "#/version/1")
+    expect(page.locator("#head-line")).to_have_text("The head is version 3.")
+    # When Revert is pressed, Then the page asks first, and nothing is written until confirmed
     page.get_by_role("button", name="Revert to version 1").click()
+    confirm = page.get_by_role("group", name="Confirm")
+    assert "Revert to version 1?" in confirm.inner_text() and head(console, user)["version"] == 3
+    confirm.get_by_role("button", name="Yes, revert to version 1").click()
     page.get_by_text("Reverted: version 4 has version 1's document.").wait_for()
     now = head(console, user)
     assert now["version"] == 4 and now["document"]["current_state"]["mood"] == "curious"
+    # And the page names the new head: its line and the comparison it offers
+    expect(page.locator("#head-line")).to_have_text("The head is version 4.")
+    to_head = page.get_by_role("link", name="Compare with the head (v4)")
+    assert to_head.get_attribute("href").startswith("#/compare/1/4")
     page.evaluate("h => { location.hash = h }", "#/timeline")
     ready(page, "timeline")
     assert "revert" in page.get_by_role("article", name="Version 4").inner_text()
@@ -338,20 +452,20 @@ def test_plots_of_size_edits_and_tokens(page, console: Console, rich: str):
 def test_an_operator_looks_up_any_user_and_each_look_is_logged(page, console: Console, rich: str):
     operator = str(uuid.uuid4())
     page.goto(console.signed_in(operator, operator=True))
-    ready(page, "timeline")
+    ready(page, "memory")
     assert "Operator" in page.locator("#who").inner_text()
     page.get_by_label("User id").fill(rich)
     page.get_by_label("User id").press("Enter")
     page.wait_for_url(re.compile(rich))
-    ready(page, "timeline", user=rich)
-    assert "daily summary 2026-11-21" in page.locator("ol.timeline").inner_text()
+    ready(page, "memory", user=rich)
+    assert "daily summary 2026-11-21" in page.locator("main").inner_text()
     page.get_by_role("link", name="Key-value").click()
     ready(page, "kv")
     assert "preferences" in page.get_by_role("table", name="Namespaces").inner_text()
     # And each look is logged as an operator action, with who looked and at whom
     logged = [json.loads(line) for line in console.log.read_text().splitlines() if line.startswith("{")]
     looks = [r for r in logged if r.get("message") == "operator action" and r.get("user_id") == rich]
-    assert {r["action"] for r in looks} >= {"read history", "read kv namespaces"}
+    assert {r["action"] for r in looks} >= {"read memory", "read history", "read kv namespaces"}
     assert {r["operator"] for r in looks} == {operator}
 
 
@@ -374,10 +488,10 @@ def test_sign_in_with_openid_connect_and_pkce(page, oidc_console: OidcConsole, r
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("button", name="Approve").click()
     # Then the console comes back signed in with the issuer's token, and the API accepts it
-    ready(page, "timeline")
+    ready(page, "memory")
     assert console.issuer.tokens_issued == issued + 1 and console.issuer.refusals == []
     assert f"Signed in as {rich}" in page.locator("#who").inner_text()
-    assert "daily summary 2026-11-21" in page.locator("ol.timeline").inner_text()
+    assert "daily summary 2026-11-21" in page.locator("main").inner_text()
     # And the token is in this tab's session storage only: no cookie, nothing left in the URL
     assert page.context.cookies() == []
     assert page.evaluate("sessionStorage.getItem('user-memory.token')").count(".") == 2
@@ -389,7 +503,7 @@ def _sign_in_at_the_issuer(page: Any, console: OidcConsole, user: str) -> None:
     page.goto(console.url + "/console")
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("button", name="Approve").click()
-    ready(page, "timeline")
+    ready(page, "memory")
 
 
 def test_a_link_carrying_a_token_never_replaces_the_signed_in_session(page, oidc_console: OidcConsole, user: str):
@@ -400,7 +514,7 @@ def test_a_link_carrying_a_token_never_replaces_the_signed_in_session(page, oidc
     # When a link carrying that token is opened in the same tab (only the fragment changes)
     page.goto(f"{oidc_console.url}/console#token={lure}")
     page.get_by_role("alert").filter(has_text="ignored").wait_for()
-    ready(page, "timeline")
+    ready(page, "memory")
     # Then the session is still the person's: the page, its token and its writes are theirs
     assert f"Signed in as {user}" in page.locator("#who").inner_text()
     held = page.evaluate("sessionStorage.getItem('user-memory.token')")
@@ -429,7 +543,7 @@ def test_in_development_a_link_does_not_replace_the_tabs_session(page, console: 
     # When a link signed in as another user is opened in it
     page.goto(console.signed_in(str(uuid.uuid4())))
     page.get_by_role("alert").filter(has_text="ignored").wait_for()
-    ready(page, "timeline")
+    ready(page, "memory")
     # Then the tab stays signed in as the first user, and the link's token left the address
     assert f"Signed in as {user}" in page.locator("#who").inner_text()
     assert "token=" not in page.url
@@ -438,6 +552,7 @@ def test_in_development_a_link_does_not_replace_the_tabs_session(page, console: 
 # -- accessibility and the keyboard, with a screenshot of each view ------------------------------------
 
 VIEWS = [
+    "memory",
     "timeline",
     "version/2",
     "compare/1/3",
@@ -477,12 +592,13 @@ def test_everything_works_from_the_keyboard(page, console: Console, rich: str):
     open_view(page, console, rich)
     # Tab order: the skip link, sign out, then the views in order
     focused = []
-    for _ in range(10):
+    for _ in range(11):
         page.keyboard.press("Tab")
         focused.append(page.evaluate("document.activeElement.textContent.trim()"))
-    assert focused[:10] == [
+    assert focused[:11] == [
         "Skip to the view",
         "Sign out",
+        "Memory",
         "Timeline",
         "Compare",
         "Edit",
@@ -498,12 +614,12 @@ def test_everything_works_from_the_keyboard(page, console: Console, rich: str):
     assert page.evaluate("document.activeElement.textContent.trim()") == "Compare"
     page.keyboard.press("Enter")
     ready(page, "compare")
-    # And a version's reasons open with the keyboard
+    # And a version's record opens with the keyboard
     page.evaluate("h => { location.hash = h }", "#/timeline")
     ready(page, "timeline")
     page.get_by_role("article", name="Version 2").get_by_text("Why:").focus()
     page.keyboard.press("Enter")
-    assert page.get_by_role("article", name="Version 2").get_by_text("started the Rust book").is_visible()
+    assert page.get_by_role("article", name="Version 2").get_by_text("removes a protected fact").is_visible()
 
 
 def test_a_refused_token_asks_to_sign_in_again(page, console: Console, user: str):
@@ -522,7 +638,7 @@ def test_a_refused_token_asks_to_sign_in_again(page, console: Console, user: str
     page.goto(f"{console.url}/console#token={forged}")  # the same page: only the fragment changes
     # (the page reloads itself for the new token: wait for the refusal, not the old page's ready mark)
     page.get_by_role("alert").filter(has_text="Not signed in (401)").wait_for()
-    ready(page, "timeline")
+    ready(page, "memory")
     assert "Not signed in (401)" in page.get_by_role("alert").inner_text()
     assert page.evaluate("sessionStorage.getItem('user-memory.token')") is None
     page.get_by_role("button", name="Sign in again").click()

@@ -41,6 +41,30 @@ def test_the_readme_example_reads_edits_and_searches_a_memory(base_url, token, r
     assert printed == [("/summary", "summary: Learns algebra in the evenings")]
 
 
+def test_the_guide_says_where_the_errors_are_imported_from_and_its_example_runs(base_url, token):
+    # Given the client guide's section on errors
+    section = (ROOT / "docs" / "client.md").read_text().split("## Errors\n", 1)[1].split("\n## ", 1)[0]
+    # Then it names the module the classes are imported from, and shows the import
+    assert "`user_memory_client.errors`" in section
+    example = _python_example_of(section)
+    assert example.startswith("from user_memory_client.errors import ")
+    # And its example runs as written against the API
+    printed: list[tuple[object, ...]] = []
+    with Client(base_url, token) as client:
+        exec(example, {"client": client, "print": lambda *a: printed.append(a)})
+    assert printed and printed[0][0] == 404
+    # And every class it names beside `user_memory_client` is importable from there
+    import user_memory_client
+
+    named = section.split("also importable from `user_memory_client` itself", 1)[0].rsplit("the common ones", 1)[1]
+    for name in [n for n in named.split("`")[1::2] if n.isidentifier()]:
+        assert getattr(user_memory_client, name) is getattr(errors, name), name
+
+
+def _python_example_of(text: str) -> str:
+    return text.split("```python\n", 1)[1].split("```", 1)[0]
+
+
 def test_every_memory_route_answers_its_typed_model(base_url, user, token):
     client = Client(base_url, token)
     # Given three versions: a merge patch, a JSON Patch, a whole document

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -575,3 +577,12 @@ def test_the_example_graph_remembers_a_user_across_threads(base_url, u, capsys):
         other = str(uuid.uuid4())
         stranger = app.invoke({"message": "hi"}, {"configurable": {"thread_id": "x"}}, context={"user_id": other})
         assert stranger["answer"] == "I know nothing about you yet."
+
+
+def test_the_example_without_its_arguments_prints_its_usage_not_a_traceback():
+    # When the example is run as a newcomer first runs it: without arguments
+    done = subprocess.run([sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=120)
+    # Then it says how to call it and exits non-zero, with no traceback
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.startswith(f"usage: python {EXAMPLE} BASE_URL USER_ID TOKEN\n"), done.stderr
+    assert "user-memory token <user id>" in done.stderr and "Traceback" not in done.stderr

@@ -9,7 +9,10 @@ import asyncio
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from user_memory_client import AsyncClient, Client, Retries, errors
 
 from tests.client.flaky import Faults, flaky_proxy
@@ -118,3 +121,27 @@ def test_the_async_client_retries_and_keeps_its_deadline(proxy, faults, token):
     asyncio.run(session())
     patches = [s for s in faults.seen if s.method == "PATCH"]
     assert len(patches) == 3 and len({s.headers["idempotency-key"] for s in patches}) == 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    base_url=st.one_of(
+        st.sampled_from(["127.0.0.1:8080", "localhost:8080", "memory.example.com", "ftp://memory.example.com", ""]),
+        st.text(max_size=60).filter(lambda u: not u.lower().startswith(("http://", "https://"))),
+    )
+)
+def test_a_base_url_without_http_or_https_fails_at_once(base_url):
+    # Given a base URL without a scheme (or another scheme), and a transport that counts requests
+    sent: list[httpx.Request] = []
+    http = httpx.Client(transport=httpx.MockTransport(lambda request: sent.append(request) or httpx.Response(200)))
+    # When a client is made with it, Then it is refused at once, naming what it takes
+    for make in (lambda: Client(base_url, "t", http=http), lambda: AsyncClient(base_url, "t")):
+        with pytest.raises(errors.InvalidBaseUrl, match="must start with http:// or https://"):
+            make()
+    # And nothing was sent (no retries until the deadline)
+    assert sent == []
+
+
+def test_an_http_base_url_is_taken(token):
+    for base_url in ("http://127.0.0.1:8080", "https://memory.example.com/prod/", "HTTP://localhost"):
+        Client(base_url, token).close()

@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from user_memory.http.app import MemoryApi
 
 from tests.api_client import ApiClient, Reply
@@ -270,15 +272,35 @@ def test_a_malformed_json_patch_is_400_invalid_patch(alice, ops):
     assert_problem(json_patch(alice, ops), 400, "invalid-patch")
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    pointer=st.one_of(
+        st.text(min_size=1, max_size=40).filter(lambda p: not p.startswith("/")),  # not "" and no leading "/"
+        st.from_regex(r"\A/[a-z_]{0,10}~([2-9a-z]|\Z)", fullmatch=True),  # a "~" escape that is not ~0 or ~1
+    ),
+    member=st.sampled_from(["path", "from"]),
+)
+def test_a_pointer_that_is_not_one_is_400_invalid_patch_and_writes_nothing(alice, pointer, member):
+    # Given a memory at version 1
+    if head_version(alice) == 0:
+        ok(merge(alice, {"personal_info": {"name": "Ann"}}))
+    # When a patch names a JSON Pointer that RFC 6901 does not allow, as its path or its from
+    op = {"op": "copy", "path": "/personal_info/nickname", "from": "/personal_info/name"}
+    op[member] = pointer
+    # Then it is a malformed patch (400, naming the operation), not one that fails to apply (409)
+    problem = assert_problem(json_patch(alice, [op]), 400, "invalid-patch")
+    assert problem["detail"].startswith(f"operation 0: {member}: JSON Pointer")
+    assert head_version(alice) == 1
+
+
 @pytest.mark.parametrize(
     "ops",
     [
         [{"op": "test", "path": "/personal_info/name", "value": "Someone else"}],
         [{"op": "remove", "path": "/personal_info/nickname"}],
         [{"op": "replace", "path": "/nothing/here", "value": 1}],
-        [{"op": "add", "path": "no-slash", "value": 1}],
     ],
-    ids=["test-fails", "remove-missing", "replace-missing", "bad-pointer"],
+    ids=["test-fails", "remove-missing", "replace-missing"],
 )
 def test_a_json_patch_that_does_not_apply_is_409(alice, ops):
     ok(merge(alice, {"personal_info": {"name": "Ann"}}))
@@ -791,9 +813,12 @@ def test_admin_routes_refuse_a_user_id_that_is_not_a_uuid(operator):
 
 
 def test_unknown_paths_are_404_problems(alice):
-    for method, path in [("GET", "/nothing"), ("POST", "/me/memory/nothing"), ("GET", "/me/nothing"), ("GET", "/")]:
+    for method, path in [("GET", "/nothing"), ("POST", "/me/memory/nothing"), ("GET", "/me/nothing")]:
         body = assert_problem(alice.request(method, path), 404, "not-found")
         assert body["detail"] == "no such route"
+    # The root is no longer one of them: it sends a browser to the console
+    root = alice.request("GET", "/")
+    assert root.status == 302 and root.headers["Location"] == "console"
 
 
 @pytest.mark.parametrize(

@@ -90,6 +90,11 @@ USER = "4f8a3c9e-1b2d-4e5f-8a7b-9c0d1e2f3a4b"
         (["show", USER, "--database-url", "nonsense"], "is not a PostgreSQL connection string"),
         (["demo", "--database-url", ""], "the database URL is empty"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
+        # an option is never taken by a prefix: --user is not --users
+        (["demo", "--user", "10"], "unrecognized arguments: --user 10 (did you mean --users?)"),
+        (["search", USER, "Rust", "--mo", "fts"], "unrecognized arguments: --mo fts"),
+        # an unknown option is reported by the command it was given to, with that command's help
+        (["serve", "--prot", "8081"], "--prot 8081 (did you mean --port?) (see `user-memory serve --help`)"),
         ([], "the following arguments are required: COMMAND"),
     ],
 )

@@ -271,3 +271,81 @@ def test_no_token_is_one_error_line(server_env):
         timeout=TIMEOUT,
     )
     assert_one_error_line(result, "no token", "USER_MEMORY_TOKEN")
+
+
+CLI = [sys.executable, "-m", "user_memory_local.cli"]
+
+
+def _printed_config(database_url: str, home: Path, user: uuid.UUID) -> dict[str, Any]:
+    """`user-memory mcp-config USER` as a person runs it: in a shell with USER_MEMORY_HOME and
+    DATABASE_URL set, the development secret in that home (no USER_MEMORY_TOKEN_SECRET)."""
+    env = {**os.environ, "USER_MEMORY_HOME": str(home), "DATABASE_URL": database_url, "DOCUMENT_SCHEMA": "tutor"}
+    for name in ("USER_MEMORY_TOKEN_SECRET", "USER_MEMORY_TOKEN"):
+        env.pop(name, None)
+    printed = subprocess.run(
+        [*CLI, "mcp-config", str(user)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert printed.returncode == 0, printed.stderr
+    return json.loads(printed.stdout)["mcpServers"]["user-memory"]
+
+
+def _official_client(config: dict[str, Any], cwd: Path, errlog_path: Path, body: Callable[[Client], Awaitable[Any]]):
+    """The `mcp` package's own client, started from `config` exactly (its env replaces the environment)."""
+
+    async def main() -> Any:
+        params = StdioServerParameters(command=config["command"], args=config["args"], env=config["env"], cwd=str(cwd))
+        with errlog_path.open("a") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                return await body(client)
+
+    return asyncio.run(asyncio.wait_for(main(), TIMEOUT))
+
+
+def test_the_printed_configuration_works_with_the_official_client(database_url, tmp_path, store: MemoryStore):
+    # Given the configuration `mcp-config` prints for a user
+    user = uuid.uuid4()
+    home = tmp_path / "home"
+    config = _printed_config(database_url, home, user)
+    # Then it names the command by its absolute path and passes what the server reads
+    assert Path(config["command"]).is_absolute() and config["args"][-1] == "mcp"
+    assert config["env"]["USER_MEMORY_HOME"] == str(home.resolve())
+    assert config["env"]["DATABASE_URL"] == database_url and config["env"]["DOCUMENT_SCHEMA"] == "tutor"
+
+    # When the official client starts the server with exactly that, from another directory
+    async def session(client: Client) -> Any:
+        name = json.dumps({"name": "Amira"})
+        await client.call_tool("update_memory", {"section": "personal_info", "mode": "merge", "value_json": name})
+        return await client.call_tool("read_memory", {})
+
+    read = _official_client(config, tmp_path, tmp_path / "stderr.log", session)
+    # Then the token verifies and the tools serve that user's memory
+    assert not read.is_error and read.structured_content["version"] == 1
+    assert store.head(user).document["personal_info"]["name"] == "Amira"
+
+
+def test_a_configuration_that_loses_the_home_says_why_instead_of_connection_closed(database_url, tmp_path):
+    # Given the token alone in the client's env (as the docs used to say): the server then reads
+    # the secret of another home than the one that signed the token
+    config = _printed_config(database_url, tmp_path / "home", uuid.uuid4())
+    config["env"] = {"USER_MEMORY_TOKEN": config["env"]["USER_MEMORY_TOKEN"], "HOME": str(tmp_path / "elsewhere")}
+
+    async def session(client: Client) -> Any:
+        return await client.list_tools()
+
+    # When the official client connects
+    with pytest.raises(Exception) as failed:
+        _official_client(config, tmp_path, tmp_path / "stderr.log", session)
+    # Then what it shows is the server's reason, naming the home it read and the command that helps
+    shown = " | ".join(str(leaf) for leaf in _leaves(failed.value))
+    assert "Connection closed" not in shown
+    assert "did not start: invalid token" in shown and "mcp-config USER_ID" in shown, repr(failed.value)
+    assert str(tmp_path / "elsewhere") in shown
+    # And the server's stderr says the same on one line
+    assert "error: invalid token" in (tmp_path / "stderr.log").read_text()
+
+
+def _leaves(err: BaseException) -> list[BaseException]:
+    """The errors inside (nested) exception groups, as the client's task groups raise them."""
+    if isinstance(err, BaseExceptionGroup):
+        return [leaf for inner in err.exceptions for leaf in _leaves(inner)]
+    return [err]

@@ -170,6 +170,47 @@ def test_without_a_valid_token_every_route_but_the_document_is_401(server, log):
     assert "Traceback" not in log.getvalue()
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def test_the_root_sends_a_browser_to_the_console_and_the_favicon_is_no_401(server, log):
+    base = server.url
+    # When a browser opens the root, without a token
+    opener = urllib.request.build_opener(_NoRedirect)
+    with pytest.raises(urllib.error.HTTPError) as redirected:
+        opener.open(base + "/", timeout=30)
+    # Then it is sent to the console, and the page names the console and Swagger UI
+    assert redirected.value.code == 302 and redirected.value.headers["Location"] == "console"
+    page = redirected.value.read().decode()
+    assert 'href="console"' in page and 'href="swagger"' in page
+    with urllib.request.urlopen(base + "/", timeout=30) as followed:
+        assert followed.url == base + "/console" and "user-memory console" in followed.read().decode()
+    # And the favicon every page load asks for is an empty answer, not a 401
+    icon = call(base, "GET", "/favicon.ico")
+    assert icon.status == 204 and icon.text == ""
+    # And none of it was logged as a refusal
+    assert log.getvalue() == ""
+
+
+def test_head_answers_as_get_without_a_body(server):
+    # When `curl -I` asks for Swagger UI, the document and the console
+    for path in ("/swagger", "/openapi.json", "/console"):
+        request = urllib.request.Request(server.url + path, method="HEAD")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            # Then each is a 200 with GET's headers and no body
+            get = call(server.url, "GET", path)
+            assert response.status == 200 and response.read() == b""
+            assert response.headers["Content-Type"] == get.header("Content-Type")
+    # And HEAD on a route without GET is still a 405 naming what it takes
+    request = urllib.request.Request(server.url + "/me/memory/revert", method="HEAD")
+    request.add_header("Authorization", f"Bearer {token_for(str(uuid.uuid4()))}")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 405 and "POST" in refused.value.headers["Allow"]
+
+
 def test_swagger_ui_renders_every_path_in_chromium_without_a_token(server):
     # Given the local server, and a real browser with no token
     # When Swagger UI is opened
@@ -337,9 +378,12 @@ def test_the_serve_command_starts_answers_and_stops_on_sigint(database_url, tmp_
     )
     try:
         assert process.stdout is not None
-        banner = [process.stdout.readline() for _ in range(5)]
+        banner = [process.stdout.readline() for _ in range(6)]
         assert banner[0].startswith(f"user-memory API on http://127.0.0.1:{port}"), banner
         assert any("user-memory token <user id>" in line for line in banner)
+        # And the console's hint names this port: the command it prints opens this server
+        hint = next(line for line in banner if line.lstrip().startswith("console:"))
+        assert f"console <user id> --url http://127.0.0.1:{port} " in hint, hint
         base = f"http://127.0.0.1:{port}"
         user = str(uuid.uuid4())
         token = token_for(user)

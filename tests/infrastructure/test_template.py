@@ -143,7 +143,14 @@ DEPLOYED = {
 LAMBDA_FUNCTION_NAME_LIMIT = 64
 # The API's routes: the public ones (its description, Swagger UI over it, the console's page and
 # files), and the ones behind the JWT authorizer.
-PUBLIC_ROUTES = {("GET", "/openapi.json"), ("GET", "/swagger"), ("GET", "/console"), ("GET", "/console/{file}")}
+PUBLIC_ROUTES = {
+    ("GET", "/openapi.json"),
+    ("GET", "/swagger"),
+    ("GET", "/console"),
+    ("GET", "/console/{file}"),
+    ("GET", "/"),  # a redirect to the console
+    ("GET", "/favicon.ico"),  # an empty answer
+}
 AUTHORIZED_ROUTES = {
     ("ANY", "/me"),
     ("ANY", "/me/{proxy+}"),
@@ -635,7 +642,7 @@ def test_only_the_openapi_document_and_swagger_ui_are_reachable_without_a_token(
     assert set(routes) == PUBLIC_ROUTES | AUTHORIZED_ROUTES
     assert {function for function, _ in routes.values()} == {"ApiFunction"}
     assert all(p["ApiId"] == {"Ref": "HttpApi"} for _, p in routes.values())
-    # And only GET /openapi.json, GET /swagger and the console's files opt out of the default
+    # And only GET /openapi.json, GET /swagger, the console's files, the root and the favicon opt out of the default
     # authorizer; no other route names one of its own
     public = {route for route, (_, p) in routes.items() if p.get("Auth", {}).get("Authorizer") == "NONE"}
     assert public == PUBLIC_ROUTES

@@ -63,4 +63,6 @@ def main(base_url: str, user_id: str, token: str) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 4:  # the three arguments, or how to call it (not a traceback)
+        sys.exit(f"usage: python {sys.argv[0]} BASE_URL USER_ID TOKEN\n{__doc__.split(chr(10) * 2, 2)[2].rstrip()}")
     main(*sys.argv[1:4])

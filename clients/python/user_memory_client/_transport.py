@@ -24,7 +24,14 @@ from dataclasses import dataclass
 import httpx
 
 from user_memory_client._operations import Call
-from user_memory_client.errors import DeadlineExceeded, TransportError, Unauthenticated, error_for, retry_after_seconds
+from user_memory_client.errors import (
+    DeadlineExceeded,
+    InvalidBaseUrl,
+    TransportError,
+    Unauthenticated,
+    error_for,
+    retry_after_seconds,
+)
 
 logger = logging.getLogger("user_memory_client")
 
@@ -121,6 +128,18 @@ class _Attempts:
         return wait
 
 
+def checked_base_url(base_url: str) -> str:
+    """`base_url` when it is an absolute http(s) URL; InvalidBaseUrl at once otherwise (without a
+    scheme, every request would fail and be retried until the deadline)."""
+    try:
+        parts: httpx.URL | None = httpx.URL(base_url)
+    except (httpx.InvalidURL, TypeError):
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.host:
+        raise InvalidBaseUrl(f"the base URL must start with http:// or https://, got {base_url!r}")
+    return base_url
+
+
 def _url(base_url: str, call: Call) -> str:
     return base_url.rstrip("/") + call.path
 
@@ -133,7 +152,7 @@ class SyncTransport:
     def __init__(
         self, base_url: str, token: Token, *, retries: Retries, http: httpx.Client | None, user_agent: str
     ) -> None:
-        self.base_url = base_url
+        self.base_url = checked_base_url(base_url)
         self._token = token
         self.retries = retries
         self._owned = http is None
@@ -194,7 +213,7 @@ class AsyncTransport:
     def __init__(
         self, base_url: str, token: AsyncToken, *, retries: Retries, http: httpx.AsyncClient | None, user_agent: str
     ) -> None:
-        self.base_url = base_url
+        self.base_url = checked_base_url(base_url)
         self._token = token
         self.retries = retries
         self._owned = http is None

@@ -22,6 +22,10 @@ class UserMemoryError(Exception):
     """Every error this client raises."""
 
 
+class InvalidBaseUrl(UserMemoryError, ValueError):
+    """The base URL is not an absolute http(s) URL (e.g. no scheme): refused when the client is made."""
+
+
 class TransportError(UserMemoryError):
     """The API could not be reached, or did not answer in time, within the retries and the deadline."""
 

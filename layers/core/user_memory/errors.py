@@ -24,6 +24,10 @@ class PatchError(UserMemoryError, ValueError):
     """A JSON Patch or JSON Pointer is invalid, or does not apply to the document."""
 
 
+class InvalidPointer(PatchError):
+    """A JSON Pointer is not one (RFC 6901): not empty and not starting with '/', or a bad '~' escape."""
+
+
 class PatchOverBounds(PatchError):
     """A JSON Patch is over the appliers' bounds: too many operations, a JSON Pointer too long or too
     deep, or a value nested too deeply to measure (refused before the document is touched)."""

@@ -1,9 +1,11 @@
 """PostgreSQL adapters: the memory recorder and the activity reader/writer (psycopg 3).
 
-SQL only: no diffing, no policy. Every statement runs on a connection from one pool through
-`connection()`, the single place where driver errors become this library's errors.
-Writes are one statement each (`user_memory_append`, migrations/004-006 and 010), so a write is one
-round trip and one transaction.
+SQL only: no diffing, no policy. Every statement runs on a connection from one pool; driver errors
+become this library's errors in one function, `translate`, called wherever a connection is used
+(`connection()`, a held connection, a session's transaction, the migrations runner).
+Writes are one statement each (`user_memory_append`: created by migrations/004 and redefined by
+later ones; the live definition is the newest, migrations/020 today), so a write is one round trip
+and one transaction.
 """
 
 from __future__ import annotations
@@ -303,7 +305,7 @@ def _in_transaction(conn: psycopg.Connection) -> bool:
 
 
 class _Database:
-    """A connection source and the one place that turns psycopg errors into ours."""
+    """A connection source whose connections turn psycopg errors into ours (through `translate`)."""
 
     def __init__(self, pool: ConnectionSource) -> None:
         self.pool = pool

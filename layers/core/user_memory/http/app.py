@@ -6,7 +6,8 @@ is for operators. Each request's database work runs in one transaction, as the e
 row-level security (operators: with the service's rights, and logged with who acted).
 Errors are RFC 9457 problem details (`problems.py`).
 
-Where things are: the routes, one module and one `Router` per resource, in `routes/`; what a route
+Where things are: the routes in `routes/`, a `Router` per module (the `/admin/users/...` views are
+in admin.py and overview.py, which also holds the console's reads for /me); what a route
 reads from the resolver's context in `context.py`; request bodies in `bodies.py`; response
 builders in `responses.py`; shared parameters in `params.py`; the OpenAPI wiring in `openapi.py`.
 This module holds the resolver, the checks made before routing, the exception handlers and
@@ -109,10 +110,23 @@ class MemoryApi:
             event, parsed = self._admit(event)
         except Exception as err:  # answered as a problem like any route's error
             return self._refuse_event(err, event)
+        event = self._head_as_get(event)
         self.app.append_context(**{KEY: self.dependencies})  # cleared by Powertools after each event
         if parsed is not UNPARSED:  # a route that reads the body itself (PATCH) takes it from here
             self.app.append_context(**{PARSED: parsed})
         return self.app.resolve(event, context)
+
+    def _head_as_get(self, event: dict[str, Any]) -> dict[str, Any]:
+        """HEAD on a path that takes GET is answered as GET (RFC 9110: the same headers; the server
+        in front drops the body), not 405: `curl -I /swagger` works."""
+        http = (event.get("requestContext") or {}).get("http") or {}
+        if str(http.get("method", "")).upper() != "HEAD":
+            return event
+        path = event.get("rawPath") or ""
+        if not any(method == "GET" and rule.match(path) for rule, method in self._routes):
+            return event
+        context = {**event["requestContext"], "http": {**http, "method": "GET"}}
+        return {**event, "requestContext": context}
 
     def _admit(self, event: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         """The event as routed (/users/{user_id}/... as /me/...) and its JSON body parsed (or

@@ -16,8 +16,9 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Request
 
-from user_memory.domain.memory.patching import OPERATIONS
+from user_memory.domain.memory.patching import OPERATIONS, parse_pointer
 from user_memory.domain.storable import unstorable
+from user_memory.errors import InvalidPointer
 from user_memory.http import models
 from user_memory.http.problems import (
     INVALID_INPUT,
@@ -99,6 +100,13 @@ def check_json_patch(body: Any) -> list[dict[str, Any]]:
             raise HttpProblem(INVALID_PATCH, f"operation {n} ({op['op']}) needs a value")
         if needed == "from" and not isinstance(op.get("from"), str):
             raise HttpProblem(INVALID_PATCH, f"operation {n} ({op['op']}) needs from, a JSON Pointer string")
+        # A pointer that is not one is a malformed patch (400), not one that fails to apply (409):
+        # checked here because an end user's patch is applied by the database (migrations/015).
+        for member in ("path", "from") if needed == "from" else ("path",):
+            try:
+                parse_pointer(op[member])
+            except InvalidPointer as err:
+                raise HttpProblem(INVALID_PATCH, f"operation {n}: {member}: {err}") from err
     return body
 
 

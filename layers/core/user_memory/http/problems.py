@@ -21,6 +21,7 @@ from user_memory.errors import (
     InvalidDocument,
     InvalidKvEntry,
     InvalidPatch,
+    InvalidPointer,
     InvalidRequest,
     InvalidTime,
     InvalidToolCall,
@@ -136,7 +137,7 @@ def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
         return NOT_ENABLED
     if isinstance(err, ElementExists):
         return ELEMENT_EXISTS
-    if isinstance(err, InvalidPatch):
+    if isinstance(err, InvalidPatch | InvalidPointer):
         return INVALID_PATCH
     if isinstance(err, PatchOverBounds):
         return INVALID_INPUT

@@ -25,7 +25,7 @@ from typing import Any
 import jsonpatch
 from pydantic_core import PydanticSerializationError, to_json
 
-from user_memory.errors import DocumentGrowsTooLarge, PatchError, PatchOverBounds
+from user_memory.errors import DocumentGrowsTooLarge, InvalidPointer, PatchError, PatchOverBounds
 
 __all__ = [
     "MAX_OPERATIONS",
@@ -176,18 +176,18 @@ def escape_token(key: str) -> str:
 def parse_pointer(pointer: Any) -> list[str]:
     """Split a JSON Pointer (RFC 6901) into unescaped reference tokens."""
     if not isinstance(pointer, str):
-        raise PatchError(f"JSON Pointer must be a string, got {type(pointer).__name__}")
+        raise InvalidPointer(f"JSON Pointer must be a string, got {type(pointer).__name__}")
     if pointer == "":
         return []
     if not pointer.startswith("/"):
-        raise PatchError(f"JSON Pointer {pointer!r} must be empty or start with '/'")
+        raise InvalidPointer(f"JSON Pointer {pointer!r} must be empty or start with '/'")
     tokens = pointer[1:].split("/")
     out = []
     for token in tokens:
         i = token.find("~")
         while i != -1:
             if i + 1 >= len(token) or token[i + 1] not in "01":
-                raise PatchError(f"JSON Pointer {pointer!r} has an invalid escape in {token!r}")
+                raise InvalidPointer(f"JSON Pointer {pointer!r} has an invalid escape in {token!r}")
             i = token.find("~", i + 2)
         out.append(token.replace("~1", "/").replace("~0", "~"))
     return out

@@ -1,14 +1,18 @@
 // The console: see and steer one user's memory. Views are addressed by the fragment
-// (#/timeline, #/version/12, #/compare/11/12, #/edit, ...; ?u=<user id> for an operator's look-up).
+// (#/memory, the landing: the memory as a person reads it, its recent changes beside it;
+// #/timeline, #/version/12, #/compare/11/12, #/edit, ...; ?u=<user id> for an operator's look-up).
 
 import { Api, ApiError } from "./api.js";
 import { claimsOf, currentToken, isOperator, signOut, startSignIn } from "./auth.js";
 import { describePatch } from "./diff.js";
-import { append, bytes, clear, h, json, pointerWords, short, when } from "./dom.js";
+import { append, bytes, clear, h, json, orderLike, plural, pointerWords, readableDocument, short, when } from "./dom.js";
 import { barChart, lineChart } from "./plot.js";
 
 const PAGE = 50;
-const state = { config: null, token: null, claims: null, operator: false, user: null };
+const RECENT = 10; // versions beside the memory on the landing
+// flash: a line a view shows next to the button that caused it, after it re-rendered (a save);
+// savedOrder: the document as the editor last saved it, whose key order the editor keeps.
+const state = { config: null, token: null, claims: null, operator: false, user: null, flash: null, savedOrder: null };
 const main = () => document.getElementById("main");
 
 // -- start ------------------------------------------------------------------------------------------
@@ -42,7 +46,7 @@ async function start() {
     lookup.addEventListener("submit", (event) => {
       event.preventDefault();
       const user = new FormData(lookup).get("user").trim();
-      if (user) go("timeline", [], user);
+      if (user) go("memory", [], user);
     });
   }
   window.addEventListener("hashchange", route);
@@ -54,7 +58,9 @@ function showSignIn(problem) {
   append(view, h("h2", {}, "Sign in"));
   if (problem) append(view, h("p", { class: "error", role: "alert" }, problem));
   if (state.config && state.config.issuer) {
-    append(view, h("button", { type: "button", onclick: () => startSignIn(state.config).catch((e) => say(e.message)) }, "Sign in"));
+    const status = h("span", { class: "status", role: "status" });
+    const signIn = () => startSignIn(state.config).catch((e) => { status.textContent = e.message; });
+    append(view, h("div", { class: "actions" }, h("button", { type: "button", onclick: signIn }, "Sign in"), status));
   } else {
     append(
       view,
@@ -68,6 +74,7 @@ function showSignIn(problem) {
 // -- routing ------------------------------------------------------------------------------------------
 
 const VIEWS = {
+  memory: ["Memory", memoryView],
   timeline: ["Timeline", timelineView],
   version: ["Version", versionView],
   compare: ["Compare", compareView],
@@ -80,7 +87,7 @@ const VIEWS = {
   runs: ["Runs", runsView],
   run: ["Run", runView],
 };
-const NAV = ["timeline", "compare", "edit", "kv", "companion", "conversations", "search", "plots", "runs"];
+const NAV = ["memory", "timeline", "compare", "edit", "kv", "companion", "conversations", "search", "plots", "runs"];
 
 function link(view, args = [], user = state.user, extra = {}) {
   const query = new URLSearchParams(extra);
@@ -96,7 +103,7 @@ function go(view, args = [], user = state.user, extra = {}) {
 function parseHash() {
   const [path, query] = location.hash.slice(1).split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
-  return { view: parts[0] || "timeline", args: parts.slice(1), query: new URLSearchParams(query || "") };
+  return { view: parts[0] || "memory", args: parts.slice(1), query: new URLSearchParams(query || "") };
 }
 
 function api() {
@@ -113,15 +120,15 @@ async function route() {
   const { view, args, query } = parseHash();
   const generation = ++routed;
   state.user = query.get("u");
-  const [title, render] = VIEWS[view] || VIEWS.timeline;
+  const [title, render] = VIEWS[view] || VIEWS.memory;
   renderNav(view);
   // Each view renders into a container of its own: one still loading when the address changes
   // again finishes into a container no longer on the page.
   const container = h("div", { class: "view" });
   const whose = view === "runs" || view === "run" ? "every user" : state.user ? `user ${state.user}` : "your memory";
-  append(container, h("h2", { id: "view-title" }, `${title}: ${whose}`));
+  const lookUp = state.operator && !state.user && (VIEWS[view] ? view : "memory") === "memory";
+  append(container, h("h2", { id: "view-title" }, lookUp ? "Look up a user" : `${title}: ${whose}`));
   main().removeAttribute("data-ready");
-  say("");
   clear(main()).append(container);
   document.title = `${title} · user-memory console`;
   try {
@@ -138,9 +145,6 @@ async function route() {
 function renderNav(current) {
   const nav = clear(document.getElementById("nav"));
   nav.hidden = false;
-  if (state.operator && !state.user) {
-    append(nav, h("p", {}, "Look up a user by id to see their memory (every look is logged)."));
-  }
   const items = NAV.filter((v) => v !== "companion" || state.config.schema === "companion").filter(
     (v) => v !== "runs" || (state.operator && !state.user), // runs span users: an operator's, not a look-up's
   );
@@ -172,8 +176,29 @@ function showError(container, err) {
   }
 }
 
-function say(text) {
-  document.getElementById("status").textContent = text;
+// The line a view shows next to `button`'s place after re-rendering, once.
+function takeFlash(place) {
+  const flash = state.flash;
+  if (!flash || flash.place !== place) return "";
+  state.flash = null;
+  return flash.text;
+}
+
+// Asks before `act` runs, in `target` (beside the button that asked): nothing is written until
+// the person confirms; Cancel (or Escape) leaves everything as it was.
+function confirmFirst(target, question, yes, act) {
+  clear(target);
+  const cancel = () => clear(target);
+  const box = h(
+    "div",
+    { class: "confirm", role: "group", "aria-label": "Confirm", onkeydown: (e) => e.key === "Escape" && cancel() },
+    h("p", {}, question),
+    h("div", { class: "actions" },
+      h("button", { type: "button", class: "danger", onclick: () => { clear(target); act(); } }, yes),
+      h("button", { type: "button", class: "secondary", onclick: cancel }, "Cancel")),
+  );
+  append(target, box);
+  box.querySelector("button").focus();
 }
 
 // A message that stays until the page is loaded again (a view's status line replaces `say`'s).
@@ -181,6 +206,40 @@ function notice(text) {
   const shown = document.getElementById("notice");
   shown.textContent = text || "";
   shown.hidden = !text;
+}
+
+// -- the landing: the memory as a person reads it, its recent changes beside it -----------------------
+
+async function memoryView(container) {
+  if (state.operator && !state.user) {
+    append(
+      container,
+      h("p", {}, "Enter a user's id in the User id field above to see their memory, as they would, with its history. Every look is logged with your id."),
+    );
+    document.getElementById("lookup-user").focus();
+    return;
+  }
+  const [head, recent] = await Promise.all([api().get("memory"), api().get("memory/history", { limit: RECENT })]);
+  const memory = h("section", { class: "memory", "aria-labelledby": "memory-title" },
+    h("h3", { id: "memory-title" }, head.version ? `The memory at version ${head.version}` : "The memory"));
+  if (!head.version) {
+    append(memory, h("p", {}, "Nothing remembered yet: the first nightly run, an agent tool or an edit writes version 1."));
+  } else {
+    append(
+      memory,
+      h("p", { class: "facts" }, `Written ${when(head.data.created_at)} · ${sourceKind(head.data)}`),
+      readableDocument(head.data.document),
+      h("p", {}, h("a", { href: link("version", [head.version]), class: "action" }, "This version, with its JSON")),
+    );
+  }
+  const items = recent.data.items;
+  const changes = h("aside", { class: "recent", "aria-labelledby": "recent-title" },
+    h("h3", { id: "recent-title" }, "Recent changes"),
+    items.length
+      ? h("ol", { class: "recent-list", "aria-label": "Recent versions, newest first" }, items.map(timelineItem))
+      : h("p", {}, "No versions yet."),
+    recent.data.next_before !== null ? h("p", {}, h("a", { href: link("timeline"), class: "action" }, "Every version (timeline)")) : "");
+  append(container, h("div", { class: "landing" }, memory, changes));
 }
 
 // -- timeline -----------------------------------------------------------------------------------------
@@ -215,7 +274,6 @@ function provenanceOf(p) {
   const list = (title, items, line) =>
     items && items.length ? [h("h4", {}, title), h("ul", { class: "reasons" }, items.map((x) => h("li", {}, line(x))))] : [];
   parts.push(
-    ...list("Edits", p.edits, (e) => [h("code", {}, `${e.op} ${pointerWords(e.path)}`), " — ", e.reason || "(no reason given)"]),
     ...list("Refused", p.refused, (e) => [h("code", {}, `${e.op} ${pointerWords(e.path)}`), " — refused: ", e.why]),
     ...list("Restored", p.restored, (e) => [h("code", {}, pointerWords(e.path)), " — ", e.why]),
     ...list("Filled", p.filled, (e) => [h("code", {}, pointerWords(e.path || "")), " — ", e.why || ""]),
@@ -239,6 +297,13 @@ function timelineItem(item) {
   const edits = p && p.edits ? p.edits.length : 0;
   const refused = p && p.refused ? p.refused.length : 0;
   const body = [h("p", { class: "line" }, summary), h("p", { class: "source" }, item.source || "")];
+  // The model's reasons in sight, one line an edit; the rest (model, tokens, refusals) one click away.
+  if (p && p.edits && p.edits.length) {
+    body.push(
+      h("ul", { class: "reasons", "aria-label": `Edits of version ${item.version}` },
+        p.edits.map((e) => h("li", {}, h("code", {}, `${e.op} ${pointerWords(e.path)}`), " — ", e.reason || "(no reason given)"))),
+    );
+  }
   if (p) {
     body.push(
       h(
@@ -266,17 +331,20 @@ async function timelineView(container) {
   h("button", { type: "submit" }, "Show the memory then"));
   const list = h("ol", { class: "timeline", "aria-label": "Versions, newest first" });
   const more = h("button", { type: "button", class: "more", hidden: true }, "Load older versions");
-  append(container, asOf, list, more);
+  const shown = h("span", { class: "status", role: "status" });
+  append(container, asOf, list, h("div", { class: "actions" }, more, shown));
   let before = null;
+  let count = 0;
   const load = async () => {
     more.disabled = true;
     const { data } = await api().get("memory/history", { limit: PAGE, before });
     if (!data.items.length && before === null) append(list, h("li", {}, "No versions yet."));
     append(list, data.items.map(timelineItem));
+    count += data.items.length;
     before = data.next_before;
     more.hidden = before === null;
     more.disabled = false;
-    say(`${list.children.length} versions shown`);
+    shown.textContent = count ? `${plural(count, "version")} shown` : "";
   };
   more.addEventListener("click", () => load().catch((err) => showError(container, err)));
   await load();
@@ -287,31 +355,50 @@ async function timelineView(container) {
 async function versionView(container, args, query) {
   const asOf = args[0] === "as-of" ? query.get("at") : null;
   const found = await api().get("memory", asOf ? { as_of: asOf } : { version: args[0] });
-  const head = await api().get("memory");
+  let headVersion = (await api().get("memory")).version;
   const v = found.data.version;
+  const headLine = h("p", { id: "head-line" }, `The head is version ${headVersion}.`);
   append(
     container,
     h("p", {}, asOf ? `As of ${when(asOf)}: version ${v}` : `Version ${v}`, ` · written ${when(found.data.created_at)} · `, found.data.source || ""),
-    h("p", {}, `The head is version ${head.version}.`),
+    headLine,
   );
   const actions = h("div", { class: "actions" });
-  if (v !== head.version) append(actions, h("a", { href: link("compare", [v, head.version]), class: "action" }, `Compare with the head (v${head.version})`));
-  if (canWrite() && v !== head.version) {
-    const result = h("div", { class: "result" });
+  const toHead = h("a", { href: link("compare", [v, headVersion]), class: "action", hidden: v === headVersion }, `Compare with the head (v${headVersion})`);
+  append(actions, toHead);
+  const result = h("div", { class: "result" });
+  if (canWrite() && v !== headVersion) {
+    const revert = async () => {
+      try {
+        const written = await api().call("POST", "me/memory/revert", { body: { version: v }, ifMatch: headVersion });
+        // The page now names the new head: its line, and the comparison it offers.
+        headVersion = written.data.version;
+        headLine.textContent = `The head is version ${headVersion}.`;
+        toHead.href = link("compare", [v, headVersion]);
+        toHead.textContent = `Compare with the head (v${headVersion})`;
+        append(result, h("p", { class: "status", role: "status" }, `Reverted: version ${headVersion} has version ${v}'s document.`));
+      } catch (err) {
+        conflictOrError(result, err, () => route());
+      }
+    };
     append(
       actions,
-      h("button", { type: "button", onclick: async () => {
-        try {
-          const written = await api().call("POST", "me/memory/revert", { body: { version: v }, ifMatch: head.version });
-          clear(result).append(h("p", { role: "status" }, `Reverted: version ${written.data.version} has version ${v}'s document.`));
-        } catch (err) {
-          conflictOrError(result, err, () => route());
-        }
-      } }, `Revert to version ${v}`),
-      result,
+      h("button", { type: "button", onclick: () => confirmFirst(
+        result,
+        `Revert to version ${v}? A new version is written with version ${v}'s document; the history keeps every version.`,
+        `Yes, revert to version ${v}`,
+        revert,
+      ) }, `Revert to version ${v}`),
     );
   }
-  append(container, actions, h("pre", { class: "document", tabindex: 0, "aria-label": `Document at version ${v}` }, json(found.data.document)));
+  append(
+    container,
+    actions,
+    result,
+    h("section", { class: "version-memory", "aria-label": `The memory at version ${v}` }, readableDocument(found.data.document)),
+    h("details", { class: "raw" }, h("summary", {}, "The document as JSON"),
+      h("pre", { class: "document", tabindex: 0, "aria-label": `Document at version ${v}` }, json(found.data.document))),
+  );
 }
 
 // -- compare ------------------------------------------------------------------------------------------
@@ -400,8 +487,14 @@ async function editView(container) {
   const version = head.version;
   const problems = h("ul", { id: "editor-problems", class: "problems", "aria-live": "polite" });
   const result = h("div", { class: "result" });
+  const saveStatus = h("span", { class: "status", role: "status" }, takeFlash("save"));
+  const pruneStatus = h("span", { class: "status", role: "status" }, takeFlash("prune"));
+  const pruneConfirm = h("div", { class: "result" });
   const editor = h("textarea", { id: "editor", name: "document", rows: 24, spellcheck: "false", "aria-describedby": "editor-problems" });
-  editor.value = json(head.data.document);
+  // The database keeps no key order: a document just saved is shown in the order it was written.
+  const saved = state.savedOrder;
+  state.savedOrder = null;
+  editor.value = json(saved ? orderLike(head.data.document, saved) : head.data.document);
 
   const check = async () => {
     clear(problems);
@@ -421,12 +514,24 @@ async function editView(container) {
   const save = async (event) => {
     event.preventDefault();
     clear(result);
+    saveStatus.textContent = "";
     try {
       const document = await check();
       if (!document) return;
       const written = await api().call("PUT", "me/memory", { body: document, ifMatch: version });
-      await route(); // the editor now holds the saved version
-      say(`Saved as version ${written.data.version}.`);
+      state.savedOrder = document;
+      state.flash = { place: "save", text: `Saved as version ${written.data.version}.` };
+      await route(); // the editor now holds the saved version, the line beside Save says so
+    } catch (err) {
+      conflictOrError(result, err, () => route());
+    }
+  };
+  const prune = async (section) => {
+    try {
+      const url = `me/memory?section=${encodeURIComponent(section)}`;
+      const written = await api().call("DELETE", url, { ifMatch: version });
+      state.flash = { place: "prune", text: `Pruned ${section}: version ${written.data.version}.` };
+      await route();
     } catch (err) {
       conflictOrError(result, err, () => route());
     }
@@ -443,28 +548,34 @@ async function editView(container) {
       problems,
       h("div", { class: "actions" },
         h("button", { type: "button", onclick: () => check().catch((err) => conflictOrError(result, err, () => route())) }, "Check"),
-        h("button", { type: "submit" }, "Save")),
-    ),
-    h(
-      "form",
-      { class: "inline prune", onsubmit: async (event) => {
-        event.preventDefault();
-        clear(result);
-        const section = new FormData(event.target).get("section");
-        try {
-          const url = `me/memory?section=${encodeURIComponent(section)}`;
-          const written = await api().call("DELETE", url, { ifMatch: version });
-          await route();
-          say(`Pruned ${section}: version ${written.data.version}.`);
-        } catch (err) {
-          conflictOrError(result, err, () => route());
-        }
-      } },
-      h("label", { for: "prune-section" }, "Prune section"),
-      h("select", { id: "prune-section", name: "section" }, sections.map((s) => h("option", { value: s }, s))),
-      h("button", { type: "submit" }, "Prune"),
+        h("button", { type: "submit" }, "Save"),
+        saveStatus),
     ),
     result,
+    h(
+      "form",
+      { class: "inline prune", onsubmit: (event) => {
+        event.preventDefault();
+        clear(result);
+        pruneStatus.textContent = "";
+        const section = new FormData(event.target).get("section");
+        if (!section) return;
+        confirmFirst(
+          pruneConfirm,
+          `Prune ${section}? A new version is written with ${section} emptied; the history keeps the old one.`,
+          `Yes, prune ${section}`,
+          () => prune(section),
+        );
+      } },
+      h("label", { for: "prune-section" }, "Prune section"),
+      // No section is chosen until the person picks one: pruning is never a default.
+      h("select", { id: "prune-section", name: "section", required: true },
+        h("option", { value: "", selected: true, disabled: true }, "Choose a section…"),
+        sections.map((s) => h("option", { value: s }, s))),
+      h("button", { type: "submit" }, "Prune"),
+      pruneStatus,
+    ),
+    pruneConfirm,
   );
 }
 

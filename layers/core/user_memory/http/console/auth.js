@@ -59,7 +59,7 @@ function held() {
 function fromFragment(config) {
   const fragment = new URLSearchParams(location.hash.slice(1));
   if (!fragment.has("token")) return null;
-  history.replaceState(null, "", location.pathname + location.search + "#/timeline");
+  history.replaceState(null, "", location.pathname + location.search + "#/memory");
   if (config.issuer) return "A link carrying a token was ignored: this console signs in only at its issuer.";
   if (held()) return "A link carrying a token was ignored: this tab is signed in already (sign out first).";
   if (fragment.get("token")) sessionStorage.setItem(TOKEN, fragment.get("token"));
@@ -74,7 +74,7 @@ export async function currentToken(config) {
   if (query.get("code") && query.get("state")) {
     await finishSignIn(config, query.get("code"), query.get("state"));
   } else if (query.get("error")) {
-    history.replaceState(null, "", location.pathname + "#/timeline");
+    history.replaceState(null, "", location.pathname + "#/memory");
     throw new Error(`the sign-in was refused (${query.get("error")})`);
   }
   const token = held();
@@ -104,7 +104,7 @@ export async function startSignIn(config) {
 async function finishSignIn(config, code, state) {
   const pending = JSON.parse(sessionStorage.getItem(PENDING) || "null");
   sessionStorage.removeItem(PENDING);
-  history.replaceState(null, "", location.pathname + "#/timeline");
+  history.replaceState(null, "", location.pathname + "#/memory");
   if (!pending || pending.state !== state) throw new Error("the sign-in's state does not match (start again)");
   const response = await fetch(pending.token_endpoint, {
     method: "POST",

@@ -1,7 +1,8 @@
 """The console: a page to see and steer a memory, served from the package (no build step).
 
 `/console` is the page, `/console/<file>` its scripts and styles (plain ES modules in
-`user_memory/http/console/`), `/console/config.json` how it signs in. None of them needs a token
+`user_memory/http/console/`), `/console/config.json` how it signs in; `/` sends a browser to the
+console (and names Swagger UI), `/favicon.ico` is an empty answer. None of them needs a token
 (the page holds no data; it calls the API with the caller's token like any client). Every answer
 carries a strict Content-Security-Policy: scripts only from this origin, no inline script or
 style, no framing; the page renders memory content as text, never as markup.
@@ -81,6 +82,28 @@ def security_headers(request: Request) -> dict[str, str]:
         "Referrer-Policy": "no-referrer",
         "Cache-Control": "no-cache",
     }
+
+
+# A browser at the root gets the console (and the body, for a client that does not follow, names
+# the console and Swagger UI). Relative links: under a named API Gateway stage the root is
+# /<stage>/, and "console" resolves below it.
+_ROOT_PAGE = (
+    '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>user-memory</title></head><body>'
+    '<p>user-memory: the <a href="console">console</a>, the API in <a href="swagger">Swagger UI</a>, '
+    'its <a href="openapi.json">OpenAPI document</a>.</p></body></html>\n'
+)
+
+
+@router.get("/", include_in_schema=False)
+def root(request: Request) -> Response[str]:
+    headers = {**security_headers(request), "Location": "console"}
+    return Response(302, "text/html; charset=utf-8", _ROOT_PAGE, headers=headers)
+
+
+@router.get("/favicon.ico", include_in_schema=False)
+def favicon() -> Response[str]:
+    """No icon: an empty answer a browser caches, instead of a 401 on every page load."""
+    return Response(204, "image/x-icon", "", headers={"Cache-Control": "public, max-age=86400"})
 
 
 @router.get("/console", include_in_schema=False)
