@@ -663,7 +663,7 @@ def test_an_operator_reads_a_run_and_undoes_it_after_confirming(page, console: C
     store.append(user, damaged, expected_version=1, source="s", idempotency_key=run_key, provenance=provenance)
     # When an operator opens the runs, then this run
     page.goto(console.signed_in(str(uuid.uuid4()), operator=True))
-    ready(page, "timeline")
+    ready(page, "memory")
     page.get_by_role("link", name="Runs").click()
     ready(page, "runs")
     page.get_by_role("link", name=run_key).click()
