@@ -11,6 +11,10 @@ Understood activity kinds (payload fields):
     memory_reset  {}                               clear the parts, triggers and safety notes
     session, message, insight_interaction, ...     counted in the summary (their text is never a request)
 
+Every change the summarizer makes is recorded with its reason (SummaryResult.changes, the
+version's provenance `edits`): each fold names the activity it folds in (its kind and id), the
+summary line the activities it counts. recency_score is the service's (provenance `recency_set`).
+
 `fold` is the fact-level fold of one activity, shared with the pipeline's fact floor
 (domain/summary/facts.py), which folds in what a model's answer left out. Scores are not the fold's:
 recency is the service's (RECENCY_DECAY, domain/summary/facts.py: `set_recency`), and the rule-based
@@ -24,8 +28,9 @@ from typing import Any
 
 from user_memory.domain.memory.document import empty_document
 from user_memory.domain.memory.patching import copy_json
-from user_memory.domain.model import Activity
+from user_memory.domain.model import FORGET_KINDS, Activity
 from user_memory.domain.ports import SummaryResult
+from user_memory.domain.summary.edits import MemoryEdit, edits_between
 from user_memory.domain.summary.requests import forgotten_part, is_reset
 from user_memory.errors import SummarizerUnsupported
 
@@ -36,6 +41,24 @@ RULE_SCHEMAS = frozenset({"user_state", "companion"})
 RECENCY_DECAY = 0.9
 # The kinds `fold` writes as facts (forget requests and resets remove; every other kind carries no fact).
 FACT_KINDS = ("part_named", "goal_set", "trigger_noted", "safety_note")
+# How many activity ids the summary line's reason names before it counts the rest.
+NAMED_IDS = 8
+
+
+def named(a: Activity) -> str:
+    """An activity as an edit's reason names it: its kind and id (never its content)."""
+    return f"{a.kind} activity {a.id}" if a.id is not None else f"{a.kind} activity of {a.occurred_at.isoformat()}"
+
+
+def _may_fold(a: Activity) -> bool:
+    # Only these can change the document: the others are counted in the summary line alone.
+    return a.kind in FACT_KINDS or a.kind in FORGET_KINDS or is_reset(a)
+
+
+def _counted(activities: list[Activity], described: str) -> str:
+    ids = [str(a.id) for a in activities if a.id is not None]
+    shown = ", ".join(ids[:NAMED_IDS]) + (f" and {len(ids) - NAMED_IDS} more" if len(ids) > NAMED_IDS else "")
+    return f"counts the activity it folds in: {described}" + (f" (activities {shown})" if ids else "")
 
 
 def new_part(name: str, status: str = "active") -> dict[str, Any]:
@@ -135,15 +158,19 @@ class RuleBasedSummarizer:
         parts: dict[str, Any] = doc.setdefault("parts", {})
         triggers: list[dict[str, Any]] = doc.setdefault("triggers_and_goals", [])
         touched: set[str] = set()
+        changes: list[MemoryEdit] = []
         for part in parts.values():
             part["recency_score"] = round(float(part.get("recency_score", 0.0)) * RECENCY_DECAY, 3)
         for a in activities:
+            before = copy_json(doc) if _may_fold(a) else None
             pid = fold(doc, a)
-            if pid is None:
-                continue
-            touched.add(pid)
-            if a.kind == "goal_set":
-                parts[pid]["influence_score"] = round(min(1.0, float(parts[pid].get("influence_score", 0.0)) + 0.1), 3)
+            if pid is not None:
+                touched.add(pid)
+                if a.kind == "goal_set":
+                    score = round(min(1.0, float(parts[pid].get("influence_score", 0.0)) + 0.1), 3)
+                    parts[pid]["influence_score"] = score
+            if before is not None:
+                changes.extend(edits_between(before, doc, f"folds in {named(a)}"))
         for part_id in touched:
             if part_id in parts:
                 parts[part_id]["recency_score"] = 1.0
@@ -151,21 +178,31 @@ class RuleBasedSummarizer:
         day = activities[-1].occurred_at.date().isoformat() if activities else "no activity"
         described = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
         active = sorted(parts, key=lambda k: -parts[k]["recency_score"])[:3]
-        doc["summary"] = (
+        summary = (
             f"Last active {day} ({described}). {len(parts)} known parts"
             + (f"; most recent: {', '.join(parts[k]['name'] for k in active)}" if active else "")
             + f"; {len(triggers)} triggers tracked."
         )
+        if doc.get("summary") != summary:
+            why = _counted(activities, described)
+            changes.append(
+                MemoryEdit(op="replace" if "summary" in doc else "add", path="/summary", value=summary, reason=why)
+            )
+        doc["summary"] = summary
         doc["last_updated_by"] = "rules"
-        return SummaryResult(document=doc, model="rules (no LLM configured)")
+        return SummaryResult(document=doc, model="rules (no LLM configured)", changes=tuple(changes))
 
     def _companion(self, document: dict[str, Any], activities: list[Activity]) -> SummaryResult:
         from user_memory.domain.companion.elements import fold_companion
 
         doc = copy_json(document) if document else empty_document(self.schema)
-        folded = [
-            fold_companion(doc, a.kind, a.payload, f"{a.source}:{a.external_id}", a.occurred_at) for a in activities
-        ]
-        if any(folded):
+        changes: list[MemoryEdit] = []
+        folded = False
+        for a in activities:
+            before = copy_json(doc)
+            if fold_companion(doc, a.kind, a.payload, f"{a.source}:{a.external_id}", a.occurred_at):
+                folded = True
+                changes.extend(edits_between(before, doc, f"folds in {named(a)}"))
+        if folded:
             doc["last_updated_by"] = "rules"
-        return SummaryResult(document=doc, model="rules (no LLM configured)")
+        return SummaryResult(document=doc, model="rules (no LLM configured)", changes=tuple(changes))
