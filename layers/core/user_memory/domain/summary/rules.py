@@ -27,7 +27,7 @@ from collections import Counter
 from typing import Any
 
 from user_memory.domain.memory.document import empty_document
-from user_memory.domain.memory.patching import copy_json
+from user_memory.domain.memory.patching import copy_json, escape_token
 from user_memory.domain.model import FORGET_KINDS, Activity
 from user_memory.domain.ports import SummaryResult
 from user_memory.domain.summary.edits import MemoryEdit, edits_between
@@ -50,9 +50,41 @@ def named(a: Activity) -> str:
     return f"{a.kind} activity {a.id}" if a.id is not None else f"{a.kind} activity of {a.occurred_at.isoformat()}"
 
 
-def _may_fold(a: Activity) -> bool:
-    # Only these can change the document: the others are counted in the summary line alone.
-    return a.kind in FACT_KINDS or a.kind in FORGET_KINDS or is_reset(a)
+def _scopes(a: Activity) -> list[tuple[str, ...]]:
+    """Where `fold` (and the goal's influence) may change a normal-form document for `a`: its part,
+    or the collection it writes; every other kind is counted in the summary line alone. Only these
+    are compared, not the whole document, once per activity."""
+    p = a.payload if isinstance(a.payload, dict) else {}
+    if a.kind in ("part_named", "goal_set"):
+        return [("parts", str(p["part_id"]))] if p.get("part_id") else []
+    if a.kind == "trigger_noted":
+        return [("triggers_and_goals",)]
+    if a.kind == "safety_note":
+        return [("safety_notes",)]
+    if a.kind in FORGET_KINDS or is_reset(a):
+        return [("parts",), ("triggers_and_goals",), ("safety_notes",)]
+    return []
+
+
+_ABSENT = object()
+
+
+def _at(doc: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    node: Any = doc
+    for key in keys:
+        if not isinstance(node, dict) or key not in node:
+            return _ABSENT
+        node = node[key]
+    return node
+
+
+def _changed(before: Any, after: Any, keys: tuple[str, ...], reason: str) -> list[MemoryEdit]:
+    path = "".join(f"/{escape_token(k)}" for k in keys)
+    if before is _ABSENT:
+        return [] if after is _ABSENT else [MemoryEdit(op="add", path=path, value=copy_json(after), reason=reason)]
+    if after is _ABSENT:
+        return [MemoryEdit(op="remove", path=path, reason=reason)]
+    return edits_between(before, after, reason, path)
 
 
 def _counted(activities: list[Activity], described: str) -> str:
@@ -162,15 +194,16 @@ class RuleBasedSummarizer:
         for part in parts.values():
             part["recency_score"] = round(float(part.get("recency_score", 0.0)) * RECENCY_DECAY, 3)
         for a in activities:
-            before = copy_json(doc) if _may_fold(a) else None
+            scopes = _scopes(a)
+            before = [copy_json(_at(doc, keys)) for keys in scopes]
             pid = fold(doc, a)
             if pid is not None:
                 touched.add(pid)
                 if a.kind == "goal_set":
                     score = round(min(1.0, float(parts[pid].get("influence_score", 0.0)) + 0.1), 3)
                     parts[pid]["influence_score"] = score
-            if before is not None:
-                changes.extend(edits_between(before, doc, f"folds in {named(a)}"))
+            for keys, old in zip(scopes, before, strict=True):
+                changes.extend(_changed(old, _at(doc, keys), keys, f"folds in {named(a)}"))
         for part_id in touched:
             if part_id in parts:
                 parts[part_id]["recency_score"] = 1.0
