@@ -7,6 +7,7 @@ here from the session's pool; nothing reaches into their module globals.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from user_memory_functions.fanout.app import handler as fanout_handler
 from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.poller import FakeLambdaContext
 
+from tests.api_client import ApiClient
 from tests.conftest import EVENTS
 from tests.e2e.helpers import MAX_RECEIVES, emitted_metrics, refresh_body, seed_users, sqs_event, worker_services
 from tests.fake_openai import fake_openai_server
@@ -511,3 +513,22 @@ def test_a_rule_based_version_says_which_activity_each_change_folds_in(stack, po
     assert all(any(_related(p, q) for q in stored) for p in edited)
     service = [p for p in stored if p.endswith("/recency_score") or p == "/last_updated_by"]
     assert all(any(_related(p, q) for q in edited) for p in stored if p not in service)
+
+
+def test_the_consoles_timeline_and_stats_show_why_a_rule_based_version_changed(stack, pool, make_api):
+    # Given a user whose day the rule-based worker summarized
+    day = datetime(2031, 2, 4, tzinfo=UTC)
+    [user] = seed_users(pool, 1, day, f"timeline-{uuid.uuid4()}")
+    assert stack.worker(sqs_event(refresh_body([user], day, "daily:2031-02-04"))) == {"batchItemFailures": []}
+    # When the console reads the user's timeline and figures through the API
+    me = ApiClient(make_api("user_state"), user)
+    history = me.get("/me/memory/history")
+    stats = me.get("/me/memory/stats", query={"days": 7})
+    # Then the version carries its edits, each with a reason naming activity, and the day counts them
+    assert history.status == 200 and stats.status == 200
+    [item] = history.json["items"]
+    edits = item["provenance"]["edits"]
+    assert len(edits) == 4 and all(
+        re.match(r"(folds in \w+ activity \d+|counts the activity)", e["reason"]) for e in edits
+    )
+    assert [d["edits_applied"] for d in stats.json["per_day"]] == [4]
