@@ -157,6 +157,45 @@ def test_the_companion_rules_name_the_activity_of_each_element():
     assert {**replayed, "last_updated_by": "rules"} == result.document
 
 
+element_ids = st.sampled_from(["t1", "t2", "g1"])
+texts = st.sampled_from(["Call mum", "Run", "", "tired"])
+companion_activity = st.one_of(
+    st.tuples(st.just("todo_added"), st.fixed_dictionaries({"id": element_ids, "text": texts})),
+    st.tuples(st.just("todo_done"), st.fixed_dictionaries({"id": element_ids})),
+    st.tuples(st.just("goal_set"), st.fixed_dictionaries({"id": element_ids, "title": texts})),
+    st.tuples(
+        st.just("goal_progress"),
+        st.fixed_dictionaries({"id": element_ids, "note": texts, "percent": st.integers(-1, 101)}),
+    ),
+    st.tuples(
+        st.sampled_from(["mood", "win", "loss", "pain_point", "focus_area"]),
+        st.fixed_dictionaries({"mood": texts, "text": texts}),
+    ),
+    st.tuples(st.just("skill"), st.fixed_dictionaries({"skill": texts})),
+    st.tuples(st.just("preference"), st.fixed_dictionaries({"area": texts, "value": texts})),
+    st.tuples(st.just("session"), st.just({})),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(earlier=st.lists(companion_activity, max_size=6), day=st.lists(companion_activity, min_size=1, max_size=8))
+def test_the_companion_rules_changes_replayed_give_its_answer_each_naming_its_activity(earlier, day):
+    # Given a companion memory the rules built from earlier activity, and a day of activity
+    rules = RuleBasedSummarizer("companion")
+    start = validate_document(rules.summarize(validate_document({}, "companion"), acts(earlier)).document, "companion")
+    activities = acts(day, first_id=100)
+    # When the rules fold the day in
+    result = rules.summarize(start, activities)
+    # Then their changes, replayed on the memory they were given, give the answer (the stamp aside)
+    replayed = apply_patch(start, as_patch(result.changes or ()))
+    assert {**replayed, "last_updated_by": None} == {**result.document, "last_updated_by": None}
+    # And each names one of the day's activities by kind and id
+    by_id = {a.id: a.kind for a in activities}
+    for change in result.changes or ():
+        found = NAMED.match(change.reason)
+        assert found is not None and by_id[int(found.group(2))] == found.group(1)
+
+
 def test_a_rule_based_version_records_its_edits_and_counts_them():
     # Given a day naming a part and setting its goal
     w = World()

@@ -226,16 +226,21 @@ class RuleBasedSummarizer:
         return SummaryResult(document=doc, model="rules (no LLM configured)", changes=tuple(changes))
 
     def _companion(self, document: dict[str, Any], activities: list[Activity]) -> SummaryResult:
-        from user_memory.domain.companion.elements import fold_companion
+        from user_memory.domain.companion.elements import fold_companion, fold_targets
 
         doc = copy_json(document) if document else empty_document(self.schema)
         changes: list[MemoryEdit] = []
         folded = False
         for a in activities:
-            before = copy_json(doc)
-            if fold_companion(doc, a.kind, a.payload, f"{a.source}:{a.external_id}", a.occurred_at):
-                folded = True
-                changes.extend(edits_between(before, doc, f"folds in {named(a)}"))
+            external_id = f"{a.source}:{a.external_id}"
+            # Only what the fold may change (its element, its state fields) is compared.
+            scopes = fold_targets(a.kind, a.payload, external_id) or ()
+            before = [copy_json(_at(doc, keys)) for keys in scopes]
+            folded = fold_companion(doc, a.kind, a.payload, external_id, a.occurred_at) or folded
+            # Compared whatever the fold answered: one that folds nothing may still have made room
+            # (an empty preference area), and the edits must replay to the answer.
+            for keys, old in zip(scopes, before, strict=True):
+                changes.extend(_changed(old, _at(doc, keys), keys, f"folds in {named(a)}"))
         if folded:
             doc["last_updated_by"] = "rules"
         return SummaryResult(document=doc, model="rules (no LLM configured)", changes=tuple(changes))
