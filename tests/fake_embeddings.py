@@ -13,8 +13,8 @@ the same vector for the same text on every machine.
 `dimensions` (anything but 256 is a 400, as a model that cannot shorten its vectors would
 answer), answers float lists or base64 (`encoding_format`), records every request
 (`FakeEmbeddings.requests`: path, body, inputs), can be told to fail the next requests
-(`fail_next(n, status)`), and to answer vectors of another size (`answer_dimensions`, to test
-that a client refuses them).
+(`fail_next(n, status, retry_after)`: a 429 may carry Retry-After), and to answer vectors of
+another size (`answer_dimensions`, to test that a client refuses them).
 """
 
 from __future__ import annotations
@@ -115,12 +115,14 @@ class FakeEmbeddings:
     """The endpoint's state: recorded requests, scripted failures and the vector size it answers."""
 
     requests: list[dict[str, Any]] = field(default_factory=list)
-    failures: list[int] = field(default_factory=list)
+    failures: list[tuple[int, float | None]] = field(default_factory=list)
     answer_dimensions: int | None = None  # None: the size asked for (256)
+    headers: dict[str, str] = field(default_factory=dict)  # the answer being sent's extra headers
 
-    def fail_next(self, n: int = 1, status: int = 500) -> None:
-        """The next `n` requests are answered with `status` (an OpenAI-style error body)."""
-        self.failures.extend([status] * n)
+    def fail_next(self, n: int = 1, status: int = 500, retry_after: float | None = None) -> None:
+        """The next `n` requests are answered with `status` (an OpenAI-style error body), with a
+        Retry-After header of `retry_after` seconds when given."""
+        self.failures.extend([(status, retry_after)] * n)
 
     @property
     def inputs(self) -> list[str]:
@@ -147,7 +149,8 @@ def _answer(fake: FakeEmbeddings, path: str, body: dict[str, Any]) -> tuple[int,
     inputs = _inputs(body)
     fake.requests.append({"path": path, "body": body, "inputs": inputs or []})
     if fake.failures:
-        status = fake.failures.pop(0)
+        status, retry_after = fake.failures.pop(0)
+        fake.headers = {} if retry_after is None else {"retry-after": f"{retry_after:g}"}
         return status, _error(f"scripted failure {status}", "server_error")
     if inputs is None or not inputs:
         return 400, _error("input must be a string or a non-empty list of strings")
@@ -185,11 +188,13 @@ def fake_embeddings_server() -> Iterator[tuple[FakeEmbeddings, str]]:
             except json.JSONDecodeError:
                 body = None
             with lock:
+                fake.headers = {}
                 if isinstance(body, dict):
                     status, answer = _answer(fake, self.path, body)
                 else:
                     status, answer = 400, _error("the body must be a JSON object")
-            self.send_json(status, json.dumps(answer).encode())
+                headers = fake.headers
+            self.send_json(status, json.dumps(answer).encode(), headers)
 
     with serving(Handler) as url:
         yield fake, url

@@ -437,17 +437,21 @@ def _print_sample(stack: LocalStack, run_key: str, out: TextIO) -> None:
     """One user this run wrote, with its latest patch."""
     with stack.pool.connection() as conn:
         row = conn.execute(
-            """SELECT user_id, version, patch, source_description FROM user_memory_snapshots
+            """SELECT user_id, version, patch, source_description, provenance FROM user_memory_snapshots
                 WHERE idempotency_key = %s ORDER BY user_id LIMIT 1""",
             (run_key,),
         ).fetchone()
     if row is None:
         return
-    user_id, version, patch, source = row
+    user_id, version, patch, source, provenance = row
     document = stack.worker_services.store.at(user_id, version).document
     print(f"\nuser {user_id} at version {version} ({source})", file=out)
     print(json.dumps(document, indent=2, ensure_ascii=False), file=out)
     print("latest patch:", file=out)
     ops = [json.dumps(op, ensure_ascii=False) for op in patch]  # one operation a line
     print("[\n  " + ",\n  ".join(ops) + "\n]" if ops else "[]", file=out)
+    edits = (provenance or {}).get("edits") or []
+    print(f"why ({len(edits)} edits applied, {len((provenance or {}).get('refused') or [])} refused):", file=out)
+    for e in edits:  # the reasons name activity by kind and id, never its content
+        print(f"  {e['op']} {e['path']}: {e['reason']}", file=out)
     print(f"\nsee more: {cli_command()} history {user_id}", file=out)

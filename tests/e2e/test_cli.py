@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -414,6 +415,12 @@ def test_the_demo_runs_quietly_and_a_rerun_writes_nothing(capsys, demo_url):
     assert report_value(first.out, "versions written") == "20"
     assert report_value(first.out, "in DLQ") == "0"
     assert "latest patch:" in first.out
+    # And the sample version says why it changed: its edits, each naming the activity it folds in
+    why = re.search(r"^why \((\d+) edits applied, 0 refused\):$", first.out, re.M)
+    assert why is not None and int(why.group(1)) > 0
+    reasons = first.out[why.end() :].split("\n\n")[0].strip().splitlines()
+    assert len(reasons) == int(why.group(1))
+    assert all(re.search(r": (folds in \w+ activity \d+|counts the activity it folds in: .+)$", r) for r in reasons)
     # And the rerun found nobody to summarize and wrote 0 versions
     assert again.code == 0, again.err
     assert report_value(again.out, "activities seeded").endswith("(0 new)")

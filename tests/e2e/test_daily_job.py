@@ -7,6 +7,7 @@ here from the session's pool; nothing reaches into their module globals.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ import psycopg
 import pytest
 from user_memory.adapters.postgres import PostgresActivity, PostgresRecorder, open_pool
 from user_memory.config import FanoutSettings, WorkerSettings
+from user_memory.domain.memory.document import validate_document
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import RunStatus, Window
 from user_memory.domain.summary.pipeline import refresh_user
@@ -27,6 +29,7 @@ from user_memory_functions.fanout.app import handler as fanout_handler
 from user_memory_functions.worker.app import handler as worker_handler
 from user_memory_local.poller import FakeLambdaContext
 
+from tests.api_client import ApiClient
 from tests.conftest import EVENTS
 from tests.e2e.helpers import MAX_RECEIVES, emitted_metrics, refresh_body, seed_users, sqs_event, worker_services
 from tests.fake_openai import fake_openai_server
@@ -470,3 +473,62 @@ def test_edit_mode_through_the_worker_logs_and_counts_applied_and_refused_edits(
     emf = emitted_metrics(capsys)
     assert emf["EditsRefused"] in (1.0, [1.0]) and emf["EditsApplied"] in (2.0, [2.0])
     assert emf["LLMPromptTokens"] in (700.0, [700.0])
+
+
+def _related(a: str, b: str) -> bool:
+    """Whether one JSON Pointer is the other or lies under it."""
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def test_a_rule_based_version_says_which_activity_each_change_folds_in(stack, pool, conn):
+    # Given a user with memory (one part) and a day naming the planner, setting its goal, a session
+    day = datetime(2031, 2, 3, tzinfo=UTC)
+    [user] = seed_users(pool, 1, day, f"reasons-{uuid.uuid4()}")
+    seed = validate_document({"parts": {"critic": {"name": "Critic", "status": "active"}}}, "user_state")
+    stack.store.append(user, seed, expected_version=0, source="seed")
+    # When the rule-based worker runs the day's message through its handler
+    assert stack.worker(sqs_event(refresh_body([user], day, "daily:2031-02-03"))) == {"batchItemFailures": []}
+    # Then the version's provenance lists its edits, each naming the activity (kind and id) it folds in
+    provenance, patch = conn.execute(
+        "SELECT provenance, patch FROM user_memory_snapshots WHERE user_id = %s AND version = 2", (user,)
+    ).fetchone()
+    summarized = dict(
+        conn.execute(
+            "SELECT id, kind FROM user_activity WHERE user_id = %s AND summarized_version = 2", (user,)
+        ).fetchall()
+    )
+    assert provenance["mode"] == "document" and provenance["refused"] == []
+    assert len(provenance["edits"]) == 4
+    for e in provenance["edits"]:
+        if e["path"] == "/summary":
+            assert all(f"1 {kind}" in e["reason"] for kind in summarized.values())
+            assert all(str(i) in e["reason"] for i in summarized)
+        else:
+            kind, n = e["reason"].removeprefix("folds in ").split(" activity ")
+            assert summarized[int(n)] == kind
+    # And their pointers are the stored patch's: each edit's is one of the patch's (or above or under
+    # it), and each of the patch's but the service's (recency, the stamp) is an edit's
+    edited = [e["path"] for e in provenance["edits"]]
+    stored = [op["path"] for op in patch]
+    assert all(any(_related(p, q) for q in stored) for p in edited)
+    service = [p for p in stored if p.endswith("/recency_score") or p == "/last_updated_by"]
+    assert all(any(_related(p, q) for q in edited) for p in stored if p not in service)
+
+
+def test_the_consoles_timeline_and_stats_show_why_a_rule_based_version_changed(stack, pool, make_api):
+    # Given a user whose day the rule-based worker summarized
+    day = datetime(2031, 2, 4, tzinfo=UTC)
+    [user] = seed_users(pool, 1, day, f"timeline-{uuid.uuid4()}")
+    assert stack.worker(sqs_event(refresh_body([user], day, "daily:2031-02-04"))) == {"batchItemFailures": []}
+    # When the console reads the user's timeline and figures through the API
+    me = ApiClient(make_api("user_state"), user)
+    history = me.get("/me/memory/history")
+    stats = me.get("/me/memory/stats", query={"days": 7})
+    # Then the version carries its edits, each with a reason naming activity, and the day counts them
+    assert history.status == 200 and stats.status == 200
+    [item] = history.json["items"]
+    edits = item["provenance"]["edits"]
+    assert len(edits) == 4 and all(
+        re.match(r"(folds in \w+ activity \d+|counts the activity)", e["reason"]) for e in edits
+    )
+    assert [d["edits_applied"] for d in stats.json["per_day"]] == [4]

@@ -332,3 +332,54 @@ def test_a_batch_answer_that_is_not_of_the_schema_goes_back_online_with_the_erro
     [(version, document, provenance, _)] = heads(pool, [user])
     assert version == 2 and document["parts"]["planner"]["goals"] == [{"goal": "plan"}]
     assert provenance["calls"] == 2 and provenance["prompt_tokens"] == 1200
+
+
+class RunsOutAfterCalls:
+    """A Lambda context whose time runs out (below the deadline margin) once the endpoint has
+    served `calls` online calls: the invocation's deadline, reached at a known point."""
+
+    function_name = "worker"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:worker"
+    aws_request_id = "runs-out"
+
+    def __init__(self, fake: FakeBatchAPI, calls: int) -> None:
+        self.fake, self.calls = fake, calls
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000 if len(self.fake.chat) < self.calls else 1_000
+
+
+def test_an_expired_batch_too_large_for_one_invocation_is_collected_over_several(database_url, pool, logs):
+    # Given a batch of four users that expires unanswered, and a worker running one user at a time
+    with endpoint(planner) as (fake, url, sqs):
+        users = users_with_memory(pool, 4, f"bounded-{uuid.uuid4()}")
+        run_key = f"daily:{uuid.uuid4()}"
+        stack = stack_for(database_url, pool, sqs, url)
+        stack.worker_services = stack.build_worker(
+            summarizer="openai",
+            openai_base_url=url,
+            openai_api_key="k",
+            summary_delivery="batch",
+            batch_poll_seconds=0,
+            llm_concurrency=1,
+        )
+        deliver(stack, refresh_body(users, DAY, run_key))
+        batch_id = only_batch(fake)
+        fake.end(batch_id, "expired")
+        [collect] = stack.queued()
+        stack.sqs.purge_queue(QueueUrl=stack.queue_url)
+        # When its collect message runs in an invocation whose time runs out after two users' calls
+        result = stack.worker(sqs_event(json.dumps(collect)), RunsOutAfterCalls(fake, 2))
+        # Then the record succeeds: two users are written, and the other two go on in a fresh
+        # collect message for the same batch
+        assert result == {"batchItemFailures": []}
+        assert sorted(h[0] for h in heads(pool, users)) == [1, 1, 2, 2]
+        [again] = stack.queued()
+        assert (again["type"], again["batch_id"], again["run_key"]) == ("collect_batch", batch_id, run_key)
+        assert logs.named("batch collection continues")
+        # And when the next invocation takes it
+        drain(stack)
+    # Then every user has exactly one version of the night, no user was asked for twice, no claim is left
+    assert [h[0] for h in heads(pool, users)] == [2, 2, 2, 2] and len(fake.chat) == 4
+    assert claims(pool, run_key) == 0

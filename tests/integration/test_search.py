@@ -394,6 +394,27 @@ def test_an_endpoint_error_leaves_the_items_pending_for_the_next_run(store, sear
     assert len(fake.requests) == 2
 
 
+def test_a_429s_retry_after_holds_every_embedder_of_that_endpoint_and_model(endpoint):
+    # Given two embedders of one endpoint and model (two lanes of a worker invocation, each with its
+    # own client), waits recorded rather than slept, and an endpoint that answers the next request
+    # 429 with Retry-After 20 s
+    fake, base_url = endpoint
+    waits: dict[str, list[float]] = {"first": [], "second": []}
+
+    def embedder(name: str) -> OpenAIEmbedder:
+        client = openai.OpenAI(api_key="test-key", base_url=base_url, max_retries=0, timeout=5)
+        return OpenAIEmbedder(client, MODEL, max_retries=1, timeout=30, sleep=waits[name].append)
+
+    first, second = embedder("first"), embedder("second")
+    fake.fail_next(1, status=429, retry_after=20)
+    # When the first embeds (429, then its retry after the wait it was asked for), then the second
+    assert len(first.embed(["renew passport"])) == 1 and waits["first"] == [20.0]
+    assert len(second.embed(["book dentist"])) == 1
+    # Then the second waited out the same Retry-After before asking, rather than asking at once
+    assert len(waits["second"]) == 1 and 0 < waits["second"][0] <= 20
+    assert len(fake.requests) == 3
+
+
 def test_a_failing_endpoint_leaves_auto_search_to_full_text_and_fails_an_explicit_vector_search(store, search, fake):
     # Given a user whose items are embedded, then an endpoint that fails
     uid = new_user(store)

@@ -70,3 +70,15 @@ def test_a_schema_without_rules_is_refused_rather_than_answered_unchanged():
     # Then they refuse (an unchanged answer would mark the activity summarized unread)
     with pytest.raises(SummarizerUnsupported, match="DOCUMENT_SCHEMA=tutor"):
         RuleBasedSummarizer("tutor").summarize(tutor, acts(("session", {})))
+
+
+@pytest.mark.parametrize("kind", ["win", "loss", "pain_point", "focus_area", "skill"])
+def test_a_new_entry_of_a_state_list_counts_as_folded_and_stamps_the_state(kind):
+    # Given a companion memory, and a day with one new entry of a current-state list
+    start = validate_document({}, "companion")
+    payload = {"skill": "Knitting"} if kind == "skill" else {"text": "finished the report"}
+    # When the rule-based summarizer folds it in
+    doc = RuleBasedSummarizer("companion").summarize(start, acts((kind, payload))).document
+    # Then the fold says so: the state's time and the document's stamp are set, as for any other fold
+    assert doc["current_state"]["last_updated"] == "2026-11-23T09:30:00Z"
+    assert doc["last_updated_by"] == "rules"

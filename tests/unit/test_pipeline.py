@@ -673,7 +673,10 @@ def test_a_whole_document_answer_is_recorded_as_document_mode():
     assert w.run(Scripted(cut)).activity_cut == 4
     provenance = w.store.history(w.user, limit=1)[0].provenance
     assert provenance is not None and provenance["mode"] == "document" and provenance["model"] == "m"
-    assert "edits" not in provenance and provenance["activity_cut"] == 4 and provenance["prompt_tokens"] == 3
+    assert provenance["activity_cut"] == 4 and provenance["prompt_tokens"] == 3
+    # its change is recorded as an edit whose reason names the answer (it gave none of its own)
+    why = "in the whole document m answered (no reason per change)"
+    assert provenance["edits"] == [{"op": "replace", "path": "/summary", "reason": why}]
     assert w.cfg.summary_mode == "document"
 
 

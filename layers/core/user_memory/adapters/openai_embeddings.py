@@ -6,7 +6,9 @@ rather than stored.
 
 Each request ends by its wall-clock deadline (openai_calls): EMBEDDING_TIMEOUT_SECONDS per try,
 and never after the invocation's own deadline (the scope the API and the worker open), however
-slowly the endpoint answers. Retries (429, 5xx, timeouts) are ours, inside the same bounds.
+slowly the endpoint answers. Retries (429, 5xx, timeouts) are ours, inside the same bounds, and
+a 429's Retry-After holds every embedder of that endpoint and model in the process (the worker's
+lanes, the API's requests), as it holds the summarizers' calls (openai_calls.RetryAfterGate).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class OpenAIEmbedder:
         client: an `openai` client; `openai_calls.openai_client` bounds its calls by wall clock.
         timeout: seconds of wall clock per try.
         max_retries: retries of a request that timed out, was rate limited or failed with 5xx.
+        gate: the Retry-After gate (default: the one shared by the endpoint and model).
     """
 
     def __init__(
@@ -44,6 +47,7 @@ class OpenAIEmbedder:
         timeout: float = 10.0,
         max_retries: int = 0,
         sleep: Any = time.sleep,
+        gate: calls.RetryAfterGate | None = None,
     ) -> None:
         self.client = client
         self.model = model
@@ -53,6 +57,9 @@ class OpenAIEmbedder:
         self.sleep = sleep
         self.calls = 0
         self.inputs = 0
+        # A client without a URL (a test's stand-in) gets a gate of its own.
+        base_url = getattr(client, "base_url", None)
+        self.gate = gate or (calls.endpoint_gate(base_url, model) if base_url is not None else calls.RetryAfterGate())
 
     @classmethod
     def from_settings(cls, settings: EmbeddingSettings, *, api_key: str | None = None) -> OpenAIEmbedder:
@@ -83,6 +90,7 @@ class OpenAIEmbedder:
                 budget=self.timeout * (self.max_retries + 1),
                 failure=_unavailable,
                 sleep=self.sleep,
+                gate=self.gate,
             )
         except openai.OpenAIError as err:  # what call_within does not retry or name (a malformed answer)
             raise EmbeddingsUnavailable(f"embeddings endpoint failed: {type(err).__name__}") from err

@@ -238,6 +238,10 @@ class SummaryResult:
     mode: `edits` is the list of changes to the document the summarizer was given (the pipeline
     checks, applies and validates them; `document` is then not used).
 
+    `changes` (whole-document mode) is what the answer changed, each with its reason: the
+    rule-based summarizer names the activity each change folds in. None when the summarizer does
+    not say; the pipeline then records the diff's operations, each naming the answer as its reason.
+
     `activity_cut` is how many activities the summarizer left out of its prompt to fit its
     budget, `activity_duplicates` how many it merged into an identical line; both are recorded
     with the version. `cached_prompt_tokens` is the part of `prompt_tokens` the endpoint served
@@ -247,6 +251,7 @@ class SummaryResult:
     document: Document = field(default_factory=dict)
     model: str
     edits: tuple[MemoryEdit, ...] | None = None
+    changes: tuple[MemoryEdit, ...] | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0

@@ -21,7 +21,9 @@ adapters/openai_batch.PrecomputedAnswers), and the run's first read of the head 
 the request was built on (`PinnedHeads`), so a head that a person moved meanwhile is rebased onto
 by the pipeline's own replay (their edit kept), as if it had landed during an online run. A claim
 is deleted once its user's run is done; a redelivered collect message finds the users done (the
-run key) or their claims gone.
+run key) or their claims gone. The collection is bounded by the invocation's deadline: the users
+it could not start or finish go on in a fresh collect message (the record succeeds), so a batch
+too large for one invocation is collected over several without its message reaching the DLQ.
 """
 
 from __future__ import annotations
@@ -294,6 +296,21 @@ def collect_batch(
         run_online(
             RefreshUser(type="refresh_user", user_ids=users, window=message.window, run_key=message.run_key), pinned
         )
+    except DeadlineReached:
+        # A whole batch's users may not fit one invocation (an expired batch runs them all online):
+        # the rest goes on in a fresh collect message, which finds the ones done here done (their
+        # run key) and their claims still pending, so none is lost or written twice, and no
+        # redelivery of this message counts towards the DLQ for a batch that is progressing.
+        assert services.sender is not None  # settings: SUMMARY_DELIVERY=batch needs QUEUE_URL
+        services.sender.send([_collect_body(message, message.batch_id, message.polls + 1)])
+        logger.info(
+            "batch collection continues",
+            message_id=message_id,
+            run_key=message.run_key,
+            batch_id=message.batch_id,
+            users=len(users),
+        )
+        return
     except UsersFailed as err:  # the others are done; the failed ones come back with the message
         batches.requests.done(message.batch_id, message.run_key, [u for u in users if str(u) not in err.failures])
         raise

@@ -693,7 +693,7 @@ def fold_companion(doc: Document, kind: str, payload: Any, external_id: str, occ
     elif kind in ("win", "loss", "pain_point", "focus_area", "skill"):
         key = _STATE_KEYS[kind]
         before = list(state.get(key) or [])
-        state[key] = before
+        state[key] = list(before)  # a copy: `before` must stay what it was, to tell a change
         _push(state[key], p.get("skill" if kind == "skill" else "text"))
         if state[key] == before:
             return False

@@ -46,7 +46,15 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from user_memory.domain.memory.document import get_schema, validate_document
-from user_memory.domain.memory.patching import MAX_OPERATIONS, PatchBudget, apply_patch, copy_json, parse_pointer
+from user_memory.domain.memory.patching import (
+    MAX_OPERATIONS,
+    PatchBudget,
+    apply_patch,
+    copy_json,
+    escape_token,
+    json_equal,
+    parse_pointer,
+)
 from user_memory.domain.model import DEFAULT_MAX_DOCUMENT_BYTES, Activity, Document, Patch
 from user_memory.domain.summary.requests import forget_allows
 from user_memory.errors import (
@@ -64,6 +72,7 @@ __all__ = [
     "RefusedEdit",
     "apply_edits",
     "edit_from_json",
+    "edits_between",
     "edits_to_patch",
     "every_error",
     "forget_allows",
@@ -126,6 +135,32 @@ class EditResult:
     patch: Patch = field(default_factory=list)
     applied: tuple[MemoryEdit, ...] = ()
     refused: tuple[RefusedEdit, ...] = ()
+
+
+def edits_between(before: Any, after: Any, reason: str, path: str = "") -> list[MemoryEdit]:
+    """The edits that turn `before` into `after`, each with `reason`: an object compared member
+    by member, a list that only grew at its end as one add per new item (at its index), any other
+    difference replaced whole. Applied in order as RFC 6902 operations, they reproduce `after`."""
+    if json_equal(before, after):
+        return []
+    if isinstance(before, dict) and isinstance(after, dict):
+        found: list[MemoryEdit] = []
+        for key in before:
+            if key not in after:
+                found.append(MemoryEdit(op="remove", path=f"{path}/{escape_token(key)}", reason=reason))
+        for key, value in after.items():
+            child = f"{path}/{escape_token(key)}"
+            if key in before:
+                found.extend(edits_between(before[key], value, reason, child))
+            else:
+                found.append(MemoryEdit(op="add", path=child, value=copy_json(value), reason=reason))
+        return found
+    if isinstance(before, list) and isinstance(after, list) and json_equal(before, after[: len(before)]):
+        return [
+            MemoryEdit(op="add", path=f"{path}/{i}", value=copy_json(after[i]), reason=reason)
+            for i in range(len(before), len(after))
+        ]
+    return [MemoryEdit(op="replace", path=path, value=copy_json(after), reason=reason)]
 
 
 # -- parsing the model's answer --------------------------------------------------------------------

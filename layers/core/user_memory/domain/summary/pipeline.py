@@ -16,7 +16,8 @@ tool since the last summary (the elements they wrote, never a whole collection) 
 left them unless later activity asks for a change (facts.keep_human_edits; in every schema); a
 change an activity asked for is a conflict decided by time. Once per run the service sets
 recency_score (1.0 for parts the activity names, the others decayed x 0.9). The version records
-its provenance: mode, model, the edits and their reasons, the refused ones and why, what was
+its provenance: mode, model, the edits and their reasons (a whole-document answer's changes
+too: the summarizer's reasons, or the diff's naming the answer), the refused ones and why, what was
 restored, filled and kept and why, the conflicts and who won, the forget requests ignored (they
 name no part) and why, the activity the prompt left out, the tokens.
 
@@ -46,7 +47,14 @@ from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import FORGET_KINDS as FORGET_KINDS  # defined there; re-exported as before
 from user_memory.domain.model import Activity, Document, MemoryVersion, RunStatus, Window, WriteStatus
 from user_memory.domain.ports import ActivityReader, Summarizer, SummaryResult
-from user_memory.domain.summary.edits import MemoryEdit, RefusedEdit, apply_edits, every_error
+from user_memory.domain.summary.edits import (
+    SERVICE_FIELDS,
+    MemoryEdit,
+    RefusedEdit,
+    apply_edits,
+    edits_between,
+    every_error,
+)
 from user_memory.domain.summary.facts import (
     FLOOR_SCHEMAS,
     MAX_HUMAN_VERSIONS,
@@ -317,11 +325,23 @@ def _next_document(
         answer = validate_document(
             result.document, cfg.schema, max_bytes=cfg.max_document_bytes, json_values=json_values
         )
-        return answer, (), ()
+        return answer, answer_changes(result, document, answer, cfg.schema), ()
     edited = apply_edits(
         document, result.edits, activities, schema=cfg.schema, max_bytes=cfg.max_document_bytes, author=result.model
     )
     return edited.document, edited.applied, edited.refused
+
+
+def answer_changes(result: SummaryResult, document: Document, answer: Document, schema: str) -> tuple[MemoryEdit, ...]:
+    """What a whole-document answer changed, each change with its reason: the summarizer's own
+    (SummaryResult.changes), or, when it gives none, the diff's, each naming the answer. A first
+    version is compared with the schema's starting document (what `{}` becomes), and the fields
+    the service maintains are not the answer's."""
+    if result.changes is not None:
+        return result.changes
+    why = f"in the whole document {result.model or 'the summarizer'} answered (no reason per change)"
+    changed = edits_between(document or empty_document(schema), answer, why)
+    return tuple(e for e in changed if e.path.split("/")[1] not in SERVICE_FIELDS)
 
 
 def _keep(
@@ -524,9 +544,9 @@ class _Draft:
     def provenance(self, prices: Prices = DEFAULT_PRICES) -> dict[str, Any]:
         """What produced the version, stored with it (its tokens' cost at `prices`)."""
         record: dict[str, Any] = {"mode": "edit" if self.edit_mode else "document", "model": self.model}
-        if self.edit_mode:
-            record["edits"] = [e.describe() for e in self.applied]
-            record["refused"] = [r.describe() for r in self.refused]
+        # Both modes: a whole-document answer's changes are its edits (answer_changes).
+        record["edits"] = [e.describe() for e in self.applied]
+        record["refused"] = [r.describe() for r in self.refused]
         record["restored"] = [r.describe() for r in self.restored]
         record["filled"] = [f.describe() for f in self.filled]
         record["unreflected"] = [f.describe() for f in self.unreflected]

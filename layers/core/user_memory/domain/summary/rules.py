@@ -11,6 +11,10 @@ Understood activity kinds (payload fields):
     memory_reset  {}                               clear the parts, triggers and safety notes
     session, message, insight_interaction, ...     counted in the summary (their text is never a request)
 
+Every change the summarizer makes is recorded with its reason (SummaryResult.changes, the
+version's provenance `edits`): each fold names the activity it folds in (its kind and id), the
+summary line the activities it counts. recency_score is the service's (provenance `recency_set`).
+
 `fold` is the fact-level fold of one activity, shared with the pipeline's fact floor
 (domain/summary/facts.py), which folds in what a model's answer left out. Scores are not the fold's:
 recency is the service's (RECENCY_DECAY, domain/summary/facts.py: `set_recency`), and the rule-based
@@ -23,9 +27,10 @@ from collections import Counter
 from typing import Any
 
 from user_memory.domain.memory.document import empty_document
-from user_memory.domain.memory.patching import copy_json
-from user_memory.domain.model import Activity
+from user_memory.domain.memory.patching import copy_json, escape_token
+from user_memory.domain.model import FORGET_KINDS, Activity
 from user_memory.domain.ports import SummaryResult
+from user_memory.domain.summary.edits import MemoryEdit, edits_between
 from user_memory.domain.summary.requests import forgotten_part, is_reset
 from user_memory.errors import SummarizerUnsupported
 
@@ -36,6 +41,56 @@ RULE_SCHEMAS = frozenset({"user_state", "companion"})
 RECENCY_DECAY = 0.9
 # The kinds `fold` writes as facts (forget requests and resets remove; every other kind carries no fact).
 FACT_KINDS = ("part_named", "goal_set", "trigger_noted", "safety_note")
+# How many activity ids the summary line's reason names before it counts the rest.
+NAMED_IDS = 8
+
+
+def named(a: Activity) -> str:
+    """An activity as an edit's reason names it: its kind and id (never its content)."""
+    return f"{a.kind} activity {a.id}" if a.id is not None else f"{a.kind} activity of {a.occurred_at.isoformat()}"
+
+
+def _scopes(a: Activity) -> list[tuple[str, ...]]:
+    """Where `fold` (and the goal's influence) may change a normal-form document for `a`: its part,
+    or the collection it writes; every other kind is counted in the summary line alone. Only these
+    are compared, not the whole document, once per activity."""
+    p = a.payload if isinstance(a.payload, dict) else {}
+    if a.kind in ("part_named", "goal_set"):
+        return [("parts", str(p["part_id"]))] if p.get("part_id") else []
+    if a.kind == "trigger_noted":
+        return [("triggers_and_goals",)]
+    if a.kind == "safety_note":
+        return [("safety_notes",)]
+    if a.kind in FORGET_KINDS or is_reset(a):
+        return [("parts",), ("triggers_and_goals",), ("safety_notes",)]
+    return []
+
+
+_ABSENT = object()
+
+
+def _at(doc: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    node: Any = doc
+    for key in keys:
+        if not isinstance(node, dict) or key not in node:
+            return _ABSENT
+        node = node[key]
+    return node
+
+
+def _changed(before: Any, after: Any, keys: tuple[str, ...], reason: str) -> list[MemoryEdit]:
+    path = "".join(f"/{escape_token(k)}" for k in keys)
+    if before is _ABSENT:
+        return [] if after is _ABSENT else [MemoryEdit(op="add", path=path, value=copy_json(after), reason=reason)]
+    if after is _ABSENT:
+        return [MemoryEdit(op="remove", path=path, reason=reason)]
+    return edits_between(before, after, reason, path)
+
+
+def _counted(activities: list[Activity], described: str) -> str:
+    ids = [str(a.id) for a in activities if a.id is not None]
+    shown = ", ".join(ids[:NAMED_IDS]) + (f" and {len(ids) - NAMED_IDS} more" if len(ids) > NAMED_IDS else "")
+    return f"counts the activity it folds in: {described}" + (f" (activities {shown})" if ids else "")
 
 
 def new_part(name: str, status: str = "active") -> dict[str, Any]:
@@ -135,15 +190,20 @@ class RuleBasedSummarizer:
         parts: dict[str, Any] = doc.setdefault("parts", {})
         triggers: list[dict[str, Any]] = doc.setdefault("triggers_and_goals", [])
         touched: set[str] = set()
+        changes: list[MemoryEdit] = []
         for part in parts.values():
             part["recency_score"] = round(float(part.get("recency_score", 0.0)) * RECENCY_DECAY, 3)
         for a in activities:
+            scopes = _scopes(a)
+            before = [copy_json(_at(doc, keys)) for keys in scopes]
             pid = fold(doc, a)
-            if pid is None:
-                continue
-            touched.add(pid)
-            if a.kind == "goal_set":
-                parts[pid]["influence_score"] = round(min(1.0, float(parts[pid].get("influence_score", 0.0)) + 0.1), 3)
+            if pid is not None:
+                touched.add(pid)
+                if a.kind == "goal_set":
+                    score = round(min(1.0, float(parts[pid].get("influence_score", 0.0)) + 0.1), 3)
+                    parts[pid]["influence_score"] = score
+            for keys, old in zip(scopes, before, strict=True):
+                changes.extend(_changed(old, _at(doc, keys), keys, f"folds in {named(a)}"))
         for part_id in touched:
             if part_id in parts:
                 parts[part_id]["recency_score"] = 1.0
@@ -151,21 +211,36 @@ class RuleBasedSummarizer:
         day = activities[-1].occurred_at.date().isoformat() if activities else "no activity"
         described = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
         active = sorted(parts, key=lambda k: -parts[k]["recency_score"])[:3]
-        doc["summary"] = (
+        summary = (
             f"Last active {day} ({described}). {len(parts)} known parts"
             + (f"; most recent: {', '.join(parts[k]['name'] for k in active)}" if active else "")
             + f"; {len(triggers)} triggers tracked."
         )
+        if doc.get("summary") != summary:
+            why = _counted(activities, described)
+            changes.append(
+                MemoryEdit(op="replace" if "summary" in doc else "add", path="/summary", value=summary, reason=why)
+            )
+        doc["summary"] = summary
         doc["last_updated_by"] = "rules"
-        return SummaryResult(document=doc, model="rules (no LLM configured)")
+        return SummaryResult(document=doc, model="rules (no LLM configured)", changes=tuple(changes))
 
     def _companion(self, document: dict[str, Any], activities: list[Activity]) -> SummaryResult:
-        from user_memory.domain.companion.elements import fold_companion
+        from user_memory.domain.companion.elements import fold_companion, fold_targets
 
         doc = copy_json(document) if document else empty_document(self.schema)
-        folded = [
-            fold_companion(doc, a.kind, a.payload, f"{a.source}:{a.external_id}", a.occurred_at) for a in activities
-        ]
-        if any(folded):
+        changes: list[MemoryEdit] = []
+        folded = False
+        for a in activities:
+            external_id = f"{a.source}:{a.external_id}"
+            # Only what the fold may change (its element, its state fields) is compared.
+            scopes = fold_targets(a.kind, a.payload, external_id) or ()
+            before = [copy_json(_at(doc, keys)) for keys in scopes]
+            folded = fold_companion(doc, a.kind, a.payload, external_id, a.occurred_at) or folded
+            # Compared whatever the fold answered: one that folds nothing may still have made room
+            # (an empty preference area), and the edits must replay to the answer.
+            for keys, old in zip(scopes, before, strict=True):
+                changes.extend(_changed(old, _at(doc, keys), keys, f"folds in {named(a)}"))
+        if folded:
             doc["last_updated_by"] = "rules"
-        return SummaryResult(document=doc, model="rules (no LLM configured)")
+        return SummaryResult(document=doc, model="rules (no LLM configured)", changes=tuple(changes))
