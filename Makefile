@@ -92,3 +92,7 @@ build: $(SAM_STAMP)  ## sam validate --lint, sam build (arm64 layer from the loc
 	$(SAM) validate --lint --template-file template.yaml && \
 	$(SAM) build --template-file template.yaml && \
 	"$$py" infra/check_build.py
+
+.PHONY: client
+client: $(STAMP)  ## regenerate clients/python/user_memory_client/client.py from aio.py (the async client is the source)
+	$(BIN)/python scripts/unasync_client.py
