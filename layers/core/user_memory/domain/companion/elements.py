@@ -16,9 +16,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from user_memory.domain.companion.items import ELEMENT_KINDS, MAX_ELEMENTS
+from user_memory.domain.companion.ports import CompanionData, Rating
 from user_memory.domain.companion.recurrence import (
     EVENT_STEPS,
     QUERY_STEPS,
@@ -39,9 +40,6 @@ from user_memory.errors import (
     NotFound,
     UserMemoryError,
 )
-
-if TYPE_CHECKING:
-    from user_memory.domain.companion.ports import CompanionData
 
 Collection = Literal["goals", "todos", "events"]
 # What "complete" sets, per collection.
@@ -524,18 +522,6 @@ def day_bounds(day: date, zone_name: str) -> tuple[datetime, datetime]:
 
 
 # -- the feedback summary -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Rating:
-    """One raw feedback rating (episodic: its own table, summarized nightly)."""
-
-    id: int | None = None
-    interaction_id: str
-    rating: int
-    tags: tuple[str, ...] = ()
-    comment: str = ""
-    rated_at: datetime
 
 
 _SUGGESTION = re.compile(r"\b(should|could|would be (nice|better)|wish|please|suggest|prefer|instead)\b", re.I)
