@@ -44,3 +44,26 @@ def test_a_cycle_closed_only_by_a_type_checking_import_is_found(tmp_path: Path) 
     # Then the knot is invisible at import time but found counting TYPE_CHECKING imports
     assert shape.cycles() == []
     assert [sorted(cycle) for cycle in shape.cycles(with_typing=True)] == [["knot.elements", "knot.ports"]]
+
+
+def test_the_composition_root_imports_no_job() -> None:
+    # Given the shipped packages, measured
+    code_shape = _code_shape()
+    shape = code_shape.measure(code_shape.PACKAGES.items())
+    # When runtime.py's module-level imports are read, those for the type checker included
+    imported = shape.imports["user_memory.runtime"] | shape.typing_imports.get("user_memory.runtime", set())
+    # Then none is a job: the jobs are built on the composition root, never the other way round
+    assert sorted(m for m in imported if m.startswith("user_memory.jobs")) == []
+
+
+def test_the_memory_layer_imports_no_feature() -> None:
+    # Given the shipped packages, measured
+    code_shape = _code_shape()
+    shape = code_shape.measure(code_shape.PACKAGES.items())
+    # When the memory layer's modules' imports are read
+    memory = [m for m in shape.modules if m.startswith("user_memory.domain.memory")]
+    assert memory
+    imported = {t for m in memory for t in shape.imports.get(m, set()) | shape.typing_imports.get(m, set())}
+    # Then none is a feature's (the companion, the summary, the conversations)
+    features = ("user_memory.domain.companion", "user_memory.domain.summary", "user_memory.domain.conversations")
+    assert sorted(m for m in imported if m.startswith(features)) == []

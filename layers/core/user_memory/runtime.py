@@ -32,7 +32,7 @@ from user_memory.adapters.postgres import (
     open_pool,
     transaction,
 )
-from user_memory.adapters.search import PostgresSearch
+from user_memory.adapters.search import PostgresSearch, embed_after_write
 from user_memory.adapters.sqs import SqsQueueDepth, SqsSender
 from user_memory.config import (
     ApiSettings,
@@ -61,7 +61,6 @@ from user_memory.domain.ports import (
     Summarizer,
 )
 from user_memory.errors import ConfigError, WrongSchema
-from user_memory.jobs.embedding import embed_after_write
 
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
     from user_memory.adapters.openai_batch import SummaryBatches
