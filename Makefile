@@ -94,3 +94,11 @@ build: $(SAM_STAMP)  ## sam validate --lint, sam build (arm64 layer from the loc
 	$(SAM) validate --lint --template-file template.yaml && \
 	$(SAM) build --template-file template.yaml && \
 	"$$py" infra/check_build.py
+
+.PHONY: client
+client: $(STAMP)  ## regenerate clients/python/user_memory_client/client.py from aio.py (the async client is the source)
+	$(BIN)/python scripts/unasync_client.py
+
+.PHONY: schema
+schema: $(STAMP)  ## regenerate migrations/schema/current.sql (the live schema after every migration) from a freshly migrated embedded database
+	$(BIN)/python scripts/current_schema.py

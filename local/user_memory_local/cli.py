@@ -456,10 +456,9 @@ def cmd_refresh(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from user_memory.adapters.postgres import PostgresRecorder, open_pool
-    from user_memory.adapters.search import PostgresSearch, check_query
+    from user_memory.adapters.search import PostgresSearch, check_query, embed_after_write
     from user_memory.config import EmbeddingSettings
     from user_memory.domain.memory.repository import MemoryStore
-    from user_memory.jobs.embedding import embed_after_write
     from user_memory.runtime import build_embedder
 
     try:  # the query first, named as it was typed

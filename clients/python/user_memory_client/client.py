@@ -1,3 +1,4 @@
+# Generated from aio.py by scripts/unasync_client.py (`make client`): edit aio.py, then regenerate.
 """The synchronous client: `Client(base_url, token)`, with `.memory`, `.kv`, `.activity`, `.account`."""
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from user_memory.adapters.postgres import (
 )
 from user_memory.adapters.refreshes import PostgresRecent, PostgresRefreshes
 from user_memory.adapters.runs import PostgresRuns
-from user_memory.adapters.search import PostgresSearch
+from user_memory.adapters.search import PostgresSearch, embed_after_write
 from user_memory.adapters.sqs import SqsQueueDepth, SqsSender
 from user_memory.config import (
     ApiSettings,
@@ -66,7 +66,6 @@ from user_memory.domain.ports import (
     Summarizer,
 )
 from user_memory.errors import ConfigError, WrongSchema
-from user_memory.jobs.embedding import embed_after_write
 
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
     from user_memory.adapters.openai_batch import SummaryBatches

@@ -14,7 +14,10 @@ a version re-embeds exactly the items whose text it changed.
 
 The index's upkeep, for every schema, is here too: the users whose index is behind their head,
 what a reindex reads and writes (the rows themselves are the domain's: `items.reindex`), and the
-vectors no item uses any more.
+vectors no item uses any more. And the after-write embedding (`embed_after_write`): the texts a
+committed write added are embedded outside its transaction (an endpoint's latency never holds a
+database transaction open), after an API request (runtime.py), after a worker's user run and by
+`user-memory embed`.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from psycopg.types.json import Jsonb
 
 from user_memory.adapters.postgres import ConnectionSource, _Database
 from user_memory.domain.companion.items import redacted
-from user_memory.domain.ports import Embedder, IndexSource
+from user_memory.domain.ports import Embedder, IndexSource, ItemEmbeddings
 from user_memory.errors import EmbeddingsUnavailable, InvalidArgument, InvalidRequest
 
 Mode = Literal["auto", "fts", "vector", "fused"]
@@ -313,3 +316,20 @@ def _hit(r: Any, how: str) -> SearchHit:
         path=r[0], version=r[1], kind=r[2], text=r[3], value=redacted(r[4]), score=round(float(r[5]), 6),
         matched_by=(how,),
     )  # fmt: skip
+
+
+def embed_after_write(search: ItemEmbeddings, user_id: Any) -> None:
+    """Embed the texts a committed write added. A failure is logged and counted; the texts stay
+    pending and the next write, the nightly run or `user-memory embed` embeds them."""
+    from user_memory.errors import describe_failure
+    from user_memory.observability import logger, metrics
+
+    try:
+        report = search.embed_pending(user_id)
+    except Exception as err:  # every failure is seen, none fails the write
+        error, reason = describe_failure(err)
+        logger.warning("embedding failed", user_id=str(user_id), error=error, reason=reason)
+        metrics.add_metric(name="EmbeddingsFailed", unit="Count", value=1)
+        return
+    if report.inputs:
+        metrics.add_metric(name="ItemsEmbedded", unit="Count", value=report.inputs)

@@ -117,51 +117,38 @@ class HttpProblem(Exception):
         self.detail = detail
 
 
+# An error's kind by its class, the first match winning (a subclass before its base: PatchOverBounds
+# before PatchError).
+_KINDS: tuple[tuple[tuple[type[BaseException], ...], Kind], ...] = (
+    ((DocumentTooLarge, KvValueTooLarge), TOO_LARGE),
+    ((BudgetExceeded,), BUDGET_EXCEEDED),
+    ((UnknownVersion,), UNKNOWN_VERSION),
+    ((NotFound,), NOT_FOUND),
+    ((MethodNotAllowed,), METHOD_NOT_ALLOWED),
+    ((WrongSchema,), NOT_ENABLED),
+    ((ElementExists,), ELEMENT_EXISTS),
+    ((InvalidPatch, InvalidPointer), INVALID_PATCH),
+    ((PatchOverBounds,), INVALID_INPUT),
+    ((PatchError,), PATCH_CONFLICT),
+    ((InvalidDocument, UnknownSection, InvalidUpdate, InvalidToolCall), INVALID_DOCUMENT),
+    ((InvalidKvEntry, InvalidUserId, IdempotencyKeyReused, InvalidActivity, InvalidTime), INVALID_INPUT),
+    ((InvalidRequest,), BAD_REQUEST),
+    ((PreconditionRequired,), PRECONDITION_REQUIRED),
+    ((Unauthenticated,), UNAUTHENTICATED),
+    ((Forbidden, AccessDenied), FORBIDDEN),
+    ((StorageUnavailable,), UNAVAILABLE),
+    ((SendFailed,), QUEUE_UNAVAILABLE),
+    ((EmbeddingsUnavailable,), EMBEDDINGS_UNAVAILABLE),
+)
+
+
 def kind_of(err: BaseException, *, if_match: bool = False) -> Kind:
     """The problem kind for an error; `if_match` says the request named the version it edits."""
     if isinstance(err, HttpProblem):
         return err.kind
     if isinstance(err, VersionConflict):
         return PRECONDITION_FAILED if if_match else VERSION_CONFLICT
-    if isinstance(err, DocumentTooLarge | KvValueTooLarge):
-        return TOO_LARGE
-    if isinstance(err, BudgetExceeded):
-        return BUDGET_EXCEEDED
-    if isinstance(err, UnknownVersion):
-        return UNKNOWN_VERSION
-    if isinstance(err, NotFound):
-        return NOT_FOUND
-    if isinstance(err, MethodNotAllowed):
-        return METHOD_NOT_ALLOWED
-    if isinstance(err, WrongSchema):
-        return NOT_ENABLED
-    if isinstance(err, ElementExists):
-        return ELEMENT_EXISTS
-    if isinstance(err, InvalidPatch | InvalidPointer):
-        return INVALID_PATCH
-    if isinstance(err, PatchOverBounds):
-        return INVALID_INPUT
-    if isinstance(err, PatchError):
-        return PATCH_CONFLICT
-    if isinstance(err, InvalidDocument | UnknownSection | InvalidUpdate | InvalidToolCall):
-        return INVALID_DOCUMENT
-    if isinstance(err, InvalidKvEntry | InvalidUserId | IdempotencyKeyReused | InvalidActivity | InvalidTime):
-        return INVALID_INPUT
-    if isinstance(err, InvalidRequest):
-        return BAD_REQUEST
-    if isinstance(err, PreconditionRequired):
-        return PRECONDITION_REQUIRED
-    if isinstance(err, Unauthenticated):
-        return UNAUTHENTICATED
-    if isinstance(err, Forbidden | AccessDenied):
-        return FORBIDDEN
-    if isinstance(err, StorageUnavailable):
-        return UNAVAILABLE
-    if isinstance(err, SendFailed):
-        return QUEUE_UNAVAILABLE
-    if isinstance(err, EmbeddingsUnavailable):
-        return EMBEDDINGS_UNAVAILABLE
-    return INTERNAL
+    return next((kind for classes, kind in _KINDS if isinstance(err, classes)), INTERNAL)
 
 
 def problem_document(

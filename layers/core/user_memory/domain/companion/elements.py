@@ -16,9 +16,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from user_memory.domain.companion.items import ELEMENT_KINDS, MAX_ELEMENTS
+from user_memory.domain.companion.ports import CompanionData, Rating
 from user_memory.domain.companion.recurrence import (
     EVENT_STEPS,
     QUERY_STEPS,
@@ -39,9 +40,6 @@ from user_memory.errors import (
     NotFound,
     UserMemoryError,
 )
-
-if TYPE_CHECKING:
-    from user_memory.domain.companion.ports import CompanionData
 
 Collection = Literal["goals", "todos", "events"]
 # What "complete" sets, per collection.
@@ -307,14 +305,7 @@ class ImportReport:
 def import_google_events(events: Any, report: ImportReport) -> Callable[[Document], Document]:
     """The edit that imports a page of Google Calendar events: new ones added, newer ones (by
     `updated`) replacing ours, cancelled ones removed; counts go to `report` (one version for all)."""
-    if isinstance(events, dict) and "items" in events:
-        events = events["items"]
-    if isinstance(events, dict):
-        events = [events]
-    if not isinstance(events, list) or not events:
-        raise InvalidRequest("send a Google Calendar event, a list of them, or an Events.list page ({'items': [...]})")
-    if len(events) > MAX_IMPORT_EVENTS:
-        raise InvalidRequest(f"at most {MAX_IMPORT_EVENTS} events per import (one Events.list page)")
+    events = _google_items(events)
     for event in events:  # every event's times first: the answer never depends on the page's order
         if isinstance(event, dict):
             _check_google_times(event)
@@ -329,41 +320,65 @@ def import_google_events(events: Any, report: ImportReport) -> Callable[[Documen
         ours = doc.setdefault("events", {})
         counts = ImportReport(ids=list(dict.fromkeys(element_id for element_id, _ in mapped)))  # as the page lists them
         for element_id, element, raw in ordered:
-            # One occurrence of a recurring event changed or cancelled (Google sends it as its own
-            # item naming the series): the series skips that date; a changed one is kept as an event.
-            parent = ours.get(_google_id(raw.get("recurringEventId"))) if raw.get("recurringEventId") else None
-            skip = _exdate(raw.get("originalStartTime")) if parent is not None else None
-            if parent is not None and skip is not None:
-                before = list(parent.get("recurrence") or [])
-                parent["recurrence"] = add_exdate(before, skip)
-                if element is None and parent["recurrence"] != before:
-                    counts.deleted += 1
-                    continue
-            current = ours.get(element_id)
-            if element is None:
-                if current is not None:
-                    del ours[element_id]
-                    counts.deleted += 1
-                else:
-                    counts.unchanged += 1
-            elif current is None:
-                ours[element_id] = element
-                counts.created += 1
-            elif element != current and _newer(element.get("last_modified"), current.get("last_modified")):
-                # Google's series never lists the dates its cancelled or moved instances took out
-                # (they came as items of their own): keep the EXDATE lines they added.
-                recurrence = list(element.get("recurrence", []))
-                for line in current.get("recurrence") or []:
-                    if line.startswith("EXDATE"):
-                        recurrence = add_exdate(recurrence, line)
-                ours[element_id] = {**element, "recurrence": recurrence}
-                counts.updated += 1
-            else:
-                counts.unchanged += 1
+            _import_item(ours, counts, element_id, element, raw)
         report.__dict__.update(counts.__dict__)
         return doc
 
     return change
+
+
+def _google_items(events: Any) -> list[Any]:
+    """The page's events as a list: an Events.list page's items, a list, or one event."""
+    if isinstance(events, dict) and "items" in events:
+        events = events["items"]
+    if isinstance(events, dict):
+        events = [events]
+    if not isinstance(events, list) or not events:
+        raise InvalidRequest("send a Google Calendar event, a list of them, or an Events.list page ({'items': [...]})")
+    if len(events) > MAX_IMPORT_EVENTS:
+        raise InvalidRequest(f"at most {MAX_IMPORT_EVENTS} events per import (one Events.list page)")
+    return events
+
+
+def _import_item(
+    ours: dict[str, Any],
+    counts: ImportReport,
+    element_id: str,
+    element: dict[str, Any] | None,
+    raw: dict[str, Any],
+) -> None:
+    """One item of the page into our events, counted."""
+    # One occurrence of a recurring event changed or cancelled (Google sends it as its own
+    # item naming the series): the series skips that date; a changed one is kept as an event.
+    parent = ours.get(_google_id(raw.get("recurringEventId"))) if raw.get("recurringEventId") else None
+    skip = _exdate(raw.get("originalStartTime")) if parent is not None else None
+    if parent is not None and skip is not None:
+        before = list(parent.get("recurrence") or [])
+        parent["recurrence"] = add_exdate(before, skip)
+        if element is None and parent["recurrence"] != before:
+            counts.deleted += 1
+            return
+    current = ours.get(element_id)
+    if element is None:
+        if current is not None:
+            del ours[element_id]
+            counts.deleted += 1
+        else:
+            counts.unchanged += 1
+    elif current is None:
+        ours[element_id] = element
+        counts.created += 1
+    elif element != current and _newer(element.get("last_modified"), current.get("last_modified")):
+        # Google's series never lists the dates its cancelled or moved instances took out
+        # (they came as items of their own): keep the EXDATE lines they added.
+        recurrence = list(element.get("recurrence", []))
+        for line in current.get("recurrence") or []:
+            if line.startswith("EXDATE"):
+                recurrence = add_exdate(recurrence, line)
+        ours[element_id] = {**element, "recurrence": recurrence}
+        counts.updated += 1
+    else:
+        counts.unchanged += 1
 
 
 def _import_order(
@@ -526,18 +541,6 @@ def day_bounds(day: date, zone_name: str) -> tuple[datetime, datetime]:
 # -- the feedback summary -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class Rating:
-    """One raw feedback rating (episodic: its own table, summarized nightly)."""
-
-    id: int | None = None
-    interaction_id: str
-    rating: int
-    tags: tuple[str, ...] = ()
-    comment: str = ""
-    rated_at: datetime
-
-
 _SUGGESTION = re.compile(r"\b(should|could|would be (nice|better)|wish|please|suggest|prefer|instead)\b", re.I)
 MAX_FEEDBACK_LINES = 20
 MAX_FEEDBACK_LINE_CHARS = 2000
@@ -652,41 +655,53 @@ def fold_companion(doc: Document, kind: str, payload: Any, external_id: str, occ
     """Fold one activity into a companion document in place; False when it was not understood or
     its element does not validate (the activity is then left to the summary's other readers)."""
     p = payload if isinstance(payload, dict) else {}
+    if kind in _ADDS or kind in ("todo_done", "goal_progress"):
+        try:
+            return _fold_element(doc, kind, p, external_id, occurred_at)
+        except UserMemoryError:
+            return False
+    return _fold_state(doc, kind, p, occurred_at)
+
+
+def _fold_element(doc: Document, kind: str, p: dict[str, Any], external_id: str, occurred_at: datetime) -> bool:
+    """An activity that adds an element, completes a to-do or notes a goal's progress."""
     fields = {k: v for k, v in p.items() if k != "id"}
-    try:
-        if kind in _ADDS:
-            collection = _ADDS[kind]
-            element_id = _element_id_for(p, external_id)
-            elements = doc.setdefault(collection, {})
-            if element_id in elements or len(elements) >= MAX_ELEMENTS:
-                return False
-            if kind == "goal_set" and "title" not in fields and isinstance(fields.get("goal"), str):
-                fields["title"] = fields.pop("goal")
-            element = validate_element(collection, {**fields, "id": element_id})
-            if collection == "todos" and element.get("goal_id") not in (None, *doc.get("goals", {})):
-                element["goal_id"] = None
-            if collection == "goals" and element.get("parent_id") not in (None, *doc.get("goals", {})):
-                element["parent_id"] = None
-            elements[element_id] = element
-            return True
-        if kind == "todo_done":
-            todo = (doc.get("todos") or {}).get(p.get("id"))
-            if not isinstance(todo, dict) or todo.get("status") == "done":
-                return False
-            todo["status"] = "done"
-            todo["completed_at"] = _now_iso(occurred_at)
-            return True
-        if kind == "goal_progress":
-            goal = (doc.get("goals") or {}).get(p.get("id"))
-            if not isinstance(goal, dict):
-                return False
-            entry = {"at": _now_iso(occurred_at), "note": str(p.get("note") or "")[:2000]}
-            if isinstance(p.get("percent"), int) and 0 <= p["percent"] <= 100:
-                entry["percent"] = p["percent"]
-            _note_progress(goal, entry)
-            return True
-    except UserMemoryError:
-        return False
+    if kind in _ADDS:
+        collection = _ADDS[kind]
+        element_id = _element_id_for(p, external_id)
+        elements = doc.setdefault(collection, {})
+        if element_id in elements or len(elements) >= MAX_ELEMENTS:
+            return False
+        if kind == "goal_set" and "title" not in fields and isinstance(fields.get("goal"), str):
+            fields["title"] = fields.pop("goal")
+        element = validate_element(collection, {**fields, "id": element_id})
+        if collection == "todos" and element.get("goal_id") not in (None, *doc.get("goals", {})):
+            element["goal_id"] = None
+        if collection == "goals" and element.get("parent_id") not in (None, *doc.get("goals", {})):
+            element["parent_id"] = None
+        elements[element_id] = element
+        return True
+    if kind == "todo_done":
+        todo = (doc.get("todos") or {}).get(p.get("id"))
+        if not isinstance(todo, dict) or todo.get("status") == "done":
+            return False
+        todo["status"] = "done"
+        todo["completed_at"] = _now_iso(occurred_at)
+        return True
+    if kind == "goal_progress":
+        goal = (doc.get("goals") or {}).get(p.get("id"))
+        if not isinstance(goal, dict):
+            return False
+        entry = {"at": _now_iso(occurred_at), "note": str(p.get("note") or "")[:2000]}
+        if isinstance(p.get("percent"), int) and 0 <= p["percent"] <= 100:
+            entry["percent"] = p["percent"]
+        _note_progress(goal, entry)
+        return True
+    return False
+
+
+def _fold_state(doc: Document, kind: str, p: dict[str, Any], occurred_at: datetime) -> bool:
+    """An activity about the person's state (mood, wins, losses, skills...) or a preference."""
     state = doc.setdefault("current_state", {})
     if kind == "mood" and isinstance(p.get("mood"), str) and p["mood"].strip():
         state["mood"] = p["mood"].strip()[:200]

@@ -5,12 +5,26 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from user_memory.domain.companion.elements import Rating
     from user_memory.domain.companion.items import ElementRow
+
+
+# Here, not in elements.py (which re-exports it): the port's own value, so the port imports nothing
+# that imports it back.
+@dataclass(frozen=True, kw_only=True)
+class Rating:
+    """One raw feedback rating (episodic: its own table, summarized nightly)."""
+
+    id: int | None = None
+    interaction_id: str
+    rating: int
+    tags: tuple[str, ...] = ()
+    comment: str = ""
+    rated_at: datetime
 
 
 class CompanionData(Protocol):

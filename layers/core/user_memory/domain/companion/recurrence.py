@@ -203,6 +203,12 @@ def _rule_parts(line: str) -> dict[str, str]:
         )
     if "WKST" in parts and parts["WKST"] not in _WEEKDAYS:
         raise ValueError("a recurrence rule's WKST must be a day (MO..SU)")
+    _check_by_parts(parts, freq)
+    return parts
+
+
+def _check_by_parts(parts: dict[str, str], freq: str) -> None:
+    """The BY parts' values: numbers in their ranges, days (numbered only when MONTHLY or YEARLY)."""
     for key, (low, high) in _BY_RANGES.items():
         if key in parts and not all(_in_range(v, low, high) for v in parts[key].split(",")):
             raise ValueError(f"a recurrence rule's {key} takes numbers from {low} to {high}, except 0")
@@ -213,7 +219,6 @@ def _rule_parts(line: str) -> dict[str, str]:
             raise ValueError(
                 "a recurrence rule's BYDAY lists days (MO..SU), numbered (1MO, -1FR) only when MONTHLY or YEARLY"
             )
-    return parts
 
 
 def _in_range(value: str, low: int, high: int) -> bool:

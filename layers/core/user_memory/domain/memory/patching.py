@@ -20,6 +20,7 @@ move adds the levels its new place adds): past MAX_NESTING, PatchOverBounds.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import jsonpatch
@@ -328,15 +329,9 @@ def apply_patch(
     """
     if not isinstance(patch, list):
         raise PatchError(f"a patch must be a list of operations, got {type(patch).__name__}")
-    size = nesting = 0
     if budget is not None:
         check_bounds(patch, None if budget.max_operations is None else budget.max_operations - budget.operations)
-        if budget.size is None or budget.nesting is None:
-            budget.size, budget.nesting = _document_bytes(doc)
-        size, nesting = budget.size, budget.nesting
-    # Sharing or in place: copy on write (or not at all); otherwise copy the input once up front.
-    writer = _Writer(doc, in_place) if in_place or share else _Writer(copy_json(doc), in_place=True)
-    value_of = (lambda v: v) if in_place else copy_json
+    application = _Application(doc, in_place=in_place, share=share, budget=budget)
     for n, op in enumerate(patch):
         if not isinstance(op, dict):
             raise PatchError(f"operation {n} must be an object, got {type(op).__name__}")
@@ -344,53 +339,76 @@ def apply_patch(
         if not isinstance(kind, str) or kind not in OPERATIONS:
             raise PatchError(f"operation {n} has an unknown op {kind!r}")
         pointer = _member(op, "path", n)
-        tokens = parse_pointer(pointer)
-        if kind == "add":
-            value = _member(op, "value", n)
-            if budget is not None:
-                size = _grown(size, tokens, json_bytes(value, f"operation {n}: "), budget, n)
-                nesting = _nested(nesting, len(tokens) + MEASURED_NESTING, n)
-            writer.add(tokens, value_of(value), pointer)
-        elif kind == "remove":
-            writer.remove(tokens, pointer)
-        elif kind == "replace":
-            value = _member(op, "value", n)
-            _resolve(writer.root, tokens, pointer)  # must exist
-            if budget is not None:
-                size = _grown(size, tokens, json_bytes(value, f"operation {n}: "), budget, n, member=False)
-                nesting = _nested(nesting, len(tokens) + MEASURED_NESTING, n)
-            writer.replace(tokens, value_of(value), pointer)
-        elif kind == "test":
-            if not json_equal(_resolve(writer.root, tokens, pointer), _member(op, "value", n)):
-                raise PatchError(f"operation {n}: test failed at {pointer!r}")
-        else:  # move, copy
-            source = _member(op, "from", n)
-            from_tokens = parse_pointer(source)
-            if kind == "move":
-                if from_tokens == tokens:
-                    _resolve(writer.root, tokens, pointer)
-                    continue
-                if tokens[: len(from_tokens)] == from_tokens:
-                    raise PatchError(f"operation {n}: cannot move {source!r} into its own child {pointer!r}")
-                if budget is not None and tokens:  # the value only changes places: its new key is the growth
-                    size = _grown(size, tokens, 0, budget, n)
-                    # and it is nested deeper by as many levels as its new place is deeper
-                    nesting = _nested(nesting, nesting + max(0, len(tokens) - len(from_tokens)), n)
-                value = writer.remove(from_tokens, source)
-                if budget is not None and not tokens:  # the moved value becomes the whole document
-                    size = json_bytes(value, f"operation {n}: ")
-            else:
-                found = _resolve(writer.root, from_tokens, source)
-                if budget is not None:  # measured before it is copied: a copy over the budget is never made
-                    size = _grown(size, tokens, json_bytes(found, f"operation {n}: "), budget, n)
-                    nesting = _nested(nesting, len(tokens) + MEASURED_NESTING, n)
-                # A fresh copy: the same object must never sit at two places of the result.
-                value = copy_json(found)
-            writer.add(tokens, value, pointer)
+        getattr(application, kind)(op, n, pointer, parse_pointer(pointer))
     if budget is not None:
-        budget.size, budget.nesting = size, nesting
+        budget.size, budget.nesting = application.size, application.nesting
         budget.operations += len(patch)
-    return writer.root
+    return application.writer.root
+
+
+class _Application:
+    """One patch being applied: the working document, and the budget's measure of it (size and
+    nesting) when the patch is untrusted. One method per operation, named as the operation."""
+
+    def __init__(self, doc: Any, *, in_place: bool, share: bool, budget: PatchBudget | None) -> None:
+        self.budget = budget
+        self.size = self.nesting = 0
+        if budget is not None:
+            if budget.size is None or budget.nesting is None:
+                budget.size, budget.nesting = _document_bytes(doc)
+            self.size, self.nesting = budget.size, budget.nesting
+        # Sharing or in place: copy on write (or not at all); otherwise copy the input once up front.
+        self.writer = _Writer(doc, in_place) if in_place or share else _Writer(copy_json(doc), in_place=True)
+        self.value_of: Callable[[Any], Any] = (lambda v: v) if in_place else copy_json
+
+    def _measure(self, tokens: list[str], value: Any, n: int, *, member: bool = True) -> None:
+        """Count `value` placed at `tokens` against the budget, before anything is copied or added."""
+        if self.budget is not None:
+            added = json_bytes(value, f"operation {n}: ")
+            self.size = _grown(self.size, tokens, added, self.budget, n, member=member)
+            self.nesting = _nested(self.nesting, len(tokens) + MEASURED_NESTING, n)
+
+    def add(self, op: dict[str, Any], n: int, pointer: str, tokens: list[str]) -> None:
+        value = _member(op, "value", n)
+        self._measure(tokens, value, n)
+        self.writer.add(tokens, self.value_of(value), pointer)
+
+    def remove(self, op: dict[str, Any], n: int, pointer: str, tokens: list[str]) -> None:
+        self.writer.remove(tokens, pointer)
+
+    def replace(self, op: dict[str, Any], n: int, pointer: str, tokens: list[str]) -> None:
+        value = _member(op, "value", n)
+        _resolve(self.writer.root, tokens, pointer)  # must exist
+        self._measure(tokens, value, n, member=False)
+        self.writer.replace(tokens, self.value_of(value), pointer)
+
+    def test(self, op: dict[str, Any], n: int, pointer: str, tokens: list[str]) -> None:
+        if not json_equal(_resolve(self.writer.root, tokens, pointer), _member(op, "value", n)):
+            raise PatchError(f"operation {n}: test failed at {pointer!r}")
+
+    def move(self, op: dict[str, Any], n: int, pointer: str, tokens: list[str]) -> None:
+        source = _member(op, "from", n)
+        from_tokens = parse_pointer(source)
+        if from_tokens == tokens:
+            _resolve(self.writer.root, tokens, pointer)
+            return
+        if tokens[: len(from_tokens)] == from_tokens:
+            raise PatchError(f"operation {n}: cannot move {source!r} into its own child {pointer!r}")
+        if self.budget is not None and tokens:  # the value only changes places: its new key is the growth
+            self.size = _grown(self.size, tokens, 0, self.budget, n)
+            # and it is nested deeper by as many levels as its new place is deeper
+            self.nesting = _nested(self.nesting, self.nesting + max(0, len(tokens) - len(from_tokens)), n)
+        value = self.writer.remove(from_tokens, source)
+        if self.budget is not None and not tokens:  # the moved value becomes the whole document
+            self.size = json_bytes(value, f"operation {n}: ")
+        self.writer.add(tokens, value, pointer)
+
+    def copy(self, op: dict[str, Any], n: int, pointer: str, tokens: list[str]) -> None:
+        source = _member(op, "from", n)
+        found = _resolve(self.writer.root, parse_pointer(source), source)
+        self._measure(tokens, found, n)  # measured before it is copied: a copy over the budget is never made
+        # A fresh copy: the same object must never sit at two places of the result.
+        self.writer.add(tokens, copy_json(found), pointer)
 
 
 def _document_bytes(doc: Any) -> tuple[int, int]:

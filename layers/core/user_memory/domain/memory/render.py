@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -169,12 +169,23 @@ def _companion_lines(doc: Any, include_sensitive: bool, sensitive: frozenset[str
     thought of the answers. Left out: empty fields, bookkeeping (versions, timestamps), finished
     goals and to-dos, cancelled or completed events, and the sensitive fields unless
     `include_sensitive`."""
-    lines: list[_Line] = []
 
     def shown(field: str) -> bool:
         return include_sensitive or field not in sensitive
 
-    info = doc.basic_info
+    return [
+        *_basic_info_lines(doc.basic_info, shown),
+        *_current_state_lines(doc.current_state),
+        *_goal_lines(doc.goals.values()),
+        *_todo_lines(doc.todos.values()),
+        *_event_lines(doc.events.values(), shown),
+        *_advanced_info_lines(doc.advanced_info, shown),
+        *_feedback_lines(doc.feedback),
+    ]
+
+
+def _basic_info_lines(info: Any, shown: Callable[[str], bool]) -> list[_Line]:
+    lines: list[_Line] = []
     for label, field in (
         ("Name", "name"),
         ("Gender", "gender"),
@@ -187,8 +198,11 @@ def _companion_lines(doc: Any, include_sensitive: bool, sensitive: frozenset[str
         value = getattr(info, field)
         if shown(field) and value and (text := _text(str(value))):
             lines.append(("basic_info", f"{label}: {text}"))
+    return lines
 
-    state = doc.current_state
+
+def _current_state_lines(state: Any) -> list[_Line]:
+    lines: list[_Line] = []
     for label, value in (("Education", state.education), ("Mood", state.mood)):
         if text := _text(value):
             lines.append(("current_state", f"{label}: {text}"))
@@ -201,63 +215,86 @@ def _companion_lines(doc: Any, include_sensitive: bool, sensitive: frozenset[str
     ):
         if text := _joined(values):
             lines.append(("current_state", f"{label}: {text}"))
+    return lines
 
-    goals = [g for g in doc.goals.values() if g.status in ("active", "paused")]
+
+def _goal_lines(all_goals: Iterable[Any]) -> list[_Line]:
+    goals = [g for g in all_goals if g.status in ("active", "paused")]
     goals.sort(key=lambda g: (g.status != "active", _PRIORITY_ORDER[g.priority], g.target_date or "9999", g.id))
-    for goal in goals:
-        details = ["paused"] if goal.status == "paused" else []
-        if goal.priority != "medium":
-            details.append(f"{goal.priority} priority")
-        if goal.target_date:
-            details.append(f"target {goal.target_date}")
-        done = next((e.percent for e in reversed(goal.progress) if e.percent is not None), None)
-        if done is not None:
-            details.append(f"{done}% done")
-        if category := _text(goal.category):
-            details.append(category)
-        if description := _text(goal.description):
-            details.append(description)
-        suffix = f" - {'; '.join(details)}" if details else ""
-        lines.append(("goals", f"Goal: {_text(goal.title)} [{goal.id}]{suffix}"))
+    return [("goals", f"Goal: {_text(goal.title)} [{goal.id}]{_suffix(_goal_details(goal))}") for goal in goals]
 
-    todos = [t for t in doc.todos.values() if t.status in ("open", "in_progress")]
+
+def _goal_details(goal: Any) -> list[str]:
+    details = ["paused"] if goal.status == "paused" else []
+    if goal.priority != "medium":
+        details.append(f"{goal.priority} priority")
+    if goal.target_date:
+        details.append(f"target {goal.target_date}")
+    done = next((e.percent for e in reversed(goal.progress) if e.percent is not None), None)
+    if done is not None:
+        details.append(f"{done}% done")
+    if category := _text(goal.category):
+        details.append(category)
+    if description := _text(goal.description):
+        details.append(description)
+    return details
+
+
+def _todo_lines(all_todos: Iterable[Any]) -> list[_Line]:
+    todos = [t for t in all_todos if t.status in ("open", "in_progress")]
     todos.sort(key=lambda t: (t.due_date is None, t.due_date or "", _PRIORITY_ORDER[t.priority], t.id))
-    for todo in todos:
-        details = [f"due {todo.due_date}"] if todo.due_date else []
-        if todo.status == "in_progress":
-            details.append("in progress")
-        if todo.priority != "medium":
-            details.append(f"{todo.priority} priority")
-        if todo.goal_id:
-            details.append(f"for goal {todo.goal_id}")
-        if tags := ", ".join(t for t in (_text(tag) for tag in todo.tags) if t):
-            details.append(f"tags {tags}")
-        if notes := _text(todo.notes):
-            details.append(notes)
-        suffix = f" - {'; '.join(details)}" if details else ""
-        lines.append(("todos", f"To-do: {_text(todo.text)} [{todo.id}]{suffix}"))
+    return [("todos", f"To-do: {_text(todo.text)} [{todo.id}]{_suffix(_todo_details(todo))}") for todo in todos]
 
-    events = [e for e in doc.events.values() if e.status in ("confirmed", "tentative")]
+
+def _todo_details(todo: Any) -> list[str]:
+    details = [f"due {todo.due_date}"] if todo.due_date else []
+    if todo.status == "in_progress":
+        details.append("in progress")
+    if todo.priority != "medium":
+        details.append(f"{todo.priority} priority")
+    if todo.goal_id:
+        details.append(f"for goal {todo.goal_id}")
+    if tags := ", ".join(t for t in (_text(tag) for tag in todo.tags) if t):
+        details.append(f"tags {tags}")
+    if notes := _text(todo.notes):
+        details.append(notes)
+    return details
+
+
+def _suffix(details: list[str]) -> str:
+    return f" - {'; '.join(details)}" if details else ""
+
+
+def _event_lines(all_events: Iterable[Any], shown: Callable[[str], bool]) -> list[_Line]:
+    events = [e for e in all_events if e.status in ("confirmed", "tentative")]
     events.sort(key=lambda e: (e.start, e.id))
-    for event in events:
-        details = [f"{event.start} to {event.end}" if event.end else event.start]
-        rules = [line.removeprefix("RRULE:") for line in event.recurrence if line.startswith("RRULE:")]
-        if rules:
-            details.append(f"repeats {rules[0]}")
-        if event.status == "tentative":
-            details.append("tentative")
-        if location := _text(event.location):
-            details.append(f"at {location}")
-        people = [
-            _text(a.name) + (f" <{a.email}>" if a.email and shown("email") else "")
-            for a in event.attendees
-            if _text(a.name) or (a.email and shown("email"))
-        ]
-        if people:
-            details.append(f"with {', '.join(p.strip() for p in people)}")
-        lines.append(("events", f"Event: {_text(event.summary)} [{event.id}] - {'; '.join(details)}"))
+    return [
+        ("events", f"Event: {_text(event.summary)} [{event.id}] - {'; '.join(_event_details(event, shown))}")
+        for event in events
+    ]
 
-    advanced = doc.advanced_info
+
+def _event_details(event: Any, shown: Callable[[str], bool]) -> list[str]:
+    details = [f"{event.start} to {event.end}" if event.end else event.start]
+    rules = [line.removeprefix("RRULE:") for line in event.recurrence if line.startswith("RRULE:")]
+    if rules:
+        details.append(f"repeats {rules[0]}")
+    if event.status == "tentative":
+        details.append("tentative")
+    if location := _text(event.location):
+        details.append(f"at {location}")
+    people = [
+        _text(a.name) + (f" <{a.email}>" if a.email and shown("email") else "")
+        for a in event.attendees
+        if _text(a.name) or (a.email and shown("email"))
+    ]
+    if people:
+        details.append(f"with {', '.join(p.strip() for p in people)}")
+    return details
+
+
+def _advanced_info_lines(advanced: Any, shown: Callable[[str], bool]) -> list[_Line]:
+    lines: list[_Line] = []
     if occupation := _text(advanced.occupation):
         lines.append(("advanced_info", f"Occupation: {occupation}"))
     for area in sorted(advanced.preferences):
@@ -269,8 +306,11 @@ def _companion_lines(doc: Any, include_sensitive: bool, sensitive: frozenset[str
     for key in sorted(advanced.other_attributes):
         if shown(key) and (text := _text(advanced.other_attributes[key])):
             lines.append(("advanced_info", f"Other - {_text(key)}: {text}"))
+    return lines
 
-    feedback = doc.feedback
+
+def _feedback_lines(feedback: Any) -> list[_Line]:
+    lines: list[_Line] = []
     for label, values in (
         ("Liked", feedback.positives),
         ("Disliked", feedback.negatives),

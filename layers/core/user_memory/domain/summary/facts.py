@@ -223,9 +223,18 @@ def restore_facts(old: Document, new: Document, activities: Sequence[Activity]) 
     forgettable = {pid for a in acts if (pid := forgotten_part(a)) is not None}
     out = _Copy(new)
     restored: list[Restored] = []
+    _restore_parts(out, old, forgettable=forgettable, named_ids=named_ids, restored=restored)
+    _restore_names_and_goals(out, old, forgettable=forgettable, renamed=renamed_by_activity, restored=restored)
+    _restore_triggers(out, old, noted=noted, restored=restored)
+    _restore_notes(out, old, restored=restored)
+    return FloorResult(out.doc, tuple(restored))
 
-    # Parts: a lost part comes back whole, or, when it reappears under a new id, moves back.
-    new_parts = _parts(new)
+
+def _restore_parts(
+    out: _Copy, old: Document, *, forgettable: set[str], named_ids: set[str], restored: list[Restored]
+) -> None:
+    """Parts: a lost part comes back whole, or, when it reappears under a new id, moves back."""
+    old_parts, new_parts = _parts(old), _parts(out.doc)
     lost = [pid for pid in old_parts if pid not in new_parts and pid not in forgettable]
     invented = [pid for pid in new_parts if pid not in old_parts and pid not in named_ids]
     for pid in lost:
@@ -252,11 +261,16 @@ def restore_facts(old: Document, new: Document, activities: Sequence[Activity]) 
                 related.append(pid)
         restored.append(Restored(_ptr("parts", pid), "removed without a forget request"))
 
-    # Names and goals of the parts that stay.
+
+def _restore_names_and_goals(
+    out: _Copy, old: Document, *, forgettable: set[str], renamed: set[str], restored: list[Restored]
+) -> None:
+    """Names and goals of the parts that stay."""
+    old_parts = _parts(old)
     for pid, old_part in old_parts.items():
         if pid in forgettable or pid not in _parts(out.doc):
             continue
-        if _name(_parts(out.doc)[pid]) != _name(old_part) and pid not in renamed_by_activity:
+        if _name(_parts(out.doc)[pid]) != _name(old_part) and pid not in renamed:
             out.edit()["parts"][pid]["name"] = _name(old_part)
             restored.append(Restored(_ptr("parts", pid, "name"), "renamed without a part_named activity for it"))
         old_goals = _goal_texts(old_part)
@@ -273,8 +287,10 @@ def restore_facts(old: Document, new: Document, activities: Sequence[Activity]) 
                 Restored(_ptr("parts", pid, "goals", len(goals) - 1), "removed or reworded without a forget request")
             )
 
-    # Triggers, matched by their text (each old entry to one new entry). Entries are only ever
-    # appended below, and each one appended is used at once: the positions found here stay true.
+
+def _restore_triggers(out: _Copy, old: Document, *, noted: set[str], restored: list[Restored]) -> None:
+    """Triggers, matched by their text (each old entry to one new entry). Entries are only ever
+    appended below, and each one appended is used at once: the positions found here stay true."""
     used: set[int] = set()
     positions: dict[str, list[int]] = {}
     for i, t in enumerate(_triggers(out.doc)):
@@ -305,7 +321,9 @@ def restore_facts(old: Document, new: Document, activities: Sequence[Activity]) 
                 )
             )
 
-    # Safety notes, line by line.
+
+def _restore_notes(out: _Copy, old: Document, *, restored: list[Restored]) -> None:
+    """Safety notes, line by line."""
     notes = _notes(out.doc)
     missing = [line for line in _note_lines(_notes(old)) if line not in notes]
     if missing:
@@ -315,7 +333,6 @@ def restore_facts(old: Document, new: Document, activities: Sequence[Activity]) 
         first = len(merged.splitlines()) - len(missing)
         why = "cleared without a forget request" if not kept else "lines removed or changed without a forget request"
         restored.append(Restored("/safety_notes", why, lines=tuple(range(first, first + len(missing)))))
-    return FloorResult(out.doc, tuple(restored))
 
 
 def _note_lines(notes: str) -> list[str]:
