@@ -53,6 +53,21 @@ CREATE FUNCTION auth.uid() RETURNS uuid
 
 
 --
+-- Name: run_revert_users_erase(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.run_revert_users_erase() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+BEGIN
+  DELETE FROM public.run_revert_users u WHERE u.user_id = OLD.user_id;
+  RETURN NULL;
+END
+$$;
+
+
+--
 -- Name: user_memory_admit_service_role(); Type: PROCEDURE; Schema: public; Owner: -
 --
 
@@ -739,6 +754,23 @@ BEGIN
       USING ERRCODE = 'insufficient_privilege';
   END IF;
   RETURN QUERY SELECT e.relation, e.deleted FROM public.user_memory_erase(me) e;
+END
+$$;
+
+
+--
+-- Name: user_memory_forget_events(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.user_memory_forget_events() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+BEGIN
+  DELETE FROM public.user_memory_events e
+   USING gone g
+   WHERE e.user_id = g.user_id AND e.version = g.version;
+  RETURN NULL;
 END
 $$;
 
@@ -1571,6 +1603,46 @@ $$;
 
 
 --
+-- Name: user_memory_patch_sections(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.user_memory_patch_sections(p_patch jsonb) RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  SELECT coalesce(array_agg(DISTINCT s ORDER BY s), '{}')
+    FROM (
+      SELECT replace(replace(split_part(p.pointer, '/', 2), '~1', '/'), '~0', '~') AS s
+        FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_patch) = 'array' THEN p_patch ELSE '[]' END) op,
+             LATERAL (VALUES (op->>'path'), (op->>'from')) AS p(pointer)
+       WHERE p.pointer LIKE '/%'
+      UNION
+      SELECT k
+        FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_patch) = 'array' THEN p_patch ELSE '[]' END) op,
+             LATERAL jsonb_object_keys(CASE WHEN op->>'path' = '' AND jsonb_typeof(op->'value') = 'object'
+                                            THEN op->'value' ELSE '{}' END) AS k
+    ) sections(s);
+$$;
+
+
+--
+-- Name: user_memory_record_event(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.user_memory_record_event() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+BEGIN
+  INSERT INTO public.user_memory_events (user_id, version, source, run_key, sections)
+  VALUES (NEW.user_id, NEW.version, coalesce(NEW.source_description, ''), NEW.idempotency_key,
+          public.user_memory_patch_sections(NEW.patch));
+  RETURN NULL;
+END
+$$;
+
+
+--
 -- Name: user_memory_record_messages(jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1984,6 +2056,66 @@ COMMENT ON TABLE public.memory_items IS 'One row per item of a user''s head docu
 
 
 --
+-- Name: run_revert_users; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_revert_users (
+    revert_id uuid NOT NULL,
+    user_id uuid NOT NULL,
+    run_version integer NOT NULL,
+    outcome text DEFAULT 'pending'::text NOT NULL,
+    version integer,
+    kind text,
+    paths jsonb,
+    error text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_revert_users_error_check CHECK (((error IS NULL) OR (length(error) <= 500))),
+    CONSTRAINT run_revert_users_kind_check CHECK (((kind IS NULL) OR (kind = ANY (ARRAY['revert'::text, 'inverse'::text, 'repeat'::text])))),
+    CONSTRAINT run_revert_users_outcome_check CHECK ((outcome = ANY (ARRAY['pending'::text, 'reverted'::text, 'unchanged'::text, 'conflict'::text, 'failed'::text]))),
+    CONSTRAINT run_revert_users_paths_check CHECK (((paths IS NULL) OR (jsonb_typeof(paths) = 'array'::text))),
+    CONSTRAINT run_revert_users_run_version_check CHECK ((run_version >= 1)),
+    CONSTRAINT run_revert_users_version_check CHECK (((version IS NULL) OR (version >= 1)))
+);
+
+
+--
+-- Name: TABLE run_revert_users; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON TABLE public.run_revert_users IS 'One user of a run''s undo: pending, then reverted (version written), unchanged, conflict (paths) or failed (error).';
+
+
+--
+-- Name: COLUMN run_revert_users.paths; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON COLUMN public.run_revert_users.paths IS 'For a conflict: the JSON Pointers the run changed that a later version also changed.';
+
+
+--
+-- Name: run_reverts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_reverts (
+    revert_id uuid NOT NULL,
+    run_key text NOT NULL,
+    user_id uuid,
+    requested_by text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    queued_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_reverts_requested_by_check CHECK (((requested_by IS NULL) OR (length(requested_by) <= 200))),
+    CONSTRAINT run_reverts_run_key_check CHECK (((length(run_key) >= 1) AND (length(run_key) <= 200)))
+);
+
+
+--
+-- Name: TABLE run_reverts; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON TABLE public.run_reverts IS 'An operator''s undo of one run: for one user (user_id) or every user the run wrote a version for (NULL).';
+
+
+--
 -- Name: summary_batch_requests; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2066,6 +2198,62 @@ COMMENT ON COLUMN public.user_activity.summarized_version IS 'The memory version
 
 ALTER TABLE public.user_activity ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.user_activity_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: user_memory_event_deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.user_memory_event_deliveries (
+    sink text NOT NULL,
+    event_id bigint NOT NULL,
+    delivered_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT user_memory_event_deliveries_sink_check CHECK (((length(sink) >= 1) AND (length(sink) <= 100)))
+);
+
+
+--
+-- Name: user_memory_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.user_memory_events (
+    id bigint NOT NULL,
+    user_id uuid NOT NULL,
+    version integer NOT NULL,
+    source text NOT NULL,
+    run_key text,
+    sections text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT user_memory_events_version_check CHECK ((version >= 1))
+);
+
+
+--
+-- Name: TABLE user_memory_events; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON TABLE public.user_memory_events IS 'The memory-changed outbox: one row per committed version, no content; relayed by the events function.';
+
+
+--
+-- Name: COLUMN user_memory_events.sections; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON COLUMN public.user_memory_events.sections IS 'The top-level sections the version''s patch touched.';
+
+
+--
+-- Name: user_memory_events_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.user_memory_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.user_memory_events_id_seq
     START WITH 1
     INCREMENT BY 1
     NO MINVALUE
@@ -2183,6 +2371,29 @@ CREATE TABLE public.user_memory_migrations (
 
 
 --
+-- Name: user_memory_refreshes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.user_memory_refreshes (
+    user_id uuid NOT NULL,
+    run_key text NOT NULL,
+    requested_at timestamp with time zone NOT NULL,
+    window_end timestamp with time zone NOT NULL,
+    requested_by text NOT NULL,
+    CONSTRAINT user_memory_refreshes_check CHECK ((window_end >= requested_at)),
+    CONSTRAINT user_memory_refreshes_requested_by_check CHECK ((requested_by = ANY (ARRAY['user'::text, 'operator'::text, 'conversation'::text]))),
+    CONSTRAINT user_memory_refreshes_run_key_check CHECK (((length(run_key) >= 1) AND (length(run_key) <= 200)))
+);
+
+
+--
+-- Name: TABLE user_memory_refreshes; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON TABLE public.user_memory_refreshes IS 'The last refresh queued for each user (run key, when, by whom): the per-user rate limit of on-demand refreshes.';
+
+
+--
 -- Name: user_memory_settings; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2264,6 +2475,43 @@ COMMENT ON COLUMN public.user_memory_snapshots.idempotency_key IS 'Caller''s ide
 --
 
 COMMENT ON COLUMN public.user_memory_snapshots.provenance IS 'What produced this version, when its writer recorded it (the daily summary: mode, model, edits with reasons, refused edits, activity left out of the prompt); NULL otherwise. Written only by the service, through user_memory_append.';
+
+
+--
+-- Name: user_memory_webhooks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.user_memory_webhooks (
+    id uuid NOT NULL,
+    url text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    secret_name text NOT NULL,
+    enabled boolean DEFAULT true NOT NULL,
+    disabled_reason text,
+    after_event_id bigint DEFAULT 0 NOT NULL,
+    failures integer DEFAULT 0 NOT NULL,
+    failing_since timestamp with time zone,
+    next_attempt_at timestamp with time zone,
+    last_error text,
+    last_delivered_at timestamp with time zone,
+    created_by text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT user_memory_webhooks_created_by_check CHECK ((length(created_by) <= 500)),
+    CONSTRAINT user_memory_webhooks_description_check CHECK ((length(description) <= 500)),
+    CONSTRAINT user_memory_webhooks_disabled_reason_check CHECK ((length(disabled_reason) <= 500)),
+    CONSTRAINT user_memory_webhooks_failures_check CHECK ((failures >= 0)),
+    CONSTRAINT user_memory_webhooks_last_error_check CHECK ((length(last_error) <= 500)),
+    CONSTRAINT user_memory_webhooks_secret_name_check CHECK (((length(secret_name) >= 1) AND (length(secret_name) <= 512))),
+    CONSTRAINT user_memory_webhooks_url_check CHECK (((url ~ '^https?://'::text) AND (length(url) <= 2000)))
+);
+
+
+--
+-- Name: COLUMN user_memory_webhooks.secret_name; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON COLUMN public.user_memory_webhooks.secret_name IS 'The Secrets Manager secret that signs this endpoint''s requests; the secret itself is never stored here.';
 
 
 --
@@ -2357,6 +2605,22 @@ ALTER TABLE ONLY public.memory_items
 
 
 --
+-- Name: run_revert_users run_revert_users_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_revert_users
+    ADD CONSTRAINT run_revert_users_pkey PRIMARY KEY (revert_id, user_id);
+
+
+--
+-- Name: run_reverts run_reverts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_reverts
+    ADD CONSTRAINT run_reverts_pkey PRIMARY KEY (revert_id);
+
+
+--
 -- Name: summary_batch_requests summary_batch_requests_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2378,6 +2642,22 @@ ALTER TABLE ONLY public.user_activity
 
 ALTER TABLE ONLY public.user_activity
     ADD CONSTRAINT user_activity_user_source_external_id_key UNIQUE (user_id, source, external_id);
+
+
+--
+-- Name: user_memory_event_deliveries user_memory_event_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.user_memory_event_deliveries
+    ADD CONSTRAINT user_memory_event_deliveries_pkey PRIMARY KEY (sink, event_id);
+
+
+--
+-- Name: user_memory_events user_memory_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.user_memory_events
+    ADD CONSTRAINT user_memory_events_pkey PRIMARY KEY (id);
 
 
 --
@@ -2405,11 +2685,27 @@ ALTER TABLE ONLY public.user_memory_migrations
 
 
 --
+-- Name: user_memory_refreshes user_memory_refreshes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.user_memory_refreshes
+    ADD CONSTRAINT user_memory_refreshes_pkey PRIMARY KEY (user_id);
+
+
+--
 -- Name: user_memory_settings user_memory_settings_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.user_memory_settings
     ADD CONSTRAINT user_memory_settings_pkey PRIMARY KEY (name);
+
+
+--
+-- Name: user_memory_webhooks user_memory_webhooks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.user_memory_webhooks
+    ADD CONSTRAINT user_memory_webhooks_pkey PRIMARY KEY (id);
 
 
 --
@@ -2470,6 +2766,13 @@ CREATE INDEX idx_memory_items_todos_open ON public.memory_items USING btree (use
 
 
 --
+-- Name: idx_run_revert_users_outcome; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_run_revert_users_outcome ON public.run_revert_users USING btree (revert_id, outcome, user_id);
+
+
+--
 -- Name: idx_summary_batch_requests_batch; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2498,6 +2801,20 @@ CREATE INDEX idx_user_activity_user_occurred ON public.user_activity USING btree
 
 
 --
+-- Name: idx_user_memory_event_deliveries_event; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_user_memory_event_deliveries_event ON public.user_memory_event_deliveries USING btree (event_id);
+
+
+--
+-- Name: idx_user_memory_events_user_version; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX idx_user_memory_events_user_version ON public.user_memory_events USING btree (user_id, version);
+
+
+--
 -- Name: idx_user_memory_kv_expires_at; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2519,10 +2836,24 @@ CREATE INDEX idx_user_memory_snapshots_checkpoints ON public.user_memory_snapsho
 
 
 --
+-- Name: idx_user_memory_snapshots_run_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_user_memory_snapshots_run_key ON public.user_memory_snapshots USING btree (idempotency_key, created_at) WHERE ((idempotency_key IS NOT NULL) AND ("left"(idempotency_key, 4) <> 'api:'::text));
+
+
+--
 -- Name: idx_user_memory_snapshots_user_idempotency_key; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX idx_user_memory_snapshots_user_idempotency_key ON public.user_memory_snapshots USING hash (((((user_id)::text || ' '::text) || idempotency_key))) WHERE (idempotency_key IS NOT NULL);
+
+
+--
+-- Name: user_memory_heads user_memory_heads_erase_run_reverts; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER user_memory_heads_erase_run_reverts AFTER DELETE ON public.user_memory_heads FOR EACH ROW EXECUTE FUNCTION public.run_revert_users_erase();
 
 
 --
@@ -2537,6 +2868,20 @@ CREATE TRIGGER user_memory_kv_stamp BEFORE INSERT OR UPDATE ON public.user_memor
 --
 
 CREATE TRIGGER user_memory_snapshots_append_only BEFORE DELETE OR UPDATE ON public.user_memory_snapshots FOR EACH ROW EXECUTE FUNCTION public.user_memory_snapshots_append_only();
+
+
+--
+-- Name: user_memory_snapshots user_memory_snapshots_event; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER user_memory_snapshots_event AFTER INSERT ON public.user_memory_snapshots FOR EACH ROW EXECUTE FUNCTION public.user_memory_record_event();
+
+
+--
+-- Name: user_memory_snapshots user_memory_snapshots_forget_events; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER user_memory_snapshots_forget_events AFTER DELETE ON public.user_memory_snapshots REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.user_memory_forget_events();
 
 
 --
@@ -2560,6 +2905,22 @@ ALTER TABLE ONLY public.conversation_memories
 
 ALTER TABLE ONLY public.conversation_messages
     ADD CONSTRAINT conversation_messages_conversation_fkey FOREIGN KEY (user_id, conversation_id) REFERENCES public.conversations(user_id, conversation_id) ON DELETE CASCADE;
+
+
+--
+-- Name: run_revert_users run_revert_users_revert_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_revert_users
+    ADD CONSTRAINT run_revert_users_revert_id_fkey FOREIGN KEY (revert_id) REFERENCES public.run_reverts(revert_id) ON DELETE CASCADE;
+
+
+--
+-- Name: user_memory_event_deliveries user_memory_event_deliveries_event_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.user_memory_event_deliveries
+    ADD CONSTRAINT user_memory_event_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES public.user_memory_events(id) ON DELETE CASCADE;
 
 
 --
@@ -2628,6 +2989,20 @@ CREATE POLICY "Service role has every row" ON public.memory_items TO service_rol
 
 
 --
+-- Name: run_revert_users Service role has every row; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Service role has every row" ON public.run_revert_users TO service_role USING (true) WITH CHECK (true);
+
+
+--
+-- Name: run_reverts Service role has every row; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Service role has every row" ON public.run_reverts TO service_role USING (true) WITH CHECK (true);
+
+
+--
 -- Name: summary_batch_requests Service role has every row; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2639,6 +3014,20 @@ CREATE POLICY "Service role has every row" ON public.summary_batch_requests TO s
 --
 
 CREATE POLICY "Service role has every row" ON public.user_activity TO service_role USING (true) WITH CHECK (true);
+
+
+--
+-- Name: user_memory_event_deliveries Service role has every row; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Service role has every row" ON public.user_memory_event_deliveries TO service_role USING (true) WITH CHECK (true);
+
+
+--
+-- Name: user_memory_events Service role has every row; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Service role has every row" ON public.user_memory_events TO service_role USING (true) WITH CHECK (true);
 
 
 --
@@ -2656,10 +3045,24 @@ CREATE POLICY "Service role has every row" ON public.user_memory_kv TO service_r
 
 
 --
+-- Name: user_memory_refreshes Service role has every row; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Service role has every row" ON public.user_memory_refreshes TO service_role USING (true) WITH CHECK (true);
+
+
+--
 -- Name: user_memory_snapshots Service role has every row; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY "Service role has every row" ON public.user_memory_snapshots TO service_role USING (true) WITH CHECK (true);
+
+
+--
+-- Name: user_memory_webhooks Service role has every row; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Service role has every row" ON public.user_memory_webhooks TO service_role USING (true) WITH CHECK (true);
 
 
 --
@@ -2845,6 +3248,18 @@ ALTER TABLE public.memory_embeddings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.memory_items ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: run_revert_users; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_revert_users ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: run_reverts; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.run_reverts ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: summary_batch_requests; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2855,6 +3270,18 @@ ALTER TABLE public.summary_batch_requests ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.user_activity ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: user_memory_event_deliveries; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.user_memory_event_deliveries ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: user_memory_events; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.user_memory_events ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: user_memory_heads; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2869,10 +3296,22 @@ ALTER TABLE public.user_memory_heads ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.user_memory_kv ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: user_memory_refreshes; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.user_memory_refreshes ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: user_memory_snapshots; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
 ALTER TABLE public.user_memory_snapshots ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: user_memory_webhooks; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.user_memory_webhooks ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: users; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2905,6 +3344,13 @@ GRANT USAGE ON SCHEMA public TO service_role;
 REVOKE ALL ON FUNCTION auth.uid() FROM PUBLIC;
 GRANT ALL ON FUNCTION auth.uid() TO authenticated;
 GRANT ALL ON FUNCTION auth.uid() TO service_role;
+
+
+--
+-- Name: FUNCTION run_revert_users_erase(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.run_revert_users_erase() FROM PUBLIC;
 
 
 --
@@ -2958,6 +3404,13 @@ GRANT ALL ON FUNCTION public.user_memory_erase(p_user_id uuid) TO service_role;
 
 REVOKE ALL ON FUNCTION public.user_memory_erase_me() FROM PUBLIC;
 GRANT ALL ON FUNCTION public.user_memory_erase_me() TO authenticated;
+
+
+--
+-- Name: FUNCTION user_memory_forget_events(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.user_memory_forget_events() FROM PUBLIC;
 
 
 --
@@ -3098,6 +3551,20 @@ GRANT ALL ON FUNCTION public.user_memory_mark_summarized(p_user_id uuid, p_versi
 
 
 --
+-- Name: FUNCTION user_memory_patch_sections(p_patch jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.user_memory_patch_sections(p_patch jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION user_memory_record_event(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.user_memory_record_event() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION user_memory_record_messages(p_messages jsonb); Type: ACL; Schema: public; Owner: -
 --
 
@@ -3195,6 +3662,20 @@ GRANT SELECT ON TABLE public.memory_items TO service_role;
 
 
 --
+-- Name: TABLE run_revert_users; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.run_revert_users TO service_role;
+
+
+--
+-- Name: TABLE run_reverts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.run_reverts TO service_role;
+
+
+--
 -- Name: TABLE summary_batch_requests; Type: ACL; Schema: public; Owner: -
 --
 
@@ -3252,6 +3733,20 @@ GRANT INSERT(external_id) ON TABLE public.user_activity TO authenticated;
 
 
 --
+-- Name: TABLE user_memory_event_deliveries; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.user_memory_event_deliveries TO service_role;
+
+
+--
+-- Name: TABLE user_memory_events; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,DELETE ON TABLE public.user_memory_events TO service_role;
+
+
+--
 -- Name: TABLE user_memory_heads; Type: ACL; Schema: public; Owner: -
 --
 
@@ -3268,11 +3763,25 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.user_memory_kv TO service_role
 
 
 --
+-- Name: TABLE user_memory_refreshes; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.user_memory_refreshes TO service_role;
+
+
+--
 -- Name: TABLE user_memory_snapshots; Type: ACL; Schema: public; Owner: -
 --
 
 GRANT SELECT,INSERT ON TABLE public.user_memory_snapshots TO service_role;
 GRANT SELECT ON TABLE public.user_memory_snapshots TO authenticated;
+
+
+--
+-- Name: TABLE user_memory_webhooks; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.user_memory_webhooks TO service_role;
 
 
 --
