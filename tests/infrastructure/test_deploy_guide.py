@@ -275,13 +275,14 @@ def test_the_restore_runbook_rebuilds_the_clusters_network_and_scaling_and_frees
 
 def _metric_names() -> set[str]:
     """Every metric name layers/core can emit: literal names, the `name` a metric call is given
-    (a conditional of literals, a loop over a dict of literals), and the f-string families expanded
-    over what they loop on (RunStatus, a tuple of literals)."""
+    (a conditional of literals), the f-string families expanded over what they loop on (RunStatus,
+    a tuple of literals), and the worker's run counters as they are declared (jobs/tally.py)."""
     import ast
 
     from user_memory.domain.model import RunStatus
+    from user_memory.jobs.tally import metric_names
 
-    names: set[str] = set()
+    names: set[str] = metric_names()
     for path in (ROOT / "layers/core").rglob("*.py"):
         tree = ast.parse(path.read_text())
         loops = {id(node.body[0]): node for node in ast.walk(tree) if isinstance(node, ast.For) and node.body}
@@ -292,8 +293,6 @@ def _metric_names() -> set[str]:
                 branches = (node.value.body, node.value.orelse)  # type: ignore[attr-defined]
                 if all(isinstance(b, ast.Constant) and isinstance(b.value, str) for b in branches):
                     names |= {b.value for b in branches}  # type: ignore[attr-defined]
-            if target == ["counts"]:
-                names |= {k.value for k in getattr(node.value, "keys", []) if isinstance(k, ast.Constant)}
             if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_metric"):
                 continue
             name = next((k.value for k in node.keywords if k.arg == "name"), None)

@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextvars
 import json
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -79,6 +78,7 @@ from user_memory.errors import (
 from user_memory.jobs.companion import companion_nightly
 from user_memory.jobs.embedding import embed_after_write
 from user_memory.jobs.refresh import refresh_after_memories
+from user_memory.jobs.tally import Tally, user_line_fields
 from user_memory.observability import logger, metrics
 from user_memory.runtime import WorkerServices
 
@@ -196,70 +196,8 @@ def report_failed_record(message_id: str | None, exc: BaseException) -> None:
     metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
 
 
-class _Tally:
-    """Per-invocation counts, logged and emitted once per batch instead of per user; counted from
-    the lanes' threads, under one lock."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.statuses: Counter[str] = Counter()
-        self.tokens = 0
-        self.prompt_tokens = 0
-        self.cached_tokens = 0
-        self.cost_usd = 0.0
-        self.over_budget = 0
-        self.activities = 0
-        self.deferred = 0
-        self.recorded = 0
-        self.edits_applied = 0
-        self.edits_refused = 0
-        self.activity_cut = 0
-        self.facts_restored = 0
-        self.facts_filled = 0
-        self.human_edits_kept = 0
-        self.human_edit_conflicts = 0
-        self.requests_ignored = 0
-        self.messages_recorded = 0
-        self.conversations: Counter[str] = Counter()
-        self.conversation_tokens = 0
-        self.ratings = 0
-        self.digests = 0
-
-    def count(self, **counts: int) -> None:
-        """Add to the named counts."""
-        with self._lock:
-            for name, n in counts.items():
-                setattr(self, name, getattr(self, name) + n)
-
-    def count_conversations(self, status: str, n: int = 1) -> None:
-        with self._lock:
-            self.conversations[status] += n
-
-    def add(self, outcome: RunOutcome) -> None:
-        with self._lock:
-            self._add(outcome)
-
-    def _add(self, outcome: RunOutcome) -> None:
-        self.statuses[outcome.status.value] += 1
-        self.tokens += outcome.tokens
-        self.prompt_tokens += outcome.prompt_tokens
-        self.cached_tokens += outcome.cached_tokens
-        self.cost_usd += outcome.cost_usd
-        self.over_budget += outcome.over_budget
-        self.activities += outcome.activities
-        self.deferred += outcome.deferred
-        self.edits_applied += outcome.edits_applied
-        self.edits_refused += outcome.edits_refused
-        self.activity_cut += outcome.activity_cut
-        self.facts_restored += outcome.facts_restored
-        self.facts_filled += outcome.facts_filled
-        self.human_edits_kept += outcome.human_edits_kept
-        self.human_edit_conflicts += outcome.human_edit_conflicts
-        self.requests_ignored += outcome.requests_ignored
-
-
 def refresh_users(
-    message: RefreshUser, message_id: str, services: WorkerServices, deadline: Deadline, tally: _Tally, lanes: Lanes
+    message: RefreshUser, message_id: str, services: WorkerServices, deadline: Deadline, tally: Tally, lanes: Lanes
 ) -> None:
     """One run per user, side by side in the lanes; a user's failure does not stop the others, and a
     retry skips the done ones. The record fails when one of its users failed, and is deferred
@@ -302,7 +240,7 @@ def refresh_one(
     message_id: str,
     services: WorkerServices,
     deadline: Deadline,
-    tally: _Tally,
+    tally: Tally,
     stop: threading.Event,
 ) -> tuple[str, BaseException] | None:
     """One user's run and its nightly companions, in a lane: its log line and counts, or what failed
@@ -377,18 +315,9 @@ def log_run(outcome: RunOutcome, run_key: str, message_id: str) -> None:
         outcome=result,
         skipped=skipped,
         version=outcome.version,
-        activities=outcome.activities,
-        deferred=outcome.deferred,
         ops=outcome.ops,
-        edits_applied=outcome.edits_applied,
-        edits_refused=outcome.edits_refused,
-        facts_restored=outcome.facts_restored,
-        facts_filled=outcome.facts_filled,
-        activity_cut=outcome.activity_cut,
-        tokens=outcome.tokens,
-        prompt_tokens=outcome.prompt_tokens,
-        cost_usd=outcome.cost_usd,
         rebased=outcome.rebased,
+        **user_line_fields(outcome),
         seconds=round(outcome.seconds, 4),
     )
 
@@ -425,7 +354,7 @@ def report_invalid_document(outcome: RunOutcome, run_key: str, message_id: str, 
     metrics.add_metric(name="InvalidStoredDocument", unit=MetricUnit.Count, value=1)
 
 
-def _after_summary(user_id: Any, run_key: str, services: WorkerServices, tally: _Tally) -> None:
+def _after_summary(user_id: Any, run_key: str, services: WorkerServices, tally: Tally) -> None:
     """The companion layer's nightly part (feedback from ratings, the digest), then the texts the
     night's versions added are embedded (a failure there is logged and counted, never fails the
     user: the texts stay pending and search still finds them by their words)."""
@@ -442,7 +371,7 @@ def _after_summary(user_id: Any, run_key: str, services: WorkerServices, tally: 
         embed_after_write(services.search, user_id)
 
 
-def record_activity(message: RecordActivity, services: WorkerServices, tally: _Tally) -> None:
+def record_activity(message: RecordActivity, services: WorkerServices, tally: Tally) -> None:
     """Activity to user_activity; conversation messages (kind `message` with a conversation_id)
     to their conversations. Both are idempotent, so a retried record records nothing twice."""
     messages = [a.to_message() for a in message.activities if a.is_message]  # checked before anything is written
@@ -454,7 +383,7 @@ def record_activity(message: RecordActivity, services: WorkerServices, tally: _T
 
 
 def generate_memories(
-    message: GenerateMemoryBatch, message_id: str, services: WorkerServices, deadline: Deadline, tally: _Tally
+    message: GenerateMemoryBatch, message_id: str, services: WorkerServices, deadline: Deadline, tally: Tally
 ) -> None:
     """One batch of conversations, each isolated; malformed items are refused alone, the failed and
     the not-started conversations are re-sent."""
@@ -519,7 +448,7 @@ def generate_memories(
         metrics.add_metric(name="ConversationsDeferred", unit=MetricUnit.Count, value=len(run.deferred))
 
 
-def _report_refused(refused: list[RefusedItem], message_id: str, tally: _Tally) -> None:
+def _report_refused(refused: list[RefusedItem], message_id: str, tally: Tally) -> None:
     """Items that name no conversation: each logged and counted, never re-sent (no retry mends them)."""
     for item in refused:
         logger.warning(
@@ -532,12 +461,12 @@ def _report_refused(refused: list[RefusedItem], message_id: str, tally: _Tally) 
             reason=item.reason,
         )
     if refused:
-        tally.count_conversations("refused", len(refused))
+        tally.count_keyed("conversations", "refused", len(refused))
 
 
-def _tally_conversations(run: BatchRun, message_id: str, attempt: int, tally: _Tally) -> None:
+def _tally_conversations(run: BatchRun, message_id: str, attempt: int, tally: Tally) -> None:
     for outcome in run.outcomes:
-        tally.count_conversations(outcome.status)
+        tally.count_keyed("conversations", outcome.status)
         tally.count(conversation_tokens=outcome.prompt_tokens + outcome.completion_tokens)
         if outcome.status == "missing":
             logger.warning(
@@ -568,15 +497,15 @@ def _tally_conversations(run: BatchRun, message_id: str, attempt: int, tally: _T
             error=error,
             reason=reason,
         )
-        tally.count_conversations("failed")
+        tally.count_keyed("conversations", "failed")
     if run.failures:
         metrics.add_metric(name="ConversationsFailed", unit=MetricUnit.Count, value=len(run.failures))
     if run.deferred:
-        tally.count_conversations("deferred", len(run.deferred))
+        tally.count_keyed("conversations", "deferred", len(run.deferred))
 
 
 def handle_record(
-    record: QueueRecord, services: WorkerServices, deadline: Deadline, tally: _Tally, lanes: Lanes
+    record: QueueRecord, services: WorkerServices, deadline: Deadline, tally: Tally, lanes: Lanes
 ) -> None:
     """Do what one message asks, its work in the lanes."""
     if deadline.left() <= 0:
@@ -632,7 +561,7 @@ def _batch_delivery(
     message_id: str,
     services: WorkerServices,
     deadline: Deadline,
-    tally: _Tally,
+    tally: Tally,
     lanes: Lanes,
 ) -> None:
     """SUMMARY_DELIVERY=batch (jobs/summary_batch.py): a refresh_user message's requests go into a
@@ -654,7 +583,7 @@ def _batch_delivery(
 def process_batch(event: dict[str, Any], context: Any, services: WorkerServices) -> PartialItemFailureResponse:
     """Process one SQS event; returns the partial batch response."""
     deadline = Deadline(context.get_remaining_time_in_millis, services.settings.deadline_margin_ms / 1000)
-    tally = _Tally()
+    tally = Tally()
     lanes = Lanes(services.concurrency, deadline)
 
     def record_handler(record: QueueRecord) -> None:
@@ -674,60 +603,9 @@ def process_batch(event: dict[str, Any], context: Any, services: WorkerServices)
         "batch done",
         records=len(event.get("Records", [])),
         failed=failed,
-        users=dict(tally.statuses),
-        activities_recorded=tally.recorded,
-        activities_summarized=tally.activities,
-        activities_deferred=tally.deferred,
-        activities_cut=tally.activity_cut,
-        tokens=tally.tokens,
-        prompt_tokens=tally.prompt_tokens,
-        cached_prompt_tokens=tally.cached_tokens,
-        cost_usd=round(tally.cost_usd, 6),
-        users_over_budget=tally.over_budget,
-        edits_applied=tally.edits_applied,
-        edits_refused=tally.edits_refused,
-        facts_restored=tally.facts_restored,
-        facts_filled=tally.facts_filled,
-        human_edits_kept=tally.human_edits_kept,
-        human_edit_conflicts=tally.human_edit_conflicts,
-        requests_ignored=tally.requests_ignored,
-        messages_recorded=tally.messages_recorded,
-        conversations=dict(tally.conversations),
-        conversation_tokens=tally.conversation_tokens,
-        ratings_summarized=tally.ratings,
-        digests=tally.digests,
+        **tally.log_fields(),
     )
-    for status, n in tally.statuses.items():
-        metrics.add_metric(name=f"Users_{status}", unit=MetricUnit.Count, value=n)
-    if tally.recorded:
-        metrics.add_metric(name="ActivitiesRecorded", unit=MetricUnit.Count, value=tally.recorded)
-    if tally.messages_recorded:
-        metrics.add_metric(name="MessagesRecorded", unit=MetricUnit.Count, value=tally.messages_recorded)
-    for status in ("written", "unchanged", "missing", "partial", "refused"):
-        if tally.conversations[status]:
-            metrics.add_metric(name=f"Conversations_{status}", unit=MetricUnit.Count, value=tally.conversations[status])
-    if tally.deferred:
-        metrics.add_metric(name="ActivitiesDeferred", unit=MetricUnit.Count, value=tally.deferred)
-    counts = {
-        "LLMTokens": tally.tokens,
-        "LLMPromptTokens": tally.prompt_tokens,
-        "LLMCachedPromptTokens": tally.cached_tokens,
-        "LLMCostMicroUSD": round(tally.cost_usd * 1_000_000),  # a count metric: millionths of a dollar
-        "EditsApplied": tally.edits_applied,
-        "EditsRefused": tally.edits_refused,
-        "ActivitiesCut": tally.activity_cut,
-        "FactsRestored": tally.facts_restored,
-        "FactsFilled": tally.facts_filled,
-        "HumanEditsKept": tally.human_edits_kept,
-        "HumanEditConflicts": tally.human_edit_conflicts,
-        "RequestsIgnored": tally.requests_ignored,
-        "ConversationLLMTokens": tally.conversation_tokens,
-        "RatingsSummarized": tally.ratings,
-        "DigestsMade": tally.digests,
-    }
-    for name, value in counts.items():
-        if value:
-            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    tally.emit()
     return response
 
 
