@@ -39,6 +39,9 @@ class Shape:
     imports: dict[str, set[str]]
     typing_imports: dict[str, set[str]]
     deferred_imports: int
+    # What each module imports inside its functions (run when called: no cycle at import time,
+    # but a dependency all the same).
+    deferred: dict[str, set[str]] = dataclasses.field(default_factory=dict)
 
     def largest_modules(self, top: int) -> list[tuple[str, int]]:
         return sorted(self.modules.items(), key=lambda item: (-item[1], item[0]))[:top]
@@ -156,6 +159,7 @@ def measure(roots: Iterable[tuple[str, Path]]) -> Shape:
     imports: dict[str, set[str]] = {}
     typing_imports: dict[str, set[str]] = {}
     deferred = 0
+    deferred_edges: dict[str, set[str]] = {}
     for module, (path, is_package) in files.items():
         source = path.read_text(encoding="utf-8")
         tree = ast.parse(source)
@@ -176,9 +180,10 @@ def measure(roots: Iterable[tuple[str, Path]]) -> Shape:
                     typing_edges |= targets
                 elif targets:
                     deferred += 1
+                    deferred_edges.setdefault(module, set()).update(targets)
         imports[module] = edges
         typing_imports[module] = typing_edges
-    return Shape(modules, functions, imports, typing_imports, deferred)
+    return Shape(modules, functions, imports, typing_imports, deferred, deferred_edges)
 
 
 def main(argv: list[str] | None = None) -> int:

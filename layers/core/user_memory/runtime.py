@@ -50,7 +50,6 @@ from user_memory.config import (
     WorkerSettings,
 )
 from user_memory.domain.conversations.ports import ConversationStore, ConversationSummarizer, Sender
-from user_memory.domain.conversations.trigger import TriggerReport
 from user_memory.domain.kv import KvStore
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import parse_user_id
@@ -70,11 +69,10 @@ from user_memory.errors import ConfigError, WrongSchema
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
     from user_memory.adapters.openai_batch import SummaryBatches
     from user_memory.domain.companion.ports import NightlyCompanionData
-    from user_memory.domain.events import WebhookRegistry
-    from user_memory.domain.refresh import RefreshClaims, RefreshQueued, RefreshUpkeep, Requester
+    from user_memory.domain.events import Relay, WebhookRegistry
+    from user_memory.domain.refresh import RefreshClaims, RefreshUpkeep
     from user_memory.domain.service import MemoryService
     from user_memory.domain.summary.pipeline import PipelineConfig
-    from user_memory.jobs.events import Relay
 
 
 # How long a secret read stays cached (Powertools Parameters) before it is read again.
@@ -385,34 +383,30 @@ class ApiServices:
         worker queue (jobs/run_revert.py); started again, it queues what is still pending or failed."""
         from user_memory.domain.messages import RevertRun
 
-        if not self.settings.queue_url:  # a capability this deployment lacks (404 not-enabled), not an outage
-            raise WrongSchema("no worker queue is configured (QUEUE_URL): a run cannot be undone through it")
-        if self.sqs_client is None:
-            self.sqs_client = _sqs_client(None)
+        queue = self._worker_queue("a run cannot be undone through it")
         runs = PostgresRuns(self.as_service)
         started = runs.start(run_key, user_id, requested_by)
         body = RevertRun(type="revert_run", revert_id=started["revert_id"]).model_dump_json()
-        SqsSender(self.settings.queue_url, self.sqs_client).send([body])
+        queue.send([body])
         return runs.status(started["revert_id"])
 
     def run_revert_status(self, revert_id: uuid.UUID) -> dict[str, Any]:
         """Operators: an undo's report so far (adapters/runs.py)."""
         return PostgresRuns(self.as_service).status(revert_id)
 
-    def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport:
-        """The conversation-memory trigger with the service's rights (operators only: the route checks)."""
-        from user_memory.jobs.conversations import trigger_memory_generation
-
-        if not self.settings.queue_url:  # a capability this deployment lacks (404 not-enabled), not an outage
-            raise WrongSchema("no worker queue is configured (QUEUE_URL): nothing can be triggered")
+    def _worker_queue(self, why: str) -> SqsSender:
+        """The worker queue, its SQS client built on first use; a deployment without one lacks the
+        capability (404 not-enabled), which is no outage."""
+        if not self.settings.queue_url:
+            raise WrongSchema(f"no worker queue is configured (QUEUE_URL): {why}")
         if self.sqs_client is None:
             self.sqs_client = _sqs_client(None)
-        return trigger_memory_generation(
-            PostgresConversations(self.as_service),
-            SqsSender(self.settings.queue_url, self.sqs_client),
-            self.settings,
-            threshold_minutes=threshold_minutes,
-        )
+        return SqsSender(self.settings.queue_url, self.sqs_client)
+
+    def conversation_trigger(self) -> tuple[ConversationStore, Sender]:
+        """Operators: the conversations with the service's rights and the queue the conversation-memory
+        trigger (jobs/conversations.py, called by the route) sends to."""
+        return PostgresConversations(self.as_service), self._worker_queue("nothing can be triggered")
 
     @property
     def webhooks(self) -> WebhookRegistry:
@@ -430,23 +424,10 @@ class ApiServices:
             secret_prefix=self.settings.webhook_secret_prefix,
         )
 
-    def refresh(self, user_id: uuid.UUID, by: Requester) -> RefreshQueued:
-        """Queue a refresh of the user's pending activity (domain/refresh.py), rate-limited per user
-        by REFRESH_MIN_INTERVAL_SECONDS, with the service's rights (the route names the user)."""
-        from user_memory.jobs.refresh import queue_refresh
-
-        if not self.settings.queue_url:  # a capability this deployment lacks (404 not-enabled), not an outage
-            raise WrongSchema("no worker queue is configured (QUEUE_URL): nothing can be refreshed")
-        if self.sqs_client is None:
-            self.sqs_client = _sqs_client(None)
-        return queue_refresh(
-            user_id,
-            claims=PostgresRefreshes(self.as_service),
-            sender=SqsSender(self.settings.queue_url, self.sqs_client),
-            interval=timedelta(seconds=self.settings.refresh_min_interval_seconds),
-            by=by,
-            now=self.clock(),
-        )
+    def refresh_queue(self) -> tuple[RefreshClaims, Sender]:
+        """The per-user refresh claims with the service's rights and the queue a refresh
+        (jobs/refresh.py, called by the route) is sent to."""
+        return PostgresRefreshes(self.as_service), self._worker_queue("nothing can be refreshed")
 
     def close(self) -> None:
         if self.owned:
@@ -556,8 +537,7 @@ def build_events(
     from botocore.config import Config
 
     from user_memory.adapters.events import EventBridgeBus, HttpWebhookSender, PostgresEvents, SecretsManagerSecrets
-    from user_memory.domain.events import RetryPolicy
-    from user_memory.jobs.events import Relay
+    from user_memory.domain.events import Relay, RetryPolicy
 
     bounded = Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2, "mode": "standard"})
     now = clock or (lambda: datetime.now(UTC))

@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import secrets
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -254,3 +254,21 @@ class WebhookRegistry:
     def delete(self, endpoint_id: uuid.UUID) -> None:
         """The endpoint, its delivery marks, then its secret."""
         self.secrets.delete(self.store.delete(endpoint_id))
+
+
+@dataclass(kw_only=True)
+class Relay:
+    """What one run of the relay uses (runtime.build_events composes it)."""
+
+    outbox: Outbox
+    bus: Bus | None
+    sender: WebhookSender
+    secrets: Secrets
+    policy: RetryPolicy
+    clock: Callable[[], datetime]
+    page_size: int = 500
+    call_timeout: float = 10.0
+    keep_seconds: int = 86_400
+    # A webhook's deliveries are marked this many at a time: a relay stopped in between sends at
+    # most this many again (receivers deduplicate on webhook-id).
+    mark_every: int = 50

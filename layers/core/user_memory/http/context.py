@@ -9,21 +9,24 @@ one module-level `Router` per resource serves every `MemoryApi` in the process.
 
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from aws_lambda_powertools.event_handler import Request
 
 from user_memory.config import ApiSettings
+from user_memory.domain.conversations.ports import ConversationStore, Sender
 from user_memory.domain.conversations.trigger import TriggerReport
-from user_memory.domain.refresh import RefreshQueued, Requester
+from user_memory.domain.refresh import RefreshClaims, RefreshQueued, Requester
 from user_memory.domain.service import Edit, MemoryService, Sessions, idempotency_key
 from user_memory.errors import Forbidden, WrongSchema
 from user_memory.http.auth import Caller, caller_from_claims
 from user_memory.http.problems import BAD_REQUEST, HttpProblem
+from user_memory.jobs.conversations import trigger_memory_generation
+from user_memory.jobs.refresh import queue_refresh
 from user_memory.observability import logger, metrics
 
 
@@ -31,7 +34,9 @@ from user_memory.observability import logger, metrics
 class Tasks(Protocol):
     """What operators can start through the API besides reading and erasing users."""
 
-    def trigger_memory_generation(self, threshold_minutes: int | None = None) -> TriggerReport: ...
+    clock: Callable[[], datetime]
+
+    def conversation_trigger(self) -> tuple[ConversationStore, Sender]: ...
 
     def run_report(self, run_key: str) -> dict[str, Any]: ...
 
@@ -40,7 +45,8 @@ class Tasks(Protocol):
     def start_run_revert(self, run_key: str, user_id: uuid.UUID | None, requested_by: str | None) -> dict[str, Any]: ...
 
     def run_revert_status(self, revert_id: uuid.UUID) -> dict[str, Any]: ...
-    def refresh(self, user_id: uuid.UUID, by: Requester) -> RefreshQueued: ...
+
+    def refresh_queue(self) -> tuple[RefreshClaims, Sender]: ...
 
 
 @dataclass(frozen=True)
@@ -147,3 +153,23 @@ def refresh_tasks(request: Request) -> Tasks:
     if tasks is None or not dependencies(request).settings.queue_url:
         raise not_enabled("queue refreshes (no worker queue: QUEUE_URL)")
     return tasks
+
+
+def request_refresh(request: Request, user_id: uuid.UUID, by: Requester) -> RefreshQueued:
+    """Queue a refresh of the user's pending activity (jobs/refresh.py: logged and counted),
+    rate-limited per user by REFRESH_MIN_INTERVAL_SECONDS, with the service's rights (the route
+    names the user)."""
+    tasks = refresh_tasks(request)
+    claims, sender = tasks.refresh_queue()
+    interval = timedelta(seconds=dependencies(request).settings.refresh_min_interval_seconds)
+    return queue_refresh(user_id, claims=claims, sender=sender, interval=interval, by=by, now=tasks.clock())
+
+
+def trigger_memories(request: Request, threshold_minutes: int | None) -> TriggerReport:
+    """The conversation-memory trigger (jobs/conversations.py: logged and counted) with the
+    service's rights (operators only: the route checks)."""
+    tasks = dependencies(request).tasks
+    if tasks is None:
+        raise not_enabled("trigger tasks")
+    store, sender = tasks.conversation_trigger()
+    return trigger_memory_generation(store, sender, dependencies(request).settings, threshold_minutes=threshold_minutes)

@@ -11,9 +11,7 @@ Every failure is logged with its ids, type and reason and counted; never content
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -23,10 +21,7 @@ from user_memory.domain.events import (
     EVENTBRIDGE_SINK,
     Bus,
     Endpoint,
-    Outbox,
-    RetryPolicy,
-    Secrets,
-    WebhookSender,
+    Relay,
     put_batches,
 )
 from user_memory.errors import DeliveryFailed, SecretsUnavailable, UnknownWebhook, describe_failure
@@ -34,24 +29,6 @@ from user_memory.observability import logger, metrics
 
 # No call is started with less time than this left in the invocation.
 MIN_CALL_SECONDS = 0.5
-
-
-@dataclass(kw_only=True)
-class Relay:
-    """What one run of the relay uses (runtime.build_events composes it)."""
-
-    outbox: Outbox
-    bus: Bus | None
-    sender: WebhookSender
-    secrets: Secrets
-    policy: RetryPolicy
-    clock: Callable[[], datetime]
-    page_size: int = 500
-    call_timeout: float = 10.0
-    keep_seconds: int = 86_400
-    # A webhook's deliveries are marked this many at a time: a relay stopped in between sends at
-    # most this many again (receivers deduplicate on webhook-id).
-    mark_every: int = 50
 
 
 @dataclass

@@ -52,6 +52,7 @@ from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
 from pydantic import BeforeValidator, Json
 
 from user_memory.adapters.http_deadline import within
+from user_memory.adapters.search import embed_after_write
 from user_memory.domain.conversations.batch import BatchRun, run_batch
 from user_memory.domain.conversations.model import MAX_CONVERSATIONS_PER_MESSAGE
 from user_memory.domain.conversations.trigger import GenerateMemoryBatch, RefusedItem, batch_bodies
@@ -76,7 +77,6 @@ from user_memory.errors import (
     describe_failure,
 )
 from user_memory.jobs.companion import companion_nightly
-from user_memory.jobs.embedding import embed_after_write
 from user_memory.jobs.refresh import refresh_after_memories
 from user_memory.jobs.tally import Tally, user_line_fields
 from user_memory.observability import logger, metrics

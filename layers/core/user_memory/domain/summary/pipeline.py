@@ -709,88 +709,138 @@ def refresh_user(
     another run or erased meanwhile, the run starts over from the new head and the activity
     still unsummarized (at most MAX_REBASES times).
     """
-    started = time.perf_counter()
-    rebased = 0
-    spent: Counter[str] = Counter()  # tokens of drafts thrown away when the run started over
+    run = _Run(user_id, window, run_key, store, activity, summarizer, cfg, deadline)
+    if cfg.max_tokens_per_user_day:
+        run.today = store.tokens_since(user_id, day_start(datetime.now(UTC)))
+    while True:
+        done = run.attempt()
+        if done is not None:
+            return done
 
-    def outcome(status: RunStatus, version: int, **fields: int) -> RunOutcome:
-        for name in ("tokens", "prompt_tokens", "cached_tokens"):
-            fields[name] = fields.get(name, 0) + spent[name]
+
+_SPENT = ("tokens", "prompt_tokens", "cached_tokens")
+
+
+@dataclass
+class _Run:
+    """One user's run under way: its steps, what its thrown-away drafts cost and how often it
+    started over."""
+
+    user_id: uuid.UUID
+    window: Window
+    run_key: str
+    store: MemoryStore
+    activity: ActivityReader
+    summarizer: Summarizer
+    cfg: PipelineConfig
+    deadline: Deadline
+    started: float = field(default_factory=time.perf_counter)
+    rebased: int = 0
+    spent: Counter[str] = field(default_factory=Counter)  # tokens of drafts thrown away when the run started over
+    draft: _Draft | None = None
+    today: int = 0  # the user's tokens earlier this UTC day (read only with a budget)
+
+    def outcome(self, status: RunStatus, version: int, **fields: int) -> RunOutcome:
+        for name in _SPENT:
+            fields[name] = fields.get(name, 0) + self.spent[name]
         prompt = fields["prompt_tokens"]
         return RunOutcome(
-            user_id=user_id,
+            user_id=self.user_id,
             status=status,
             version=version,
-            seconds=time.perf_counter() - started,
-            rebased=rebased,
-            cost_usd=cfg.prices.cost(prompt, fields["tokens"] - prompt, fields["cached_tokens"]),
-            over_budget=draft is not None and draft.over_budget,
-            tokens_today=today,
+            seconds=time.perf_counter() - self.started,
+            rebased=self.rebased,
+            cost_usd=self.cfg.prices.cost(prompt, fields["tokens"] - prompt, fields["cached_tokens"]),
+            over_budget=self.draft is not None and self.draft.over_budget,
+            tokens_today=self.today,
             **fields,
         )
 
-    def again() -> None:
-        nonlocal rebased
-        rebased += 1
-        if rebased > MAX_REBASES:
-            raise VersionConflict(user_id, head.version, store.head(user_id).version)
+    def again(self, head: MemoryVersion) -> None:
+        """Count one more start over (or replay); past MAX_REBASES the run fails as a conflict."""
+        self.rebased += 1
+        if self.rebased > MAX_REBASES:
+            raise VersionConflict(self.user_id, head.version, self.store.head(self.user_id).version)
 
-    draft: _Draft | None = None
-    today = store.tokens_since(user_id, day_start(datetime.now(UTC))) if cfg.max_tokens_per_user_day else 0
-    while True:
-        if draft is not None:  # starting over: what the thrown-away draft cost still counts
-            spent.update({k: v for k, v in draft.counts().items() if k in ("tokens", "prompt_tokens", "cached_tokens")})
-        head, recorded = store.head_for_run(user_id, run_key)
+    def attempt(self) -> RunOutcome | None:
+        """One pass from the current head: summarize what is unsummarized, then write it; None when
+        the run starts over."""
+        if self.draft is not None:  # starting over: what the thrown-away draft cost still counts
+            self.spent.update({k: v for k, v in self.draft.counts().items() if k in _SPENT})
+        head, recorded = self.store.head_for_run(self.user_id, self.run_key)
         if recorded is not None:
-            return outcome(RunStatus.ALREADY_DONE, recorded)
-        if not stored_document_valid(head, cfg):
-            return outcome(RunStatus.INVALID_STORED_DOCUMENT, head.version)
-        human = people_edits(store, user_id, head, cfg)
-        budget = cfg.max_tokens_per_user_day - today - spent["tokens"] if cfg.max_tokens_per_user_day else None
-        draft = _fold_chunks(user_id, head.document, window, activity, summarizer, cfg, deadline, human, budget)
-        draft = _set_recency(head.document, draft, cfg)
+            return self.outcome(RunStatus.ALREADY_DONE, recorded)
+        if not stored_document_valid(head, self.cfg):
+            return self.outcome(RunStatus.INVALID_STORED_DOCUMENT, head.version)
+        draft = self.summarize(head)
         if not draft.included:
             if draft.over_budget:
-                return outcome(RunStatus.OVER_BUDGET, head.version, deferred=draft.deferred)
-            return outcome(RunStatus.NO_ACTIVITY, head.version)
+                return self.outcome(RunStatus.OVER_BUDGET, head.version, deferred=draft.deferred)
+            return self.outcome(RunStatus.NO_ACTIVITY, head.version)
+        return self.write(head, draft)
+
+    def summarize(self, head: MemoryVersion) -> _Draft:
+        """The next document from the head and the activity, within what is left of the budget."""
+        cfg = self.cfg
+        human = people_edits(self.store, self.user_id, head, cfg)
+        budget = (
+            cfg.max_tokens_per_user_day - self.today - self.spent["tokens"] if cfg.max_tokens_per_user_day else None
+        )
+        draft = _fold_chunks(
+            self.user_id, head.document, self.window, self.activity, self.summarizer, cfg, self.deadline, human, budget
+        )
+        self.draft = _set_recency(head.document, draft, cfg)
+        return self.draft
+
+    def write(self, head: MemoryVersion, draft: _Draft) -> RunOutcome | None:
+        """Append the draft, replayed on a newer head when someone wrote meanwhile; None when the
+        run starts over."""
         proposed = draft.document
         ids = [a.id for a in draft.included if a.id is not None]
         while True:
             try:
-                written = store.append(
-                    user_id,
+                written = self.store.append(
+                    self.user_id,
                     proposed,
                     expected_version=head.version,
-                    source=describe(window, len(draft.included), draft.model, draft.tokens, run_key),
-                    idempotency_key=run_key,
+                    source=describe(self.window, len(draft.included), draft.model, draft.tokens, self.run_key),
+                    idempotency_key=self.run_key,
                     base=head,
                     activity_ids=ids,
-                    provenance=draft.provenance(cfg.prices),
+                    provenance=draft.provenance(self.cfg.prices),
                 )
             except ActivityChanged:
-                again()
-                break  # start over: the activity to summarize is not what it was
+                self.again(head)
+                return None  # start over: the activity to summarize is not what it was
             except VersionConflict:
-                again()
-                # Someone edited meanwhile: replay our change on their version when it applies
-                # cleanly and still validates. The patch is computed only here: on the happy
-                # path the store's own diff is the only one.
-                patch = make_patch(head.document, proposed)
-                newer, recorded = store.head_for_run(user_id, run_key)
-                if recorded is not None:  # another worker finished this run meanwhile
-                    return outcome(RunStatus.ALREADY_DONE, recorded, activities=len(draft.included))
-                if newer.version < head.version:
-                    break  # history went back (the user was erased): start over
-                try:
-                    proposed = _replayed(store, user_id, newer, patch, draft, cfg)
-                except (PatchError, InvalidDocument):
-                    break  # our change does not apply to theirs: summarize again from theirs
-                head = newer
+                self.again(head)
+                replayed = self.replay(head, proposed, draft)
+                if not isinstance(replayed, tuple):
+                    return replayed
+                head, proposed = replayed
                 continue
             fields = {**draft.counts(), "ops": len(written.patch)}
             if written.status is WriteStatus.UNCHANGED:
-                store.mark_summarized(user_id, written.version, ids)
-                return outcome(RunStatus.UNCHANGED, written.version, **fields)
+                self.store.mark_summarized(self.user_id, written.version, ids)
+                return self.outcome(RunStatus.UNCHANGED, written.version, **fields)
             if written.status is WriteStatus.IDEMPOTENT:
-                return outcome(RunStatus.ALREADY_DONE, written.version, **fields)
-            return outcome(RunStatus.WRITTEN, written.version, **fields)
+                return self.outcome(RunStatus.ALREADY_DONE, written.version, **fields)
+            return self.outcome(RunStatus.WRITTEN, written.version, **fields)
+
+    def replay(
+        self, head: MemoryVersion, proposed: Document, draft: _Draft
+    ) -> tuple[MemoryVersion, Document] | RunOutcome | None:
+        """Someone edited meanwhile: our change on their version (the newer head and the document
+        to append) when it applies cleanly and still validates; the outcome when another worker
+        finished this run; None to start over. The patch is computed only here: on the happy path
+        the store's own diff is the only one."""
+        patch = make_patch(head.document, proposed)
+        newer, recorded = self.store.head_for_run(self.user_id, self.run_key)
+        if recorded is not None:  # another worker finished this run meanwhile
+            return self.outcome(RunStatus.ALREADY_DONE, recorded, activities=len(draft.included))
+        if newer.version < head.version:
+            return None  # history went back (the user was erased): start over
+        try:
+            return newer, _replayed(self.store, self.user_id, newer, patch, draft, self.cfg)
+        except (PatchError, InvalidDocument):
+            return None  # our change does not apply to theirs: summarize again from theirs

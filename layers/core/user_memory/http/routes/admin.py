@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 
 from user_memory.domain.model import parse_user_id
 from user_memory.http import models, responses
-from user_memory.http.context import operator, operator_caller, refresh_tasks
+from user_memory.http.context import operator, operator_caller, request_refresh
 from user_memory.http.openapi import responses as answers
 from user_memory.http.params import AsOf, Before, From, Limit, Since, To, Version
 
@@ -69,4 +69,4 @@ def admin_refresh(request: Request, user_id: UserId) -> Response[models.RefreshQ
     """Operators: summarize a user's pending activity now (run key ondemand:<time>), rate-limited per user
     as the user's own refresh (within the interval: 202 with the refresh already queued)."""
     operator_caller(request, "refresh memory", user_id)
-    return responses.refresh_queued(refresh_tasks(request).refresh(parse_user_id(user_id), "operator"))
+    return responses.refresh_queued(request_refresh(request, parse_user_id(user_id), "operator"))

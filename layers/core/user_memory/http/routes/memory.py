@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from user_memory.domain.memory.render import DEFAULT_RENDER_BUDGET, MAX_RENDER_BUDGET
 from user_memory.http import models, responses
 from user_memory.http.bodies import check_json_patch, json_body, media_type
-from user_memory.http.context import caller, dependencies, edit, me, refresh_tasks
+from user_memory.http.context import caller, dependencies, edit, me, request_refresh
 from user_memory.http.openapi import responses as answers
 from user_memory.http.params import AsOf, Before, From, IdemKey, IfMatch, Limit, Since, To, Version
 from user_memory.http.problems import UNSUPPORTED_MEDIA, HttpProblem
@@ -121,4 +121,4 @@ def refresh_memory(request: Request) -> Response[models.RefreshQueued]:
     with its run key; within REFRESH_MIN_INTERVAL_SECONDS of the last one, 202 with that one's run key."""
     user = caller(request)
     request.context["user_id"] = str(user.user_id)
-    return responses.refresh_queued(refresh_tasks(request).refresh(user.user_id, "user"))
+    return responses.refresh_queued(request_refresh(request, user.user_id, "user"))

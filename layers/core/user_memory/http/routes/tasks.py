@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from user_memory.domain.conversations.model import MAX_INACTIVITY_THRESHOLD_MINUTES
 from user_memory.domain.model import parse_user_id
 from user_memory.http import models
-from user_memory.http.context import dependencies, not_enabled, operator_caller
+from user_memory.http.context import dependencies, not_enabled, operator_caller, trigger_memories
 from user_memory.http.openapi import responses as answers
 from user_memory.http.routes.kv import _path_key
 from user_memory.http.routes.overview import _cursor, _encode_cursor
@@ -101,8 +101,5 @@ def trigger_memory_generation(
     """Operators: queue GENERATE_MEMORY_BATCH messages for every conversation quiet for longer than the
     threshold that has no memory, or messages newer than its memory."""
     operator_caller(request, "trigger memory generation")
-    tasks = dependencies(request).tasks
-    if tasks is None:
-        raise not_enabled("trigger tasks")
-    report = tasks.trigger_memory_generation(threshold_minutes)
+    report = trigger_memories(request, threshold_minutes)
     return models.MemoryGenerationTriggered.model_validate(report, from_attributes=True)
