@@ -158,7 +158,7 @@ def main() -> None:
                 call = tool_call(day, n, service.head(user).document, rng)
                 t0 = time.perf_counter()
                 with api.session(user) as svc:
-                    result = svc.tool_call(call)
+                    result = svc.memory.tool_call(call)
                 edit_s.append(time.perf_counter() - t0)
                 if result.status is WriteStatus.WRITTEN:
                     keep(user, result.version, result.patch)

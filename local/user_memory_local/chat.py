@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from pydantic import Field, model_validator
 from user_memory.config import ApiSettings
 from user_memory.domain.memory.agent import tool_definitions
-from user_memory.domain.service import Sessions
+from user_memory.domain.session import Sessions
 from user_memory.errors import (
     InvalidDocument,
     InvalidToolCall,
@@ -163,7 +163,7 @@ class ChatAgent:
     def system_prompt(self) -> str:
         """The instructions with the memory as it is now (read in its own session)."""
         with self.services.session(self.user_id) as service:
-            head, rendered = service.prompt(self.budget, include_sensitive=self.include_sensitive)
+            head, rendered = service.memory.prompt(self.budget, include_sensitive=self.include_sensitive)
             memory = rendered.text
         return self.instructions.format(version=head.version, memory=memory or "(nothing yet)")
 
@@ -211,7 +211,7 @@ class ChatAgent:
         }
         try:
             with self.services.session(self.user_id) as service:
-                result = service.tool_call(qualified)
+                result = service.memory.tool_call(qualified)
         except TOOL_ERRORS as err:
             return {"error": (str(err).strip().splitlines() or [type(err).__name__])[0][:500]}
         return {"version": result.version, "status": result.status.value}

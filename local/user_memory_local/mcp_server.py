@@ -40,7 +40,7 @@ from pydantic import Field
 from user_memory.domain.memory.agent import FORGET_TOOL, UPDATE_TOOL, tool_definitions
 from user_memory.domain.memory.document import section_names
 from user_memory.domain.memory.render import DEFAULT_RENDER_BUDGET, MAX_RENDER_BUDGET
-from user_memory.domain.service import Sessions
+from user_memory.domain.session import Sessions
 from user_memory.errors import InvalidArgument, Unauthenticated, UserMemoryError
 
 from user_memory_local.command import cli_command
@@ -106,7 +106,7 @@ class MemoryTools:
     ) -> dict[str, Any]:
         """What you remember about this user, as labeled lines cut to a token budget, and its version."""
         with self._errors(), self.services.session(self.user_id) as service:
-            head, rendered = service.prompt(budget_tokens, include_sensitive=self.include_sensitive)
+            head, rendered = service.memory.prompt(budget_tokens, include_sensitive=self.include_sensitive)
         return {"version": head.version, "memory": rendered.text, "recent": rendered.recent}
 
     def update_memory(
@@ -155,7 +155,7 @@ class MemoryTools:
         """Find the items of the memory (facts, goals, to-dos, events, ...) that best match a query, each with its
         JSON Pointer (usable with forget_memory) and the version that last changed it."""
         with self._errors({"q": "query"}), self.services.session(self.user_id) as service:
-            result = service.search(query, k)
+            result = service.search.search(query, k)
         return {
             "mode": result.mode,
             "items": [{"path": h.path, "version": h.version, "text": h.text, "score": h.score} for h in result.hits],
@@ -168,7 +168,7 @@ class MemoryTools:
             "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
         }
         with self._errors(), self.services.session(self.user_id) as service:
-            result = service.tool_call(call)
+            result = service.memory.tool_call(call)
         return {"version": result.version, "status": result.status.value}
 
     @contextmanager

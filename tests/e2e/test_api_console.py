@@ -21,7 +21,7 @@ from psycopg_pool import ConnectionPool
 from user_memory.adapters.postgres import PostgresRecorder
 from user_memory.config import ApiSettings
 from user_memory.domain.memory.repository import MemoryStore
-from user_memory.domain.service import MAX_SIZE_POINTS
+from user_memory.domain.overview import MAX_SIZE_POINTS
 from user_memory.http.app import create_api
 from user_memory.http.routes import console as console_routes
 from user_memory.runtime import build_api

@@ -56,7 +56,7 @@ def make_agent(services: ApiServices, url: str, user: uuid.UUID, **kwargs) -> Ch
 
 def remember_name(services: ApiServices, user: uuid.UUID, name: str) -> None:
     with services.session(user) as memory:
-        memory.apply_merge_patch({"personal_info": {"name": name}}, Edit())
+        memory.memory.apply_merge_patch({"personal_info": {"name": name}}, Edit())
 
 
 def test_the_system_prompt_carries_the_current_memory(services, endpoint, user):

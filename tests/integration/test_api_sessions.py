@@ -26,7 +26,8 @@ from user_memory.domain.memory.document import validate_document
 from user_memory.domain.memory.patching import json_equal
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.model import Activity, WriteStatus
-from user_memory.domain.service import Edit, MemoryService
+from user_memory.domain.service import Edit
+from user_memory.domain.session import UserSession
 from user_memory.errors import AccessDenied, IdempotencyKeyReused, InvalidRequest, VersionConflict
 from user_memory.runtime import ApiServices, build_api
 
@@ -39,9 +40,9 @@ def new_user() -> uuid.UUID:
     return uuid.uuid4()
 
 
-def session_connection(svc: MemoryService) -> psycopg.Connection:
+def session_connection(svc: UserSession) -> psycopg.Connection:
     """The connection of the session's transaction (the one every adapter of the session shares)."""
-    return svc.store.recorder.pool.conn  # type: ignore[attr-defined]
+    return svc.memory.store.recorder.pool.conn  # type: ignore[attr-defined]
 
 
 AFTER_ALL = datetime(2100, 1, 1, tzinfo=UTC)  # after every activity these tests record
@@ -87,13 +88,13 @@ def test_a_user_session_reads_and_writes_its_own_memory(api, pool):
     a = new_user()
     # Given user a's session, When it edits its memory twice and records activity
     with api.session(a) as svc:
-        first = svc.apply_merge_patch({"summary": "Likes tea."}, Edit())
-        second = svc.apply_json_patch([{"op": "replace", "path": "/safety_notes", "value": "none"}], Edit())
-        received = svc.record_activity([activity(a, "m1"), activity(a, "m1")])
-        svc.kv_put("prefs", "drink", "tea")
+        first = svc.memory.apply_merge_patch({"summary": "Likes tea."}, Edit())
+        second = svc.memory.apply_json_patch([{"op": "replace", "path": "/safety_notes", "value": "none"}], Edit())
+        received = svc.account.record_activity([activity(a, "m1"), activity(a, "m1")])
+        svc.kv.put("prefs", "drink", "tea")
         # Then within the session it reads back what it wrote
-        assert svc.read().version == 2
-        assert svc.kv_get("prefs", "drink").value == "tea"
+        assert svc.memory.read().version == 2
+        assert svc.kv.get("prefs", "drink").value == "tea"
     assert (first.version, second.version, received) == (1, 2, (2, 1))
     # And after the commit the service sees it too, with the end user's source
     head = MemoryStore(PostgresRecorder(pool)).head(a)
@@ -107,12 +108,30 @@ def test_a_user_session_reads_and_writes_its_own_memory(api, pool):
     assert [x.external_id for x in PostgresActivity(pool).unsummarized(a, before=AFTER_ALL, limit=10)] == ["m1"]
 
 
+@pytest.mark.parametrize("feature", ["kv", "memory", "search", "overview"])
+def test_a_request_builds_only_the_feature_service_it_uses(api, feature):
+    # Given a user's session
+    with api.session(new_user()) as session:
+        # When a request uses one feature
+        {
+            "kv": lambda: session.kv.put("prefs", "drink", "tea"),
+            "memory": lambda: session.memory.read(),
+            "search": lambda: session.search.search("tea", 3),
+            "overview": lambda: session.overview.kv_namespaces(),
+        }[feature]()
+        built = [
+            name for name in ("memory", "kv", "companion", "search", "account", "overview") if name in vars(session)
+        ]
+    # Then only that feature's service (and what it builds on: the memory store) was built
+    assert built == sorted({feature, "memory"} if feature == "overview" else {feature}, key=built.index)
+
+
 def test_a_user_session_sees_nothing_of_another_user(api, pool):
     a, b = new_user(), new_user()
     seed(pool, b, "b's secret")
     # Given user a's session
     with api.session(a) as svc:
-        tx = svc.store.recorder.pool
+        tx = svc.memory.store.recorder.pool
         # When it reads b's rows through adapters built on its transaction
         store = MemoryStore(PostgresRecorder(tx))
         # Then row-level security hides every one of them
@@ -120,7 +139,7 @@ def test_a_user_session_sees_nothing_of_another_user(api, pool):
         assert store.history(b) == []
         assert PostgresKv(tx).get(b, "default", "seed") is None
         assert PostgresActivity(tx).unsummarized(b, before=AFTER_ALL, limit=10) == []
-        assert svc.kv_get("default", "seed") is None
+        assert svc.kv.get("default", "seed") is None
 
 
 def test_a_write_for_another_user_inside_a_session_is_refused_by_the_database(api, pool):
@@ -128,12 +147,12 @@ def test_a_write_for_another_user_inside_a_session_is_refused_by_the_database(ap
     seed(pool, b, "b's own")
     with api.session(a) as svc:
         # Given a store on a's transaction that (wrongly) writes for b
-        wrong = MemoryStore(PostgresRecorder(svc.store.recorder.pool))
+        wrong = MemoryStore(PostgresRecorder(svc.memory.store.recorder.pool))
         # When it appends to b's memory, Then the database refuses it
         with pytest.raises(AccessDenied, match="may only write own memory"):
             wrong.append(b, {"summary": "a was here"}, expected_version=0, source="api")
         # And (the append ran in a savepoint) the session's transaction goes on: a's own write commits
-        assert svc.apply_merge_patch({"summary": "mine"}, Edit()).version == 1
+        assert svc.memory.apply_merge_patch({"summary": "mine"}, Edit()).version == 1
     store = MemoryStore(PostgresRecorder(pool))
     assert store.head(b).document == {"summary": "b's own"} and store.head(b).version == 1
     assert store.head(a).document["summary"] == "mine"
@@ -144,8 +163,8 @@ def test_key_value_and_activity_writes_for_another_user_are_refused_by_the_datab
     a, b = new_user(), new_user()
     # Given a's session, When adapters on its transaction write b's entry or b's activity
     with pytest.raises(AccessDenied, match="row-level security"), api.session(a) as svc:
-        svc.kv_put("default", "mine", 1)  # and a's own write came first
-        tx = svc.store.recorder.pool
+        svc.kv.put("default", "mine", 1)  # and a's own write came first
+        tx = svc.memory.store.recorder.pool
         if write == "kv":
             PostgresKv(tx).put(b, "default", "planted", 1)
         else:
@@ -159,7 +178,7 @@ def test_key_value_and_activity_writes_for_another_user_are_refused_by_the_datab
 def test_the_service_refuses_activity_of_another_user_before_the_database(api):
     a, b = new_user(), new_user()
     with pytest.raises(InvalidRequest, match="only be recorded for the caller"), api.session(a) as svc:
-        svc.record_activity([activity(a, "ok"), activity(b, "not a's")])
+        svc.account.record_activity([activity(a, "ok"), activity(b, "not a's")])
 
 
 def test_a_user_session_erases_through_erase_me_and_takes_key_values_too(api, pool):
@@ -167,12 +186,12 @@ def test_a_user_session_erases_through_erase_me_and_takes_key_values_too(api, po
     for u in (a, b):
         seed(pool, u)
     with api.session(a) as svc:
-        svc.apply_merge_patch({"summary": "second"}, Edit())
-        svc.kv_put("other", "k", [1, 2])
+        svc.memory.apply_merge_patch({"summary": "second"}, Edit())
+        svc.kv.put("other", "k", [1, 2])
     # When a erases itself in its own session (as authenticated it can run user_memory_erase_me()
     # only: user_memory_erase and direct deletes are not granted to it)
     with api.session(a) as svc:
-        counts = svc.erase()
+        counts = svc.account.erase()
     # Then every row of a is gone, and reported per relation
     assert counts == {
         "user_memory_heads": 1,
@@ -200,7 +219,7 @@ def test_an_erase_inside_a_session_that_fails_afterwards_erases_nothing(api, poo
     a = new_user()
     seed(pool, a)
     with pytest.raises(RuntimeError, match="after the erase"), api.session(a) as svc:
-        assert svc.erase()["user_memory_snapshots"] == 1
+        assert svc.account.erase()["user_memory_snapshots"] == 1
         raise RuntimeError("the request failed after the erase")
     assert MemoryStore(PostgresRecorder(pool)).head(a).version == 1
     assert PostgresKv(pool).get(a, "default", "seed") is not None
@@ -216,14 +235,14 @@ def test_an_operator_session_reads_writes_and_erases_any_user(api, pool):
     # Given an operator acting on user b
     with api.session(b, operator="ops@example.com") as svc:
         # When it reads, writes and exports b's memory
-        assert svc.read().document == {"summary": str(b)}
-        assert svc.apply_merge_patch({"safety_notes": "checked"}, Edit(source="api: operator")).version == 2
-        exported = svc.export()
+        assert svc.memory.read().document == {"summary": str(b)}
+        assert svc.memory.apply_merge_patch({"safety_notes": "checked"}, Edit(source="api: operator")).version == 2
+        exported = svc.account.export()
         assert [v.version for v in exported["versions"]] == [1, 2]
         assert [e.key for e in exported["kv"]] == ["seed"] and len(exported["activity"]) == 1
     # And then erases b in another request
     with api.session(b, operator="ops@example.com") as svc:
-        counts = svc.erase()
+        counts = svc.account.erase()
     # Then b is gone and a is untouched
     assert counts == {
         "user_memory_heads": 1,
@@ -250,10 +269,10 @@ def test_a_session_whose_block_raises_leaves_nothing_written(api, pool):
     a = new_user()
     # Given a session that puts an entry, edits the memory and records activity, then fails
     with pytest.raises(RuntimeError, match="request failed"), api.session(a) as svc:
-        svc.kv_put("default", "draft", {"x": 1})
-        svc.apply_merge_patch({"summary": "draft"}, Edit())
-        svc.record_activity([activity(a, "draft")])
-        assert svc.kv_get("default", "draft") is not None  # visible inside the transaction
+        svc.kv.put("default", "draft", {"x": 1})
+        svc.memory.apply_merge_patch({"summary": "draft"}, Edit())
+        svc.account.record_activity([activity(a, "draft")])
+        assert svc.kv.get("default", "draft") is not None  # visible inside the transaction
         raise RuntimeError("request failed")
     # Then none of it was committed
     assert PostgresKv(pool).get(a, "default", "draft") is None
@@ -299,7 +318,7 @@ def test_claims_and_role_do_not_outlive_a_session_on_the_pooled_connection(one_c
                 "SELECT current_user, auth.uid(), current_setting('request.jwt.claims', true)::jsonb ->> 'role'"
             )
             assert inside.fetchone() == ("authenticated", a, "authenticated")
-            svc.kv_put("default", "k", 1)
+            svc.kv.put("default", "k", 1)
             if ending == "raise":
                 raise RuntimeError("request failed")
     except RuntimeError:
@@ -318,10 +337,10 @@ def test_an_operators_prepared_reads_do_not_open_another_users_rows_to_a_user_se
     # Given an operator session that read b's head and entry on the only connection (prepared statements)
     for _ in range(2):
         with api.session(b, operator="ops") as svc:
-            assert svc.read().version == 1 and svc.kv_get("default", "seed") is not None
+            assert svc.memory.read().version == 1 and svc.kv.get("default", "seed") is not None
     # When a's session runs the same prepared statements for b on that connection
     with api.session(a) as svc:
-        tx = svc.store.recorder.pool
+        tx = svc.memory.store.recorder.pool
         # Then row-level security still applies (the plans were not reused across roles)
         assert MemoryStore(PostgresRecorder(tx)).head(b).version == 0
         assert PostgresKv(tx).get(b, "default", "seed") is None
@@ -349,10 +368,10 @@ def test_export_returns_every_version_the_entries_and_the_activity(api, pool, co
     # And two more versions written in a's own sessions (end users' versions are always checkpoints)
     for v in (9, 10):
         with api.session(a) as svc:
-            svc.store.append(a, {"summary": f"v{v}", "n": v}, expected_version=v - 1, source="api")
+            svc.memory.store.append(a, {"summary": f"v{v}", "n": v}, expected_version=v - 1, source="api")
     # When a (or an operator) exports a's data
     with api.session(a, operator=operator) as svc:
-        exported = svc.export()
+        exported = svc.account.export()
     # Then every version is there, oldest first, each equal to what the store rebuilds for it
     assert exported["user_id"] == str(a)
     assert [v.version for v in exported["versions"]] == list(range(1, 11))
@@ -371,7 +390,7 @@ def test_export_returns_every_version_the_entries_and_the_activity(api, pool, co
 
 def test_export_of_a_user_with_nothing_is_empty(api):
     with api.session(new_user()) as svc:
-        exported = svc.export()
+        exported = svc.account.export()
     assert (exported["versions"], exported["kv"], exported["activity"]) == ([], [], [])
 
 
@@ -423,14 +442,14 @@ def race_first_write(
 def test_a_lost_first_write_race_inside_a_session_is_a_conflict_and_the_session_goes_on(database_url, api, pool):
     a = new_user()
 
-    def work(svc: MemoryService) -> Any:
+    def work(svc: UserSession) -> Any:
         # When a's first write, made for version 0 (If-Match: 0), loses the race
         with pytest.raises(VersionConflict) as info:
-            svc.apply_merge_patch({"summary": "mine"}, Edit(if_match=0))
+            svc.memory.apply_merge_patch({"summary": "mine"}, Edit(if_match=0))
         # Then the session's transaction survived: it reads the winner and writes on top of it
-        head = svc.read()
-        svc.kv_put("default", "after-the-race", True)
-        written = svc.apply_merge_patch({"safety_notes": "after"}, Edit(if_match=head.version))
+        head = svc.memory.read()
+        svc.kv.put("default", "after-the-race", True)
+        written = svc.memory.apply_merge_patch({"safety_notes": "after"}, Edit(if_match=head.version))
         return info.value, head, written
 
     result = race_first_write(database_url, api, a, work)
@@ -448,7 +467,9 @@ def test_a_lost_first_write_race_inside_a_session_is_a_conflict_and_the_session_
 def test_a_lost_first_write_race_without_if_match_is_rebased_onto_the_winner(database_url, api, pool):
     a = new_user()
     # When a's first write, without If-Match, loses the race
-    result = race_first_write(database_url, api, a, lambda svc: svc.apply_merge_patch({"safety_notes": "mine"}, Edit()))
+    result = race_first_write(
+        database_url, api, a, lambda svc: svc.memory.apply_merge_patch({"safety_notes": "mine"}, Edit())
+    )
     # Then it was re-applied to the winner's version as version 2: both writes are kept
     assert "error" not in result, result.get("error")
     assert (result["value"].status, result["value"].version) == (WriteStatus.WRITTEN, 2)
@@ -465,7 +486,7 @@ def test_a_lost_first_write_race_with_the_same_idempotency_key_returns_the_winne
         database_url,
         api,
         a,
-        lambda svc: svc.apply_merge_patch({"summary": "retry"}, Edit(idempotency_key="api:other")),
+        lambda svc: svc.memory.apply_merge_patch({"summary": "retry"}, Edit(idempotency_key="api:other")),
         document=winner,
     )
     # Then the session answers with the winner's version and writes nothing
@@ -483,7 +504,7 @@ def test_a_lost_first_write_race_with_a_reused_idempotency_key_is_refused(databa
         database_url,
         api,
         a,
-        lambda svc: svc.apply_merge_patch({"summary": "mine"}, Edit(idempotency_key="api:other")),
+        lambda svc: svc.memory.apply_merge_patch({"summary": "mine"}, Edit(idempotency_key="api:other")),
     )
     # Then it is refused (not answered as a replay of a request it is not), and writes nothing
     assert isinstance(result.get("error"), IdempotencyKeyReused), result
@@ -505,9 +526,9 @@ def test_an_agent_tool_call_in_a_user_session_is_written_as_the_agent(api, pool)
         },
     }
     with api.session(a) as svc:
-        first = svc.tool_call(call)
+        first = svc.memory.tool_call(call)
     with api.session(a) as svc:
-        again = svc.tool_call(call)
+        again = svc.memory.tool_call(call)
     assert (first.status, first.version) == (WriteStatus.WRITTEN, 1)
     assert (again.status, again.version) == (WriteStatus.IDEMPOTENT, 1)
     head = MemoryStore(PostgresRecorder(pool)).head(a)
@@ -523,12 +544,12 @@ def test_an_end_users_writes_and_tool_calls_are_patches_and_checkpoint_at_the_in
     a = new_user()
     # When an end user writes 3 versions through the API's edits and 3 through an agent's tool calls
     with api.session(a) as svc:
-        svc.apply_merge_patch({"summary": "Likes tea."}, Edit())
-        svc.apply_json_patch([{"op": "replace", "path": "/safety_notes", "value": "none"}], Edit())
-        svc.apply_merge_patch({"summary": "Likes green tea."}, Edit(idempotency_key="api:key:k1"))
+        svc.memory.apply_merge_patch({"summary": "Likes tea."}, Edit())
+        svc.memory.apply_json_patch([{"op": "replace", "path": "/safety_notes", "value": "none"}], Edit())
+        svc.memory.apply_merge_patch({"summary": "Likes green tea."}, Edit(idempotency_key="api:key:k1"))
         for n in range(3):
             arguments = {"section": "summary", "mode": "replace", "value_json": json.dumps(f"Tea {n}.")}
-            svc.tool_call(
+            svc.memory.tool_call(
                 {
                     "id": f"call_{n}",
                     "type": "function",

@@ -214,7 +214,7 @@ def test_an_api_path_that_enters_no_user_or_operator_transaction_reads_and_write
         # And an operator's transaction takes the service's rights for itself only: the same
         # connection reads nothing again afterwards
         with services.session(alice, operator="operator-sub") as service:
-            assert service.read().version == 1
+            assert service.memory.read().version == 1
         with pytest.raises(AccessDenied):
             PostgresRecorder(services.pool).read_head(uuid.UUID(alice))
     finally:

@@ -149,8 +149,6 @@ def test_a_summary_committing_between_the_reads_is_neither_lost_nor_shown_twice(
     # that commits between the two reads (version 1 holds the fact and marks its memory summarized)
     import uuid
 
-    from user_memory.adapters.account import InMemoryAccount
-    from user_memory.adapters.kv import InMemoryKv
     from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
     from user_memory.domain.memory.repository import MemoryStore
     from user_memory.domain.service import MemoryService
@@ -158,7 +156,6 @@ def test_a_summary_committing_between_the_reads_is_neither_lost_nor_shown_twice(
     user = uuid.uuid4()
     activity = InMemoryActivity()
     recorder = InMemoryRecorder(activity)
-    kv = InMemoryKv()
     store = MemoryStore(recorder)
 
     class SummaryInBetween:
@@ -174,14 +171,7 @@ def test_a_summary_committing_between_the_reads_is_neither_lost_nor_shown_twice(
                 store.append(user, {**DOCUMENT, "summary": "Prefers green tea."}, expected_version=0, source="s")
             return [noted("a", memory(["Prefers green tea"]), pending=False)], 1
 
-    service = MemoryService(
-        user_id=user,
-        store=store,
-        kv=kv,
-        activity=activity,
-        account=InMemoryAccount(recorder, activity, kv),
-        recent=SummaryInBetween(),
-    )
+    service = MemoryService(user_id=user, store=store, recent=SummaryInBetween())
     # When the prompt is read
     head, rendered = service.prompt(800)
     # Then it is version 1's: the fact is there, once, from the summary (not lost between the reads)

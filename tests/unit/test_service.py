@@ -14,6 +14,8 @@ import pytest
 from user_memory.adapters.account import InMemoryAccount
 from user_memory.adapters.kv import InMemoryKv
 from user_memory.adapters.memory import InMemoryActivity, InMemoryRecorder
+from user_memory.domain.account import AccountService
+from user_memory.domain.kv import KvService
 from user_memory.domain.memory.document import empty_document
 from user_memory.domain.memory.patching import apply_patch, json_equal
 from user_memory.domain.memory.repository import MemoryStore
@@ -91,12 +93,13 @@ class World:
         self.svc = MemoryService(
             user_id=self.user,
             store=self.store,
-            kv=self.kv,
-            activity=self.activity,
-            account=self.account,
             schema=schema,
             max_document_bytes=max_document_bytes,
             require_if_match=require_if_match,
+        )
+        self.kvs = KvService(self.user, self.kv)
+        self.accounts = AccountService(
+            user_id=self.user, store=self.store, activity=self.activity, account=self.account
         )
 
     def other_writes(self, change: dict[str, Any]) -> Callable[[], None]:
@@ -290,14 +293,7 @@ def test_an_edit_that_changes_nothing_writes_nothing_and_stamps_nothing():
 def test_an_unknown_schema_is_refused_when_the_service_is_built():
     world = World()
     with pytest.raises(InvalidDocument, match="unknown document schema"):
-        MemoryService(
-            user_id=world.user,
-            store=world.store,
-            kv=world.kv,
-            activity=world.activity,
-            account=world.account,
-            schema="nope",
-        )
+        MemoryService(user_id=world.user, store=world.store, schema="nope")
 
 
 # -- If-Match, rebases, idempotency ------------------------------------------------------------------
@@ -605,8 +601,8 @@ def test_a_tool_call_is_written_once_as_the_agent():
 
 def test_record_activity_stores_the_callers_items_and_counts_the_new_ones():
     world = World()
-    assert world.svc.record_activity([act(world.user, "a"), act(world.user, "b"), act(world.user, "a")]) == (3, 2)
-    assert world.svc.record_activity([act(world.user, "b")]) == (1, 0)
+    assert world.accounts.record_activity([act(world.user, "a"), act(world.user, "b"), act(world.user, "a")]) == (3, 2)
+    assert world.accounts.record_activity([act(world.user, "b")]) == (1, 0)
     assert [a.external_id for a in world.activity.rows_of(world.user)] == ["a", "b"]
 
 
@@ -614,7 +610,7 @@ def test_record_activity_for_another_user_is_refused_and_nothing_is_recorded():
     world = World()
     other = uuid.uuid4()
     with pytest.raises(InvalidRequest, match="only be recorded for the caller"):
-        world.svc.record_activity([act(world.user, "mine"), act(other, "theirs")])
+        world.accounts.record_activity([act(world.user, "mine"), act(other, "theirs")])
     assert world.activity.rows_of(world.user) == [] and world.activity.rows_of(other) == []
 
 
@@ -622,7 +618,7 @@ def test_an_end_user_never_records_a_memory_reset_and_nothing_of_the_batch_is_st
     world = World()
     reset = dataclasses.replace(act(world.user, "r"), kind="memory_reset", payload={})
     with pytest.raises(ResetNotAllowed, match="only the service records one"):
-        world.svc.record_activity([act(world.user, "first"), reset])
+        world.accounts.record_activity([act(world.user, "first"), reset])
     assert world.activity.rows_of(world.user) == []
 
 
@@ -631,21 +627,21 @@ def test_an_end_users_forget_request_must_name_its_part(payload):
     world = World()
     vague = dataclasses.replace(act(world.user, "f"), kind="forget_part", payload=payload)
     with pytest.raises(InvalidActivity, match="activity 2: a forget_part must name the part"):
-        world.svc.record_activity([act(world.user, "first"), vague])
+        world.accounts.record_activity([act(world.user, "first"), vague])
     assert world.activity.rows_of(world.user) == []
     named = dataclasses.replace(vague, payload={"part_id": "critic"})
-    assert world.svc.record_activity([named]) == (1, 1)
+    assert world.accounts.record_activity([named]) == (1, 1)
 
 
 def test_export_returns_every_version_the_live_entries_and_the_activity():
     world = many_versions(7)  # checkpoints at 3 and 6
-    world.svc.kv_put("b", "k2", {"x": [1]})
-    world.svc.kv_put("a", "k1", "one")
-    world.svc.record_activity([act(world.user, "first"), act(world.user, "second")])
+    world.kvs.put("b", "k2", {"x": [1]})
+    world.kvs.put("a", "k1", "one")
+    world.accounts.record_activity([act(world.user, "first"), act(world.user, "second")])
     other = uuid.uuid4()
     world.other.append(other, {"summary": "someone else"}, expected_version=0, source="other")
     world.kv.put(other, "a", "theirs", 1)
-    exported = world.svc.export()
+    exported = world.accounts.export()
     assert exported["user_id"] == str(world.user)
     assert [v.version for v in exported["versions"]] == list(range(1, 8))
     for v in exported["versions"]:
@@ -656,39 +652,33 @@ def test_export_returns_every_version_the_live_entries_and_the_activity():
 
 def test_erase_removes_the_users_versions_activity_and_entries_and_only_theirs():
     world = many_versions(3)
-    world.svc.kv_put("default", "k", 1)
-    world.svc.record_activity([act(world.user, "x")])
+    world.kvs.put("default", "k", 1)
+    world.accounts.record_activity([act(world.user, "x")])
     other = uuid.uuid4()
     world.other.append(other, {"summary": "keep"}, expected_version=0, source="other")
     world.kv.put(other, "default", "k", 2)
-    counts = world.svc.erase()
+    counts = world.accounts.erase()
     assert counts == {"user_memory_heads": 1, "user_memory_snapshots": 3, "user_activity": 1, "user_memory_kv": 1}
-    assert world.svc.read().version == 0 and world.svc.kv_get("default", "k") is None
+    assert world.svc.read().version == 0 and world.kvs.get("default", "k") is None
     assert world.activity.rows_of(world.user) == []
     assert world.other.head(other).version == 1 and world.kv.get(other, "default", "k").value == 2
 
 
 def test_an_end_users_account_erases_only_that_user():
     world = seeded(end_user=True)
-    stranger = MemoryService(
-        user_id=uuid.uuid4(),
-        store=world.store,
-        kv=world.kv,
-        activity=world.activity,
-        account=world.account,
-    )
+    stranger = AccountService(user_id=uuid.uuid4(), store=world.store, activity=world.activity, account=world.account)
     with pytest.raises(AccessDenied):
         stranger.erase()
-    assert world.svc.erase()["user_memory_snapshots"] == 1
+    assert world.accounts.erase()["user_memory_snapshots"] == 1
 
 
 def test_key_value_calls_are_the_users():
     world = World()
-    world.svc.kv_put("prefs", "b", 2)
-    world.svc.kv_put("prefs", "a", 1, ttl_seconds=60)
-    assert [e.key for e in world.svc.kv_list("prefs").entries] == ["a", "b"]
+    world.kvs.put("prefs", "b", 2)
+    world.kvs.put("prefs", "a", 1, ttl_seconds=60)
+    assert [e.key for e in world.kvs.list("prefs").entries] == ["a", "b"]
     assert world.kv.get(world.user, "prefs", "a").value == 1
-    assert world.svc.kv_delete("prefs", "a") is True and world.svc.kv_get("prefs", "a") is None
+    assert world.kvs.delete("prefs", "a") is True and world.kvs.get("prefs", "a") is None
 
 
 # -- the client's Idempotency-Key ---------------------------------------------------------------------

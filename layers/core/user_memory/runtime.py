@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,10 +69,16 @@ from user_memory.errors import ConfigError, WrongSchema
 
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
     from user_memory.adapters.openai_batch import SummaryBatches
+    from user_memory.domain.account import AccountService
     from user_memory.domain.companion.ports import NightlyCompanionData
+    from user_memory.domain.companion.service import CompanionService
     from user_memory.domain.events import Relay, WebhookRegistry
+    from user_memory.domain.kv import KvService
+    from user_memory.domain.overview import OverviewService
     from user_memory.domain.refresh import RefreshClaims, RefreshUpkeep
+    from user_memory.domain.search import SearchService
     from user_memory.domain.service import MemoryService
+    from user_memory.domain.session import UserSession
     from user_memory.domain.summary.pipeline import PipelineConfig
 
 
@@ -298,6 +305,75 @@ def build_fanout(
     )
 
 
+class _TxSession:
+    """One request's services on its transaction (domain/session.py's UserSession), each built
+    with its ports on first use: a key-value request builds no memory store, a read no search."""
+
+    def __init__(self, api: ApiServices, tx: Any, user_id: uuid.UUID, *, end_user: bool) -> None:
+        self._api = api
+        self._tx = tx
+        self.user_id = user_id
+        self._end_user = end_user
+
+    @cached_property
+    def memory(self) -> MemoryService:
+        from user_memory.domain.service import MemoryService  # the API's routes import it first: not deferred
+
+        settings = self._api.settings
+        return MemoryService(
+            user_id=self.user_id,
+            store=memory_store(self._tx, settings),
+            recent=PostgresRecent(self._tx),
+            schema=settings.document_schema,
+            max_document_bytes=settings.max_document_bytes,
+            require_if_match=settings.require_if_match,
+        )
+
+    @cached_property
+    def kv(self) -> KvService:
+        from user_memory.domain.kv import KvService
+
+        return KvService(self.user_id, PostgresKv(self._tx))
+
+    @cached_property
+    def companion(self) -> CompanionService:
+        from user_memory.domain.companion.service import CompanionService
+
+        return CompanionService(self.memory, PostgresCompanion(self._tx))
+
+    @cached_property
+    def search(self) -> SearchService:
+        from user_memory.domain.search import SearchService
+
+        embedder = self._api.embedder
+        vectors = self._api.pool_search.vectors_available() if embedder else False
+        return SearchService(self.user_id, PostgresSearch(self._tx, embedder, vectors=vectors))
+
+    @cached_property
+    def account(self) -> AccountService:
+        from user_memory.domain.account import AccountService
+
+        return AccountService(
+            user_id=self.user_id,
+            store=self.memory.store,
+            activity=PostgresActivity(self._tx),
+            account=PostgresAccount(self._tx, end_user=self._end_user),
+            conversations=PostgresConversations(self._tx),
+            companion=PostgresCompanion(self._tx),
+        )
+
+    @cached_property
+    def overview(self) -> OverviewService:
+        from user_memory.domain.overview import OverviewService
+
+        return OverviewService(user_id=self.user_id, store=self.memory.store, overview=PostgresOverview(self._tx))
+
+    @property
+    def versions_written(self) -> int:
+        """New versions the request wrote (their texts need embedding); none when it built no memory."""
+        return self.__dict__["memory"].versions_written if "memory" in self.__dict__ else 0
+
+
 @dataclass(kw_only=True)
 class ApiServices:
     """What the API needs: a pool, and a transaction per request (Sessions).
@@ -319,34 +395,16 @@ class ApiServices:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), repr=False)
 
     @contextmanager
-    def session(self, user_id: object, *, operator: str | None = None) -> Iterator[MemoryService]:
+    def session(self, user_id: object, *, operator: str | None = None) -> Iterator[UserSession]:
         """One transaction for one request: as the end user (role authenticated, RLS), or with the
-        service's rights when an operator acts (the caller logs who)."""
-        from user_memory.domain.service import MemoryService  # the API's routes import it first: not deferred
-
+        service's rights when an operator acts (the caller logs who). Each feature's service is
+        built when the request first uses it."""
         uid = parse_user_id(user_id)
-        settings = self.settings
         end_user = None if operator else uid
         with transaction(self.pool, end_user=end_user, role=self.settings.database_role if operator else None) as tx:
-            service = MemoryService(
-                user_id=uid,
-                store=memory_store(tx, settings),
-                kv=PostgresKv(tx),
-                activity=PostgresActivity(tx),
-                account=PostgresAccount(tx, end_user=operator is None),
-                conversations=PostgresConversations(tx),
-                companion=PostgresCompanion(tx),
-                search=PostgresSearch(
-                    tx, self.embedder, vectors=self.pool_search.vectors_available() if self.embedder else False
-                ),
-                overview=PostgresOverview(tx),
-                recent=PostgresRecent(tx),
-                schema=settings.document_schema,
-                max_document_bytes=settings.max_document_bytes,
-                require_if_match=settings.require_if_match,
-            )
-            yield service
-        if self.embedder is not None and service.versions_written:
+            session = _TxSession(self, tx, uid, end_user=operator is None)
+            yield session
+        if self.embedder is not None and session.versions_written:
             # The write is committed: whatever happens now is logged and counted, never the request's.
             embed_after_write(self.pool_search, uid)
 

@@ -324,3 +324,33 @@ def _scalar(node: JsonValue) -> str:
 def decode_value(value_json: str) -> JsonValue:
     """A fresh Python value from stored JSON text."""
     return json.loads(value_json)
+
+
+class KvService:
+    """One user's key-value memory, on one unit of work (the store's calls bound to the user)."""
+
+    def __init__(self, user_id: uuid.UUID, store: KvStore) -> None:
+        self.user_id = user_id
+        self._store = store
+
+    def list(
+        self,
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        limit: int = 100,
+        after: str | None = None,
+        prefix: str | None = None,
+    ) -> KvPage:
+        return self._store.list(self.user_id, namespace, limit=limit, after_key=after, prefix=prefix)
+
+    def touch(self, namespace: str, keys: builtins.list[str]) -> builtins.list[str]:
+        return self._store.touch(self.user_id, namespace, keys)
+
+    def get(self, namespace: str, key: str) -> KvEntry | None:
+        return self._store.get(self.user_id, namespace, key)
+
+    def put(self, namespace: str, key: str, value: JsonValue, ttl_seconds: int | None = None) -> KvEntry:
+        return self._store.put(self.user_id, namespace, key, value, ttl_seconds)
+
+    def delete(self, namespace: str, key: str) -> bool:
+        return self._store.delete(self.user_id, namespace, key)

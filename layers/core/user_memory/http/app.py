@@ -1,4 +1,5 @@
-"""The memory API: Powertools' HTTP resolver over `MemoryService`, one transaction per request.
+"""The memory API: Powertools' HTTP resolver over the features' services (domain/session.py), one
+transaction per request.
 
 Identity comes only from the verified token (`sub`); `/me/...` is the caller's data, a path that
 names a user (`/users/{user_id}/...`) is the caller's own path or a 403, and `/admin/users/...`
@@ -27,7 +28,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from user_memory.adapters.http_deadline import invocation_left, within
 from user_memory.config import ApiSettings
 from user_memory.domain.messages import MAX_MESSAGE_BYTES
-from user_memory.domain.service import Sessions
+from user_memory.domain.session import Sessions
 from user_memory.errors import Forbidden, MethodNotAllowed, NotFound, describe_failure
 from user_memory.http import models, openapi
 from user_memory.http.bodies import PARSED, UNPARSED, check_body

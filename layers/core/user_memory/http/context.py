@@ -21,7 +21,8 @@ from user_memory.config import ApiSettings
 from user_memory.domain.conversations.ports import ConversationStore, Sender
 from user_memory.domain.conversations.trigger import TriggerReport
 from user_memory.domain.refresh import RefreshClaims, RefreshQueued, Requester
-from user_memory.domain.service import Edit, MemoryService, Sessions, idempotency_key
+from user_memory.domain.service import Edit, idempotency_key
+from user_memory.domain.session import Sessions, UserSession
 from user_memory.errors import Forbidden, WrongSchema
 from user_memory.http.auth import Caller, caller_from_claims
 from user_memory.http.problems import BAD_REQUEST, HttpProblem
@@ -83,20 +84,21 @@ def caller_of(event: dict[str, Any], settings: ApiSettings) -> Caller:
 
 
 @contextmanager
-def me(request: Request) -> Iterator[MemoryService]:
-    """The caller's own data, in one transaction as the caller (row-level security)."""
+def me(request: Request) -> Iterator[UserSession]:
+    """The caller's own data, in one transaction as the caller (row-level security); a route
+    uses the feature's service it needs (`.memory`, `.kv`, ...), and only that one is built."""
     user = caller(request)
     request.context["user_id"] = str(user.user_id)
-    with dependencies(request).sessions.session(user.user_id) as service:
-        yield service
+    with dependencies(request).sessions.session(user.user_id) as session:
+        yield session
 
 
 @contextmanager
-def operator(request: Request, user_id: str, action: str) -> Iterator[MemoryService]:
+def operator(request: Request, user_id: str, action: str) -> Iterator[UserSession]:
     """A user's data for an operator, in one transaction with the service's rights (logged)."""
     acting = operator_caller(request, action, user_id)
-    with dependencies(request).sessions.session(user_id, operator=acting.subject) as service:
-        yield service
+    with dependencies(request).sessions.session(user_id, operator=acting.subject) as session:
+        yield session
 
 
 def operator_caller(request: Request, action: str, user_id: str | None = None) -> Caller:

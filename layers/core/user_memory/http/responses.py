@@ -12,10 +12,13 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
+from user_memory.domain.account import AccountService
+from user_memory.domain.companion.service import CompanionService
 from user_memory.domain.conversations.model import ExportedConversation
 from user_memory.domain.kv import KvEntry
 from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
 from user_memory.domain.refresh import RefreshQueued
+from user_memory.domain.search import SearchService
 from user_memory.domain.service import MemoryService
 from user_memory.http import models
 from user_memory.observability import logger, metrics
@@ -135,12 +138,12 @@ def indexed(row: Any) -> models.IndexedElement:
     return models.IndexedElement(path=row.path, version=row.version, element=row.value)
 
 
-def active_goals(service: MemoryService, within_days: int | None) -> models.ActiveGoals:
+def active_goals(service: CompanionService, within_days: int | None) -> models.ActiveGoals:
     rows = service.active_goals(within_days)
     return models.ActiveGoals(user_id=str(service.user_id), items=[indexed(r) for r in rows])
 
 
-def todos_due(service: MemoryService, on: date | None) -> models.TodosDue:
+def todos_due(service: CompanionService, on: date | None) -> models.TodosDue:
     day, overdue, due = service.todos_due(on)
     return models.TodosDue(
         user_id=str(service.user_id),
@@ -154,7 +157,7 @@ _OCCURRENCE = ("id", "path", "version", "occurrence_start", "occurrence_end", "e
 
 
 def events_in_range(
-    service: MemoryService, range_from: datetime | None, range_to: datetime | None
+    service: CompanionService, range_from: datetime | None, range_to: datetime | None
 ) -> models.EventsInRange:
     """Occurrences in [from, to) (default: the next 7 days), within the response's budget; events
     whose recurrence could not be expanded are named, logged and counted."""
@@ -176,7 +179,7 @@ def events_in_range(
     )
 
 
-def search(service: MemoryService, q: str, k: int, mode: str) -> models.SearchResults:
+def search(service: SearchService, q: str, k: int, mode: str) -> models.SearchResults:
     result = service.search(q, k, mode)
     hits = [models.SearchHit.model_validate(h, from_attributes=True) for h in result.hits]
     return models.SearchResults(user_id=str(service.user_id), query=q, mode=result.mode, items=hits)
@@ -198,7 +201,7 @@ def occurrences_within_budget(found: list[dict[str, Any]]) -> tuple[list[dict[st
     return found, None
 
 
-def export(service: MemoryService) -> models.Export:
+def export(service: AccountService) -> models.Export:
     """Everything stored about a user (the caller's own export, or an operator's)."""
     data = service.export()
     return models.Export(

@@ -22,44 +22,44 @@ def admin_get_memory(
     request: Request, user_id: UserId, version: Version = None, as_of: AsOf = None
 ) -> Response[models.Memory]:
     """Operators: a user's memory document (head, version or time)."""
-    with operator(request, user_id, "read memory") as service:
-        return responses.read(service, version, as_of)
+    with operator(request, user_id, "read memory") as session:
+        return responses.read(session.memory, version, as_of)
 
 
 @router.get("/admin/users/<user_id>/memory/history", responses=answers(models.History), tags=["admin"])
 def admin_get_history(request: Request, user_id: UserId, limit: Limit = 50, before: Before = None) -> models.History:
     """Operators: a user's versions, newest first."""
-    with operator(request, user_id, "read history") as service:
-        return responses.history(service, limit, before)
+    with operator(request, user_id, "read history") as session:
+        return responses.history(session.memory, limit, before)
 
 
 @router.get("/admin/users/<user_id>/memory/diff", responses=answers(models.Diff), tags=["admin"])
 def admin_get_diff(request: Request, user_id: UserId, from_version: From, to_version: To) -> models.Diff:
     """Operators: one patch between two of a user's versions."""
-    with operator(request, user_id, "read diff") as service:
-        return responses.diff(service, from_version, to_version)
+    with operator(request, user_id, "read diff") as session:
+        return responses.diff(session.memory, from_version, to_version)
 
 
 @router.get("/admin/users/<user_id>/memory/changes", responses=answers(models.Changes, etag=True), tags=["admin"])
 def admin_get_changes(request: Request, user_id: UserId, since: Since) -> Response[models.Changes]:
     """Operators: one patch from `since` to a user's head."""
-    with operator(request, user_id, "read changes") as service:
-        return responses.changes(service, since)
+    with operator(request, user_id, "read changes") as session:
+        return responses.changes(session.memory, since)
 
 
 @router.get("/admin/users/<user_id>/export", responses=answers(models.Export), tags=["admin"])
 def admin_export(request: Request, user_id: UserId) -> models.Export:
     """Operators: everything stored about a user (a data-protection request)."""
-    with operator(request, user_id, "export") as service:
-        return responses.export(service)
+    with operator(request, user_id, "export") as session:
+        return responses.export(session.account)
 
 
 @router.delete("/admin/users/<user_id>", responses=answers(models.Erased), tags=["admin"])
 def admin_erase(request: Request, user_id: UserId) -> models.Erased:
     """Operators: erase every row of a user, history included (a data-protection request)."""
-    with operator(request, user_id, "erase") as service:
-        removed = service.erase()
-    return models.Erased(user_id=str(service.user_id), removed=removed)
+    with operator(request, user_id, "erase") as session:
+        removed = session.account.erase()
+    return models.Erased(user_id=str(session.user_id), removed=removed)
 
 
 @router.post(

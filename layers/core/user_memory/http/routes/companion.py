@@ -14,9 +14,10 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from user_memory.domain.companion.elements import Rating
+from user_memory.domain.companion.service import CompanionService
 from user_memory.domain.companion.times import StorableDate
 from user_memory.domain.model import AppendResult
-from user_memory.domain.service import Edit, MemoryService
+from user_memory.domain.service import Edit
 from user_memory.http import models, responses
 from user_memory.http.bodies import json_body, media_type
 from user_memory.http.context import dependencies, edit, me
@@ -44,23 +45,23 @@ _SINGULAR = {"goals": "goal", "todos": "to-do", "events": "event"}
 def todos_due(request: Request, on: Day = None) -> models.TodosDue:
     """Open to-dos due on or before a day (the user's today in basic_info.timezone), overdue first;
     read from the item index."""
-    with me(request) as service:
-        return responses.todos_due(service, on)
+    with me(request) as session:
+        return responses.todos_due(session.companion, on)
 
 
 @router.get("/me/goals", responses=answers(models.ActiveGoals), tags=["companion"])
 def active_goals(request: Request, within_days: WithinDays = None) -> models.ActiveGoals:
     """Active goals, nearest target date first; read from the item index."""
-    with me(request) as service:
-        return responses.active_goals(service, within_days)
+    with me(request) as session:
+        return responses.active_goals(session.companion, within_days)
 
 
 @router.get("/me/events", responses=answers(models.EventsInRange), tags=["companion"])
 def events_in_range(request: Request, range_from: RangeFrom = None, range_to: RangeTo = None) -> models.EventsInRange:
     """Occurrences of the user's events overlapping [from, to) (recurring events expanded); the
     candidates are read from the item index."""
-    with me(request) as service:
-        return responses.events_in_range(service, range_from, range_to)
+    with me(request) as session:
+        return responses.events_in_range(session.companion, range_from, range_to)
 
 
 @router.post("/me/events/import", responses=answers(models.EventsImported, etag=True), tags=["companion"])
@@ -70,10 +71,10 @@ def import_events(
     """Import events in Google Calendar's event JSON: new ones added, those with a newer `updated`
     replaced, cancelled ones removed, in one version."""
     change = edit(request, if_match, idempotency_key_)
-    with me(request) as service:
-        report, result = service.import_google_events(page, change)
+    with me(request) as session:
+        report, result = session.companion.import_google_events(page, change)
     body = models.EventsImported(
-        user_id=str(service.user_id),
+        user_id=str(session.user_id),
         status=result.status.value,
         version=result.version,
         created=report.created,
@@ -92,17 +93,17 @@ def create_element(
 ) -> Response[models.ElementWritten]:
     collection = _collection(request)
     change = edit(request, if_match, idempotency_key_)
-    with me(request) as service:
-        element_id, result = service.create_element(collection, fields, change)
-        return responses.element_written(service.user_id, collection, element_id, result)
+    with me(request) as session:
+        element_id, result = session.companion.create_element(collection, fields, change)
+        return responses.element_written(session.user_id, collection, element_id, result)
 
 
 def get_element(request: Request, element_id: ElementId) -> Response[models.Element]:
     collection = _collection(request)
-    with me(request) as service:
-        element, version = service.element(collection, element_id)
+    with me(request) as session:
+        element, version = session.companion.element(collection, element_id)
         body = models.Element(
-            user_id=str(service.user_id), collection=collection, id=element_id, version=version, element=element
+            user_id=str(session.user_id), collection=collection, id=element_id, version=version, element=element
         )
     return Response(200, "application/json", body, headers={"ETag": responses.etag(version)})
 
@@ -115,21 +116,21 @@ def update_element(
         raise HttpProblem(UNSUPPORTED_MEDIA, f"updating a {_SINGULAR[collection]} takes {models.MERGE_PATCH}")
     change = edit(request, if_match, idempotency_key_)
     body = json_body(request, dependencies(request).settings.max_document_bytes)
-    with me(request) as service:
-        result = service.update_element(collection, element_id, body, change)
-        return responses.element_written(service.user_id, collection, element_id, result)
+    with me(request) as session:
+        result = session.companion.update_element(collection, element_id, body, change)
+        return responses.element_written(session.user_id, collection, element_id, result)
 
 
 def complete_element(
     request: Request, element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
 ) -> Response[models.ElementWritten]:
-    return _element_change(request, element_id, if_match, idempotency_key_, MemoryService.complete_element)
+    return _element_change(request, element_id, if_match, idempotency_key_, CompanionService.complete_element)
 
 
 def delete_element(
     request: Request, element_id: ElementId, if_match: IfMatch = None, idempotency_key_: IdemKey = None
 ) -> Response[models.ElementWritten]:
-    return _element_change(request, element_id, if_match, idempotency_key_, MemoryService.delete_element)
+    return _element_change(request, element_id, if_match, idempotency_key_, CompanionService.delete_element)
 
 
 def _element_change(
@@ -137,14 +138,14 @@ def _element_change(
     element_id: str,
     if_match: str | None,
     idempotency_key_: str | None,
-    change: Callable[[MemoryService, str, str, Edit], AppendResult],
+    change: Callable[[CompanionService, str, str, Edit], AppendResult],
 ) -> Response[models.ElementWritten]:
     """A change of one element that takes no body (`change`: the service's method), as a new version."""
     collection = _collection(request)
     how = edit(request, if_match, idempotency_key_)
-    with me(request) as service:
-        result = change(service, collection, element_id, how)
-        return responses.element_written(service.user_id, collection, element_id, result)
+    with me(request) as session:
+        result = change(session.companion, collection, element_id, how)
+        return responses.element_written(session.user_id, collection, element_id, result)
 
 
 def _collection(request: Request) -> str:
@@ -201,8 +202,8 @@ for _name in _SINGULAR:
 def record_rating(request: Request, rating: Annotated[models.RatingIn, Body()]) -> models.RatingRecorded:
     """Record a feedback rating of one interaction (a repeat replaces it); the nightly run
     summarizes ratings into the feedback element."""
-    with me(request) as service:
-        status = service.record_rating(
+    with me(request) as session:
+        status = session.companion.record_rating(
             Rating(
                 interaction_id=rating.interaction_id,
                 rating=rating.rating,
@@ -211,13 +212,13 @@ def record_rating(request: Request, rating: Annotated[models.RatingIn, Body()]) 
                 rated_at=rating.rated_at or datetime.now(UTC),
             )
         )
-    return models.RatingRecorded(user_id=str(service.user_id), interaction_id=rating.interaction_id, status=status)  # type: ignore[arg-type]
+    return models.RatingRecorded(user_id=str(session.user_id), interaction_id=rating.interaction_id, status=status)  # type: ignore[arg-type]
 
 
 @router.get("/me/digest", responses=answers(models.Digest), tags=["companion"])
 def get_digest(request: Request, day: DigestDay = None) -> models.Digest:
     """The daily digest the nightly run made: due and overdue to-dos, events of the next 7 days, goals
     near their target date."""
-    with me(request) as service:
-        found = service.digest(day)
-    return models.Digest(user_id=str(service.user_id), digest=found)
+    with me(request) as session:
+        found = session.companion.digest(day)
+    return models.Digest(user_id=str(session.user_id), digest=found)

@@ -28,8 +28,8 @@ def list_kv(
     request: Request, namespace: Namespace, limit: PageSize = 100, after: After = None, prefix: Prefix = None
 ) -> models.KvPage:
     """Live entries of a namespace in key order, in pages (only keys that start with `prefix`, if given)."""
-    with me(request) as service:
-        page = service.kv_list(namespace, limit=limit, after=after, prefix=prefix)
+    with me(request) as session:
+        page = session.kv.list(namespace, limit=limit, after=after, prefix=prefix)
     entries, next_after = responses.within_response_budget(page.entries, page.next_after_key)
     return models.KvPage(namespace=namespace, items=[responses.kv(e) for e in entries], next_after=next_after)
 
@@ -38,8 +38,8 @@ def list_kv(
 def get_kv(request: Request, namespace: Namespace, key: Key) -> models.KvEntry:
     """One live entry."""
     key = _path_key(key)
-    with me(request) as service:
-        entry = service.kv_get(namespace, key)
+    with me(request) as session:
+        entry = session.kv.get(namespace, key)
     if entry is None:
         raise NotFound(f"no live entry with this key in namespace {namespace!r}")  # keys stay out of logs
     return responses.kv(entry)
@@ -49,16 +49,16 @@ def get_kv(request: Request, namespace: Namespace, key: Key) -> models.KvEntry:
 def put_kv(request: Request, namespace: Namespace, key: Key, put: Annotated[models.KvPut, Body()]) -> models.KvEntry:
     """Insert or replace an entry (value at most 10 KB as compact JSON; optional TTL)."""
     key = _path_key(key)
-    with me(request) as service:
-        return responses.kv(service.kv_put(namespace, key, put.value, put.ttl_seconds))
+    with me(request) as session:
+        return responses.kv(session.kv.put(namespace, key, put.value, put.ttl_seconds))
 
 
 @router.post("/me/kv/<namespace>/touch", responses=answers(models.KvTouched), tags=["kv"])
 def touch_kv(request: Request, namespace: Namespace, touch: Annotated[models.KvTouch, Body()]) -> models.KvTouched:
     """Keep entries alive: each live entry with a time to live expires that long from now again
     (updated_at is now). Entries without an expiry, expired or missing are left alone."""
-    with me(request) as service:
-        touched = service.kv_touch(namespace, touch.keys)
+    with me(request) as session:
+        touched = session.kv.touch(namespace, touch.keys)
     return models.KvTouched(namespace=namespace, keys=touched)
 
 
@@ -66,8 +66,8 @@ def touch_kv(request: Request, namespace: Namespace, touch: Annotated[models.KvT
 def delete_kv(request: Request, namespace: Namespace, key: Key) -> models.KvDeleted:
     """Delete an entry; 404 when there was no live entry."""
     key = _path_key(key)
-    with me(request) as service:
-        deleted = service.kv_delete(namespace, key)
+    with me(request) as session:
+        deleted = session.kv.delete(namespace, key)
     if not deleted:
         raise NotFound(f"no live entry with this key in namespace {namespace!r}")  # keys stay out of logs
     return models.KvDeleted(namespace=namespace, key=key, deleted=True)

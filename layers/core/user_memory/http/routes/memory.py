@@ -23,40 +23,42 @@ Section = Annotated[str | None, Query(min_length=1, max_length=100, description=
 @router.get("/me/memory", responses=answers(models.Memory, etag=True), tags=["memory"])
 def get_memory(request: Request, version: Version = None, as_of: AsOf = None) -> Response[models.Memory]:
     """The memory document: the head, a past version, or as it was at a time."""
-    with me(request) as service:
-        return responses.read(service, version, as_of)
+    with me(request) as session:
+        return responses.read(session.memory, version, as_of)
 
 
 @router.get("/me/memory/history", responses=answers(models.History), tags=["memory"])
 def get_history(request: Request, limit: Limit = 50, before: Before = None) -> models.History:
     """The versions, newest first, in pages."""
-    with me(request) as service:
-        return responses.history(service, limit, before)
+    with me(request) as session:
+        return responses.history(session.memory, limit, before)
 
 
 @router.get("/me/memory/diff", responses=answers(models.Diff), tags=["memory"])
 def get_diff(request: Request, from_version: From, to_version: To) -> models.Diff:
     """One RFC 6902 patch from version `from` to version `to`."""
-    with me(request) as service:
-        return responses.diff(service, from_version, to_version)
+    with me(request) as session:
+        return responses.diff(session.memory, from_version, to_version)
 
 
 @router.get("/me/memory/changes", responses=answers(models.Changes, etag=True), tags=["memory"])
 def get_changes(request: Request, since: Since) -> Response[models.Changes]:
     """One patch from `since` to the head: the feed a cache polls to stay current."""
-    with me(request) as service:
-        return responses.changes(service, since)
+    with me(request) as session:
+        return responses.changes(session.memory, since)
 
 
 @router.get("/me/memory/prompt", responses=answers(models.Prompt, etag=True), tags=["agent"])
 def get_prompt(request: Request, budget_tokens: Budget = DEFAULT_RENDER_BUDGET) -> Response[models.Prompt]:
     """The head rendered as a compact block for a system prompt, cut to a token budget; then, marked as recent,
     what conversations taught since the last summary (their memories no version took in yet)."""
-    with me(request) as service:
+    with me(request) as session:
         include_sensitive = dependencies(request).settings.prompt_include_sensitive
-        head, rendered = service.prompt(budget_tokens, include_sensitive=include_sensitive)  # one read of the head
+        head, rendered = session.memory.prompt(
+            budget_tokens, include_sensitive=include_sensitive
+        )  # one read of the head
         body = models.Prompt(
-            user_id=str(service.user_id), version=head.version, text=rendered.text, recent=rendered.recent
+            user_id=str(session.user_id), version=head.version, text=rendered.text, recent=rendered.recent
         )
     return Response(200, "application/json", body, headers={"ETag": rendered.etag(head.version)})
 
@@ -71,12 +73,12 @@ def patch_memory(
         raise HttpProblem(UNSUPPORTED_MEDIA, f"PATCH takes {models.JSON_PATCH} or {models.MERGE_PATCH}")
     change = edit(request, if_match, idempotency_key_)
     body = json_body(request, dependencies(request).settings.max_document_bytes * 2)
-    with me(request) as service:
+    with me(request) as session:
         if content_type == models.JSON_PATCH:
-            result = service.apply_json_patch(check_json_patch(body), change)
+            result = session.memory.apply_json_patch(check_json_patch(body), change)
         else:
-            result = service.apply_merge_patch(body, change)
-        return responses.written(service.user_id, result)
+            result = session.memory.apply_merge_patch(body, change)
+        return responses.written(session.user_id, result)
 
 
 @router.put("/me/memory", responses=answers(models.Written, etag=True), tags=["memory"])
@@ -88,8 +90,8 @@ def put_memory(
 ) -> Response[models.Written]:
     """Replace the whole document (validated against the deployment's schema)."""
     change = edit(request, if_match, idempotency_key_)
-    with me(request) as service:
-        return responses.written(service.user_id, service.replace(document, change))
+    with me(request) as session:
+        return responses.written(session.user_id, session.memory.replace(document, change))
 
 
 @router.post("/me/memory/revert", responses=answers(models.Written, etag=True), tags=["memory"])
@@ -101,8 +103,8 @@ def revert_memory(
 ) -> Response[models.Written]:
     """A new version whose document is an older version's; history keeps everything."""
     change = edit(request, if_match, idempotency_key_, action=f"revert to {revert.version}")
-    with me(request) as service:
-        return responses.written(service.user_id, service.revert(revert.version, change))
+    with me(request) as session:
+        return responses.written(session.user_id, session.memory.revert(revert.version, change))
 
 
 @router.delete("/me/memory", responses=answers(models.Written, etag=True), tags=["memory"])
@@ -111,8 +113,8 @@ def prune_memory(
 ) -> Response[models.Written]:
     """Prune one section (or every section) as a new version; history keeps what was there."""
     change = edit(request, if_match, idempotency_key_, action="prune" + (f" {section}" if section else ""))
-    with me(request) as service:
-        return responses.written(service.user_id, service.prune(section, change))
+    with me(request) as session:
+        return responses.written(session.user_id, session.memory.prune(section, change))
 
 
 @router.post("/me/memory/refresh", responses=answers(models.RefreshQueued, status=202), tags=["memory"])

@@ -18,7 +18,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import JsonValue
 
 from user_memory.domain.memory.document import document_problems
-from user_memory.domain.service import MemoryService
+from user_memory.domain.overview import OverviewService
 from user_memory.errors import InvalidRequest
 from user_memory.http import models, responses
 from user_memory.http.context import caller, dependencies, me, operator
@@ -44,8 +44,8 @@ ConversationCursor = Annotated[
 def get_stats(request: Request, days: Days = 90) -> models.Stats:
     """Figures to plot: the size of the newest versions, and per day the versions, the summaries'
     applied and refused edits and their LLM tokens."""
-    with me(request) as service:
-        return _stats(service, days)
+    with me(request) as session:
+        return _stats(session.overview, days)
 
 
 @router.post("/me/memory/validate", responses=answers(models.DocumentCheck), tags=["memory"])
@@ -65,8 +65,8 @@ def validate_memory(
 @router.get("/me/kv", responses=answers(models.KvNamespaces), tags=["kv"])
 def list_namespaces(request: Request) -> models.KvNamespaces:
     """The namespaces holding live key-value entries, with their counts."""
-    with me(request) as service:
-        return _namespaces(service)
+    with me(request) as session:
+        return _namespaces(session.overview)
 
 
 @router.get("/me/conversations", responses=answers(models.Conversations), tags=["conversations"])
@@ -74,8 +74,8 @@ def list_conversations(
     request: Request, limit: ConversationLimit = 20, after: ConversationCursor = None
 ) -> models.Conversations:
     """The caller's conversations, newest message first, each with its memory."""
-    with me(request) as service:
-        return _conversations(service, limit, after)
+    with me(request) as session:
+        return _conversations(session.overview, limit, after)
 
 
 # -- operators: any user's ---------------------------------------------------------------------------
@@ -84,15 +84,15 @@ def list_conversations(
 @router.get("/admin/users/<user_id>/memory/stats", responses=answers(models.Stats), tags=["admin"])
 def admin_get_stats(request: Request, user_id: UserId, days: Days = 90) -> models.Stats:
     """Operators: a user's figures to plot."""
-    with operator(request, user_id, "read stats") as service:
-        return _stats(service, days)
+    with operator(request, user_id, "read stats") as session:
+        return _stats(session.overview, days)
 
 
 @router.get("/admin/users/<user_id>/kv", responses=answers(models.KvNamespaces), tags=["admin"])
 def admin_list_namespaces(request: Request, user_id: UserId) -> models.KvNamespaces:
     """Operators: a user's key-value namespaces."""
-    with operator(request, user_id, "read kv namespaces") as service:
-        return _namespaces(service)
+    with operator(request, user_id, "read kv namespaces") as session:
+        return _namespaces(session.overview)
 
 
 @router.get("/admin/users/<user_id>/kv/<namespace>", responses=answers(models.KvPage), tags=["admin"])
@@ -100,8 +100,8 @@ def admin_list_kv(
     request: Request, user_id: UserId, namespace: Namespace, limit: PageSize = 100, after: After = None
 ) -> models.KvPage:
     """Operators: a user's live entries of a namespace, in pages."""
-    with operator(request, user_id, "read kv") as service:
-        page = service.kv_list(namespace, limit=limit, after=after)
+    with operator(request, user_id, "read kv") as session:
+        page = session.kv.list(namespace, limit=limit, after=after)
     entries, next_after = responses.within_response_budget(page.entries, page.next_after_key)
     return models.KvPage(namespace=namespace, items=[responses.kv(e) for e in entries], next_after=next_after)
 
@@ -111,22 +111,22 @@ def admin_list_conversations(
     request: Request, user_id: UserId, limit: ConversationLimit = 20, after: ConversationCursor = None
 ) -> models.Conversations:
     """Operators: a user's conversations with their memories."""
-    with operator(request, user_id, "read conversations") as service:
-        return _conversations(service, limit, after)
+    with operator(request, user_id, "read conversations") as session:
+        return _conversations(session.overview, limit, after)
 
 
 @router.get("/admin/users/<user_id>/goals", responses=answers(models.ActiveGoals), tags=["admin"])
 def admin_active_goals(request: Request, user_id: UserId) -> models.ActiveGoals:
     """Operators: a user's active goals."""
-    with operator(request, user_id, "read goals") as service:
-        return responses.active_goals(service, None)
+    with operator(request, user_id, "read goals") as session:
+        return responses.active_goals(session.companion, None)
 
 
 @router.get("/admin/users/<user_id>/todos/due", responses=answers(models.TodosDue), tags=["admin"])
 def admin_todos_due(request: Request, user_id: UserId, on: Day = None) -> models.TodosDue:
     """Operators: a user's open to-dos due on or before a day (the user's today), overdue first."""
-    with operator(request, user_id, "read todos") as service:
-        return responses.todos_due(service, on)
+    with operator(request, user_id, "read todos") as session:
+        return responses.todos_due(session.companion, on)
 
 
 @router.get("/admin/users/<user_id>/events", responses=answers(models.EventsInRange), tags=["admin"])
@@ -134,43 +134,43 @@ def admin_events(
     request: Request, user_id: UserId, range_from: RangeFrom = None, range_to: RangeTo = None
 ) -> models.EventsInRange:
     """Operators: occurrences of a user's events in [from, to) (recurring events expanded)."""
-    with operator(request, user_id, "read events") as service:
-        return responses.events_in_range(service, range_from, range_to)
+    with operator(request, user_id, "read events") as session:
+        return responses.events_in_range(session.companion, range_from, range_to)
 
 
 @router.get("/admin/users/<user_id>/memory/search", responses=answers(models.SearchResults), tags=["admin"])
 def admin_search(request: Request, user_id: UserId, q: SearchQuery, k: SearchK = 10) -> models.SearchResults:
     """Operators: the items of a user's memory that best match `q`."""
-    with operator(request, user_id, "search memory") as service:
-        return responses.search(service, q, k, "auto")
+    with operator(request, user_id, "search memory") as session:
+        return responses.search(session.search, q, k, "auto")
 
 
 # -- shared --------------------------------------------------------------------------------------------
 
 
-def _stats(service: MemoryService, days: int) -> models.Stats:
-    found = service.stats(days)
+def _stats(overview: OverviewService, days: int) -> models.Stats:
+    found = overview.stats(days)
     return models.Stats(
-        user_id=str(service.user_id),
+        user_id=str(overview.user_id),
         days=days,
         sizes=[models.SizePoint(**p) for p in found["sizes"]],
         per_day=[models.DayFigures(**d) for d in found["days"]],
     )
 
 
-def _namespaces(service: MemoryService) -> models.KvNamespaces:
+def _namespaces(overview: OverviewService) -> models.KvNamespaces:
     return models.KvNamespaces(
-        user_id=str(service.user_id), items=[models.KvNamespace(**n) for n in service.kv_namespaces()]
+        user_id=str(overview.user_id), items=[models.KvNamespace(**n) for n in overview.kv_namespaces()]
     )
 
 
-def _conversations(service: MemoryService, limit: int, after: str | None) -> models.Conversations:
-    rows = service.conversation_list(limit=limit + 1, after=_cursor(after))
+def _conversations(overview: OverviewService, limit: int, after: str | None) -> models.Conversations:
+    rows = overview.conversation_list(limit=limit + 1, after=_cursor(after))
     more = len(rows) > limit
     rows = rows[:limit]
     next_after = _encode_cursor(rows[-1]["last_message_at"], rows[-1]["conversation_id"]) if more and rows else None
     return models.Conversations(
-        user_id=str(service.user_id), items=[models.ConversationSummary(**r) for r in rows], next_after=next_after
+        user_id=str(overview.user_id), items=[models.ConversationSummary(**r) for r in rows], next_after=next_after
     )
 
 

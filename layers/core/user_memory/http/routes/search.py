@@ -24,8 +24,8 @@ SearchMode = Annotated[
 def search_memory(request: Request, q: SearchQuery, k: SearchK = 10, mode: SearchMode = "auto") -> models.SearchResults:
     """The items of the caller's memory (document leaves and elements, each with its JSON Pointer and
     the version that last changed it) that best match `q`."""
-    with me(request) as service:
-        return responses.search(service, q, k, mode)
+    with me(request) as session:
+        return responses.search(session.search, q, k, mode)
 
 
 @router.get("/admin/memory/search", responses=answers(models.OperatorSearchResults), tags=["admin"])
