@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
@@ -46,23 +47,36 @@ from user_memory.http.problems import (
     kind_of,
     problem_document,
 )
-from user_memory.http.routes import account, admin, companion, console, kv, memory, overview, search, tasks, webhooks
+from user_memory.http.routes import (
+    account,
+    admin,
+    companion,
+    console,
+    conversations,
+    kv,
+    memory,
+    runs,
+    search,
+    tasks,
+    webhooks,
+)
 from user_memory.observability import logger, metrics
 
-# In the order their routes were always registered (Powertools matches static routes first, then
-# dynamic ones, each in registration order).
-ROUTERS = (
-    memory.router,
-    account.router,
-    kv.router,
-    companion.router,
-    search.router,
-    admin.router,
-    tasks.router,
-    webhooks.router,
-    openapi.router,
-    overview.router,
-    console.router,
+# One Router per resource, each included under its prefix, in the order their routes were always
+# registered (Powertools matches static routes first, then dynamic ones, each in registration order).
+ROUTERS: tuple[tuple[Router, str | None], ...] = (
+    (memory.router, "/me/memory"),
+    (account.router, "/me"),
+    (kv.router, "/me/kv"),
+    (companion.router, "/me"),
+    (search.router, "/admin/memory"),
+    (admin.router, "/admin/users/<user_id>"),
+    (runs.router, "/admin"),
+    (tasks.router, "/tasks"),
+    (webhooks.router, "/admin/webhooks"),
+    (openapi.router, None),
+    (conversations.router, "/me/conversations"),
+    (console.router, None),
 )
 _USER_PATH = re.compile(r"^/users/(?P<user>[^/]+)(?P<rest>/.*)?$")
 
@@ -82,8 +96,8 @@ class MemoryApi:
         self.app.exception_handler([RequestValidationError, RequestUnsupportedContentType])(self._invalid)
         self.app.exception_handler(Exception)(self._failed)
         self.app.not_found(self._not_found)
-        for router in ROUTERS:
-            self.app.include_router(router)
+        for router, prefix in ROUTERS:
+            self.app.include_router(router, prefix=prefix)
         # (path pattern, method) of every route, for the 405 a known path answers to another method
         routes = [*self.app._static_routes, *self.app._dynamic_routes]  # Powertools' table (no public view)
         self._routes: list[tuple[re.Pattern[str], str]] = [(route.rule, route.method.upper()) for route in routes]

@@ -17,10 +17,12 @@ from user_memory.domain.companion.service import CompanionService
 from user_memory.domain.conversations.model import ExportedConversation
 from user_memory.domain.kv import KvEntry
 from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
+from user_memory.domain.overview import OverviewService
 from user_memory.domain.refresh import RefreshQueued
 from user_memory.domain.search import SearchService
 from user_memory.domain.service import MemoryService
 from user_memory.http import models
+from user_memory.http.params import decode_cursor, encode_cursor
 from user_memory.observability import logger, metrics
 
 MAX_PAGE_RESPONSE_BYTES = 4 * 1024 * 1024  # well within a Lambda response (6 MB)
@@ -247,3 +249,29 @@ def refresh_queued(queued: RefreshQueued) -> Response[models.RefreshQueued]:
         next_allowed_at=queued.next_allowed_at,
     )
     return Response(202, "application/json", body)
+
+
+def stats(overview: OverviewService, days: int) -> models.Stats:
+    found = overview.stats(days)
+    return models.Stats(
+        user_id=str(overview.user_id),
+        days=days,
+        sizes=[models.SizePoint(**p) for p in found["sizes"]],
+        per_day=[models.DayFigures(**d) for d in found["days"]],
+    )
+
+
+def namespaces(overview: OverviewService) -> models.KvNamespaces:
+    return models.KvNamespaces(
+        user_id=str(overview.user_id), items=[models.KvNamespace(**n) for n in overview.kv_namespaces()]
+    )
+
+
+def conversations(overview: OverviewService, limit: int, after: str | None) -> models.Conversations:
+    rows = overview.conversation_list(limit=limit + 1, after=decode_cursor(after))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    next_after = encode_cursor(rows[-1]["last_message_at"], rows[-1]["conversation_id"]) if more and rows else None
+    return models.Conversations(
+        user_id=str(overview.user_id), items=[models.ConversationSummary(**r) for r in rows], next_after=next_after
+    )

@@ -14,17 +14,17 @@ from user_memory.http.openapi import responses as answers
 from user_memory.http.problems import INVALID_INPUT, HttpProblem
 from user_memory.observability import logger
 
-router = Router()
+router = Router()  # under /me
 
 
-@router.get("/me/export", responses=answers(models.Export), tags=["account"])
+@router.get("/export", responses=answers(models.Export), tags=["account"])
 def export_me(request: Request) -> models.Export:
     """Everything stored about the caller: every version, key-value entries, activity."""
     with me(request) as session:
         return responses.export(session.account)
 
 
-@router.delete("/me", responses=answers(models.Erased), tags=["account"])
+@router.delete("/", responses=answers(models.Erased), tags=["account"])
 def erase_me(request: Request) -> models.Erased:
     """Erase every row of the caller, history included, in one transaction."""
     with me(request) as session:
@@ -33,7 +33,7 @@ def erase_me(request: Request) -> models.Erased:
     return models.Erased(user_id=str(session.user_id), removed=removed)
 
 
-@router.post("/me/activity", responses=answers(models.ActivityRecorded), tags=["account"])
+@router.post("/activity", responses=answers(models.ActivityRecorded), tags=["account"])
 def post_activity(request: Request, batch: Annotated[models.ActivityBatch, Body()]) -> models.ActivityRecorded:
     """Record activity for the next daily summary; repeats of (source, external_id) are ignored."""
     with me(request) as session:

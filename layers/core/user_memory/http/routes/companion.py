@@ -2,7 +2,8 @@
 
 Every element collection has the same five routes (create, read, merge, complete, delete),
 registered once per collection; a route knows its collection from the path it was registered
-under. Static routes come first: /me/todos/due and /me/events/import are not element ids.
+under. Static routes come first: /me/todos/due and /me/events/import are not element ids. The
+router is included under /me.
 """
 
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from user_memory.http.openapi import responses as answers
 from user_memory.http.params import Day, IdemKey, IfMatch, RangeFrom, RangeTo
 from user_memory.http.problems import UNSUPPORTED_MEDIA, HttpProblem
 
-router = Router()
+router = Router()  # under /me
 
 WithinDays = Annotated[
     int | None, Query(ge=0, le=3660, description="Only goals whose target date is within this many days.")
@@ -41,7 +42,7 @@ DigestDay = Annotated[StorableDate | None, Query(description="The digest of this
 _SINGULAR = {"goals": "goal", "todos": "to-do", "events": "event"}
 
 
-@router.get("/me/todos/due", responses=answers(models.TodosDue), tags=["companion"])
+@router.get("/todos/due", responses=answers(models.TodosDue), tags=["companion"])
 def todos_due(request: Request, on: Day = None) -> models.TodosDue:
     """Open to-dos due on or before a day (the user's today in basic_info.timezone), overdue first;
     read from the item index."""
@@ -49,14 +50,14 @@ def todos_due(request: Request, on: Day = None) -> models.TodosDue:
         return responses.todos_due(session.companion, on)
 
 
-@router.get("/me/goals", responses=answers(models.ActiveGoals), tags=["companion"])
+@router.get("/goals", responses=answers(models.ActiveGoals), tags=["companion"])
 def active_goals(request: Request, within_days: WithinDays = None) -> models.ActiveGoals:
     """Active goals, nearest target date first; read from the item index."""
     with me(request) as session:
         return responses.active_goals(session.companion, within_days)
 
 
-@router.get("/me/events", responses=answers(models.EventsInRange), tags=["companion"])
+@router.get("/events", responses=answers(models.EventsInRange), tags=["companion"])
 def events_in_range(request: Request, range_from: RangeFrom = None, range_to: RangeTo = None) -> models.EventsInRange:
     """Occurrences of the user's events overlapping [from, to) (recurring events expanded); the
     candidates are read from the item index."""
@@ -64,7 +65,7 @@ def events_in_range(request: Request, range_from: RangeFrom = None, range_to: Ra
         return responses.events_in_range(session.companion, range_from, range_to)
 
 
-@router.post("/me/events/import", responses=answers(models.EventsImported, etag=True), tags=["companion"])
+@router.post("/events/import", responses=answers(models.EventsImported, etag=True), tags=["companion"])
 def import_events(
     request: Request, page: GooglePage, if_match: IfMatch = None, idempotency_key_: IdemKey = None
 ) -> Response[models.EventsImported]:
@@ -149,7 +150,8 @@ def _element_change(
 
 
 def _collection(request: Request) -> str:
-    """The collection a route was registered for: /me/<collection>/..."""
+    """The collection a route was registered for: /me/<collection>/... (the rule as included, with
+    the router's prefix)."""
     return request.route.split("/")[2]
 
 
@@ -157,14 +159,14 @@ def _element_routes(collection: str) -> None:
     singular = _SINGULAR[collection]
     written, tags = answers(models.ElementWritten, etag=True), ["companion"]
     router.post(
-        f"/me/{collection}",
+        f"/{collection}",
         responses=written,
         tags=tags,
         summary=f"Create a {singular}",
         description=f"A new {singular} as a new version of the memory (an id is generated when none is "
         "given; 409 element-exists when it is taken).",
     )(create_element)
-    item = f"/me/{collection}/<element_id>"
+    item = f"/{collection}/<element_id>"
     router.get(item, responses=answers(models.Element, etag=True), tags=tags, summary=f"Read a {singular}")(get_element)
     router.patch(
         item,
@@ -198,7 +200,7 @@ for _name in _SINGULAR:
 # -- ratings and the digest ------------------------------------------------------------------------------
 
 
-@router.post("/me/ratings", responses=answers(models.RatingRecorded), tags=["companion"])
+@router.post("/ratings", responses=answers(models.RatingRecorded), tags=["companion"])
 def record_rating(request: Request, rating: Annotated[models.RatingIn, Body()]) -> models.RatingRecorded:
     """Record a feedback rating of one interaction (a repeat replaces it); the nightly run
     summarizes ratings into the feedback element."""
@@ -215,7 +217,7 @@ def record_rating(request: Request, rating: Annotated[models.RatingIn, Body()]) 
     return models.RatingRecorded(user_id=str(session.user_id), interaction_id=rating.interaction_id, status=status)  # type: ignore[arg-type]
 
 
-@router.get("/me/digest", responses=answers(models.Digest), tags=["companion"])
+@router.get("/digest", responses=answers(models.Digest), tags=["companion"])
 def get_digest(request: Request, day: DigestDay = None) -> models.Digest:
     """The daily digest the nightly run made: due and overdue to-dos, events of the next 7 days, goals
     near their target date."""

@@ -1,4 +1,5 @@
-"""Key-value memory: live entries by namespace and key, each with an optional time to live."""
+"""Key-value memory (/me/kv): live entries by namespace and key, each with an optional time to live,
+and the namespaces holding them."""
 
 import urllib.parse
 from typing import Annotated
@@ -14,7 +15,7 @@ from user_memory.http.context import me
 from user_memory.http.openapi import responses as answers
 from user_memory.http.problems import INVALID_INPUT, HttpProblem
 
-router = Router()
+router = Router()  # under /me/kv
 
 Namespace = Annotated[str, Path(description="^[a-z0-9][a-z0-9_.-]{0,63}$ (`default` if unsure).")]
 Key = Annotated[str, Path(description="1 to 256 characters, percent-encoded in the path.")]
@@ -23,7 +24,14 @@ After = Annotated[str | None, Query(min_length=1, max_length=256, description="T
 Prefix = Annotated[str | None, Query(min_length=1, max_length=256, description="Only keys that start with this.")]
 
 
-@router.get("/me/kv/<namespace>", responses=answers(models.KvPage), tags=["kv"])
+@router.get("/", responses=answers(models.KvNamespaces), tags=["kv"])
+def list_namespaces(request: Request) -> models.KvNamespaces:
+    """The namespaces holding live key-value entries, with their counts."""
+    with me(request) as session:
+        return responses.namespaces(session.overview)
+
+
+@router.get("/<namespace>", responses=answers(models.KvPage), tags=["kv"])
 def list_kv(
     request: Request, namespace: Namespace, limit: PageSize = 100, after: After = None, prefix: Prefix = None
 ) -> models.KvPage:
@@ -34,7 +42,7 @@ def list_kv(
     return models.KvPage(namespace=namespace, items=[responses.kv(e) for e in entries], next_after=next_after)
 
 
-@router.get("/me/kv/<namespace>/<key>", responses=answers(models.KvEntry), tags=["kv"])
+@router.get("/<namespace>/<key>", responses=answers(models.KvEntry), tags=["kv"])
 def get_kv(request: Request, namespace: Namespace, key: Key) -> models.KvEntry:
     """One live entry."""
     key = _path_key(key)
@@ -45,7 +53,7 @@ def get_kv(request: Request, namespace: Namespace, key: Key) -> models.KvEntry:
     return responses.kv(entry)
 
 
-@router.put("/me/kv/<namespace>/<key>", responses=answers(models.KvEntry), tags=["kv"])
+@router.put("/<namespace>/<key>", responses=answers(models.KvEntry), tags=["kv"])
 def put_kv(request: Request, namespace: Namespace, key: Key, put: Annotated[models.KvPut, Body()]) -> models.KvEntry:
     """Insert or replace an entry (value at most 10 KB as compact JSON; optional TTL)."""
     key = _path_key(key)
@@ -53,7 +61,7 @@ def put_kv(request: Request, namespace: Namespace, key: Key, put: Annotated[mode
         return responses.kv(session.kv.put(namespace, key, put.value, put.ttl_seconds))
 
 
-@router.post("/me/kv/<namespace>/touch", responses=answers(models.KvTouched), tags=["kv"])
+@router.post("/<namespace>/touch", responses=answers(models.KvTouched), tags=["kv"])
 def touch_kv(request: Request, namespace: Namespace, touch: Annotated[models.KvTouch, Body()]) -> models.KvTouched:
     """Keep entries alive: each live entry with a time to live expires that long from now again
     (updated_at is now). Entries without an expiry, expired or missing are left alone."""
@@ -62,7 +70,7 @@ def touch_kv(request: Request, namespace: Namespace, touch: Annotated[models.KvT
     return models.KvTouched(namespace=namespace, keys=touched)
 
 
-@router.delete("/me/kv/<namespace>/<key>", responses=answers(models.KvDeleted), tags=["kv"])
+@router.delete("/<namespace>/<key>", responses=answers(models.KvDeleted), tags=["kv"])
 def delete_kv(request: Request, namespace: Namespace, key: Key) -> models.KvDeleted:
     """Delete an entry; 404 when there was no live entry."""
     key = _path_key(key)

@@ -1,54 +1,71 @@
-"""The caller's memory document: read it (head, past version, time), follow it, edit it."""
+"""The caller's memory document (/me/memory): read it (head, past version, time), follow it, edit it,
+search its items, and the console's figures and check of it."""
 
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Request, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from pydantic import JsonValue
 
+from user_memory.domain.memory.document import document_problems
 from user_memory.domain.memory.render import DEFAULT_RENDER_BUDGET, MAX_RENDER_BUDGET
 from user_memory.http import models, responses
 from user_memory.http.bodies import check_json_patch, json_body, media_type
 from user_memory.http.context import caller, dependencies, edit, me, request_refresh
 from user_memory.http.openapi import responses as answers
-from user_memory.http.params import AsOf, Before, From, IdemKey, IfMatch, Limit, Since, To, Version
+from user_memory.http.params import (
+    AsOf,
+    Before,
+    Days,
+    From,
+    IdemKey,
+    IfMatch,
+    Limit,
+    SearchK,
+    SearchMode,
+    SearchQuery,
+    Since,
+    To,
+    Version,
+)
 from user_memory.http.problems import UNSUPPORTED_MEDIA, HttpProblem
 
-router = Router()
+router = Router()  # under /me/memory
 
 Budget = Annotated[int, Query(ge=1, le=MAX_RENDER_BUDGET, description="Token budget of the text.")]
 Section = Annotated[str | None, Query(min_length=1, max_length=100, description="One section; none: all.")]
 
 
-@router.get("/me/memory", responses=answers(models.Memory, etag=True), tags=["memory"])
+@router.get("/", responses=answers(models.Memory, etag=True), tags=["memory"])
 def get_memory(request: Request, version: Version = None, as_of: AsOf = None) -> Response[models.Memory]:
     """The memory document: the head, a past version, or as it was at a time."""
     with me(request) as session:
         return responses.read(session.memory, version, as_of)
 
 
-@router.get("/me/memory/history", responses=answers(models.History), tags=["memory"])
+@router.get("/history", responses=answers(models.History), tags=["memory"])
 def get_history(request: Request, limit: Limit = 50, before: Before = None) -> models.History:
     """The versions, newest first, in pages."""
     with me(request) as session:
         return responses.history(session.memory, limit, before)
 
 
-@router.get("/me/memory/diff", responses=answers(models.Diff), tags=["memory"])
+@router.get("/diff", responses=answers(models.Diff), tags=["memory"])
 def get_diff(request: Request, from_version: From, to_version: To) -> models.Diff:
     """One RFC 6902 patch from version `from` to version `to`."""
     with me(request) as session:
         return responses.diff(session.memory, from_version, to_version)
 
 
-@router.get("/me/memory/changes", responses=answers(models.Changes, etag=True), tags=["memory"])
+@router.get("/changes", responses=answers(models.Changes, etag=True), tags=["memory"])
 def get_changes(request: Request, since: Since) -> Response[models.Changes]:
     """One patch from `since` to the head: the feed a cache polls to stay current."""
     with me(request) as session:
         return responses.changes(session.memory, since)
 
 
-@router.get("/me/memory/prompt", responses=answers(models.Prompt, etag=True), tags=["agent"])
+@router.get("/prompt", responses=answers(models.Prompt, etag=True), tags=["agent"])
 def get_prompt(request: Request, budget_tokens: Budget = DEFAULT_RENDER_BUDGET) -> Response[models.Prompt]:
     """The head rendered as a compact block for a system prompt, cut to a token budget; then, marked as recent,
     what conversations taught since the last summary (their memories no version took in yet)."""
@@ -63,7 +80,7 @@ def get_prompt(request: Request, budget_tokens: Budget = DEFAULT_RENDER_BUDGET) 
     return Response(200, "application/json", body, headers={"ETag": rendered.etag(head.version)})
 
 
-@router.patch("/me/memory", responses=answers(models.Written, etag=True), tags=["memory"])
+@router.patch("/", responses=answers(models.Written, etag=True), tags=["memory"])
 def patch_memory(
     request: Request, if_match: IfMatch = None, idempotency_key_: IdemKey = None
 ) -> Response[models.Written]:
@@ -81,7 +98,7 @@ def patch_memory(
         return responses.written(session.user_id, result)
 
 
-@router.put("/me/memory", responses=answers(models.Written, etag=True), tags=["memory"])
+@router.put("/", responses=answers(models.Written, etag=True), tags=["memory"])
 def put_memory(
     request: Request,
     document: Annotated[dict[str, Any], Body(description="The whole new document.")],
@@ -94,7 +111,7 @@ def put_memory(
         return responses.written(session.user_id, session.memory.replace(document, change))
 
 
-@router.post("/me/memory/revert", responses=answers(models.Written, etag=True), tags=["memory"])
+@router.post("/revert", responses=answers(models.Written, etag=True), tags=["memory"])
 def revert_memory(
     request: Request,
     revert: Annotated[models.Revert, Body()],
@@ -107,7 +124,7 @@ def revert_memory(
         return responses.written(session.user_id, session.memory.revert(revert.version, change))
 
 
-@router.delete("/me/memory", responses=answers(models.Written, etag=True), tags=["memory"])
+@router.delete("/", responses=answers(models.Written, etag=True), tags=["memory"])
 def prune_memory(
     request: Request, section: Section = None, if_match: IfMatch = None, idempotency_key_: IdemKey = None
 ) -> Response[models.Written]:
@@ -117,10 +134,40 @@ def prune_memory(
         return responses.written(session.user_id, session.memory.prune(section, change))
 
 
-@router.post("/me/memory/refresh", responses=answers(models.RefreshQueued, status=202), tags=["memory"])
+@router.post("/refresh", responses=answers(models.RefreshQueued, status=202), tags=["memory"])
 def refresh_memory(request: Request) -> Response[models.RefreshQueued]:
     """Summarize the caller's pending activity now (a refresh_user message with run key ondemand:<time>): 202
     with its run key; within REFRESH_MIN_INTERVAL_SECONDS of the last one, 202 with that one's run key."""
     user = caller(request)
     request.context["user_id"] = str(user.user_id)
     return responses.refresh_queued(request_refresh(request, user.user_id, "user"))
+
+
+@router.get("/stats", responses=answers(models.Stats), tags=["memory"])
+def get_stats(request: Request, days: Days = 90) -> models.Stats:
+    """Figures to plot: the size of the newest versions, and per day the versions, the summaries'
+    applied and refused edits and their LLM tokens."""
+    with me(request) as session:
+        return responses.stats(session.overview, days)
+
+
+@router.post("/validate", responses=answers(models.DocumentCheck), tags=["memory"])
+def validate_memory(
+    request: Request, document: Annotated[dict[str, JsonValue], Body(description="A whole document.")]
+) -> models.DocumentCheck:
+    """Check a document against the deployment's schema and size limit without writing it: the
+    problems, field by field (the console shows them before a save)."""
+    settings = dependencies(request).settings
+    caller(request)  # a caller like any other route's, though nothing is read
+    problems = document_problems(document, settings.document_schema, max_bytes=settings.max_document_bytes)
+    return models.DocumentCheck(
+        valid=not problems, problems=[models.DocumentProblem(path=p, message=m) for p, m in problems]
+    )
+
+
+@router.get("/search", responses=answers(models.SearchResults), tags=["memory"])
+def search_memory(request: Request, q: SearchQuery, k: SearchK = 10, mode: SearchMode = "auto") -> models.SearchResults:
+    """The items of the caller's memory (document leaves and elements, each with its JSON Pointer and
+    the version that last changed it) that best match `q`."""
+    with me(request) as session:
+        return responses.search(session.search, q, k, mode)

@@ -14,7 +14,7 @@ from user_memory.http import models
 from user_memory.http.context import dependencies, not_enabled, operator_caller
 from user_memory.http.openapi import responses as answers
 
-router = Router()
+router = Router()  # under /admin/webhooks
 
 WebhookId = Annotated[str, Path(description="The endpoint's id (a UUID).")]
 
@@ -59,7 +59,7 @@ def _model(endpoint: Endpoint) -> models.Webhook:
     )
 
 
-@router.post("/admin/webhooks", responses=answers(models.WebhookCreated), tags=["admin"])
+@router.post("/", responses=answers(models.WebhookCreated), tags=["admin"])
 def register_webhook(request: Request, new: Annotated[models.WebhookNew, Body()]) -> models.WebhookCreated:
     """Operators: register an endpoint; its signing secret is answered once (kept in Secrets Manager)."""
     registry = _registry(request, "register webhook")
@@ -67,31 +67,31 @@ def register_webhook(request: Request, new: Annotated[models.WebhookNew, Body()]
     return models.WebhookCreated(webhook=_model(endpoint), secret=secret)
 
 
-@router.get("/admin/webhooks", responses=answers(models.Webhooks), tags=["admin"])
+@router.get("/", responses=answers(models.Webhooks), tags=["admin"])
 def list_webhooks(request: Request) -> models.Webhooks:
     """Operators: every endpoint with its state (a disabled one says why)."""
     return models.Webhooks(webhooks=[_model(e) for e in _registry(request, "list webhooks").list()])
 
 
-@router.get("/admin/webhooks/<webhook_id>", responses=answers(models.Webhook), tags=["admin"])
+@router.get("/<webhook_id>", responses=answers(models.Webhook), tags=["admin"])
 def get_webhook(request: Request, webhook_id: WebhookId) -> models.Webhook:
     """Operators: one endpoint with its state."""
     return _model(_registry(request, "read webhook").get(_id(webhook_id)))
 
 
-@router.post("/admin/webhooks/<webhook_id>/disable", responses=answers(models.Webhook), tags=["admin"])
+@router.post("/<webhook_id>/disable", responses=answers(models.Webhook), tags=["admin"])
 def disable_webhook(request: Request, webhook_id: WebhookId) -> models.Webhook:
     """Operators: stop sending to an endpoint (its events wait while they are kept)."""
     return _model(_registry(request, "disable webhook").set_enabled(_id(webhook_id), False))
 
 
-@router.post("/admin/webhooks/<webhook_id>/enable", responses=answers(models.Webhook), tags=["admin"])
+@router.post("/<webhook_id>/enable", responses=answers(models.Webhook), tags=["admin"])
 def enable_webhook(request: Request, webhook_id: WebhookId) -> models.Webhook:
     """Operators: send to an endpoint again, its failures and backoff cleared."""
     return _model(_registry(request, "enable webhook").set_enabled(_id(webhook_id), True))
 
 
-@router.delete("/admin/webhooks/<webhook_id>", responses=answers(models.WebhookDeleted), tags=["admin"])
+@router.delete("/<webhook_id>", responses=answers(models.WebhookDeleted), tags=["admin"])
 def delete_webhook(request: Request, webhook_id: WebhookId) -> models.WebhookDeleted:
     """Operators: remove an endpoint, its delivery marks and its secret."""
     endpoint_id = _id(webhook_id)
