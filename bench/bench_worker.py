@@ -1031,8 +1031,8 @@ def main() -> None:
     print("Powertools: POWERTOOLS_METRICS_DISABLED=true, POWERTOOLS_TRACE_DISABLED=true, POWERTOOLS_LOG_LEVEL=INFO")
     print(
         "floor: the adapter's head + run key query, its activity query, the same summarizer call, "
-        "jsonpatch.make_patch, the search index's item changes, user_memory_append with them, the run key "
-        "and a provenance record (the adapter's statement), plain connection"
+        "jsonpatch.make_patch, user_memory_append with the run key and a provenance record and no item rows "
+        "(the adapter's statement), then the index's catch-up (the adapter's statement), plain connection"
     )
     print(
         "CPU: this process's thread and the side's PostgreSQL backend (/proc/<pid>/schedstat), which other "
