@@ -9,7 +9,9 @@ that its PostgreSQL backend's CPU (/proc/<pid>/schedstat, Linux) is its own:
   append         the adapter's user_memory_append statement on a held connection (the worker
                  holds one for a user's run, the API one for a request);
   020's append   the same statement to a copy of migration 020's user_memory_append (read from
-                 migrations/020, created under another name): the function before 023;
+                 migrations/020, created under another name): the append's function as 020 made
+                 it, beside whatever a later migration makes of it (while none does, the two
+                 differ by the measure's noise alone);
   checkout       PostgresRecorder.insert through the pool: a checkout (with the pool's liveness
                  check, an empty statement) for the statement, as bench_store.py timed it until 023.
 Other load on a shared machine stretches wall time far more than a backend's CPU time.

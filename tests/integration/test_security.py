@@ -437,7 +437,7 @@ def test_append_refuses_malformed_arguments_from_every_caller(conn, two_users, r
 
 
 # Each argument of the service's call: a valid value and the faulty ones, with the message of the
-# check that refuses it; the checks run in this order (migrations/020, kept by 023's single guard).
+# check that refuses it; the checks run in this order (migrations/020).
 ARGUMENT_FAULTS: list[tuple[str, list[tuple[Any, str | None]]]] = [
     ("user", [(None, "user id is required")]),
     ("expected", [(None, "expected version must be 0 or more, got NULL"), (-1, "expected version must be 0 or more")]),
