@@ -212,6 +212,23 @@ def _known_head(store: MemoryStore, user: uuid.UUID) -> MemoryVersion:
     return head
 
 
+def cmd_erasures(args: argparse.Namespace) -> int:
+    from user_memory.adapters.account import PostgresAccount
+    from user_memory.adapters.postgres import open_pool
+
+    pool = open_pool(database_url(args))
+    try:
+        found = PostgresAccount(pool).receipts(limit=args.limit, user_id=args.user)
+    finally:
+        pool.close()
+    _print_json([_receipt_json(r) for r in found])
+    return 0
+
+
+def _receipt_json(receipt: Any) -> dict[str, Any]:
+    return {**receipt.as_dict(), "erased_at": receipt.erased_at.isoformat()}
+
+
 def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
@@ -288,9 +305,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_erase(args: argparse.Namespace) -> int:
-    with _store(args) as store:
-        removed = store.erase(args.user)
-    _print_json({"user_id": str(args.user), "removed": removed})
+    from user_memory.adapters.account import PostgresAccount
+    from user_memory.adapters.postgres import open_pool
+
+    pool = open_pool(database_url(args))
+    try:
+        # The CLI runs as the owner; the receipt names it as the requester (migration 027).
+        receipt = PostgresAccount(pool).erase_with_receipt(args.user, "cli")
+    finally:
+        pool.close()
+    removed = receipt.deleted
+    _print_json({"user_id": str(args.user), "removed": removed, "receipt": _receipt_json(receipt)})
     if not any(removed.values()):
         print(f"note: user {args.user} had no memory and no activity; nothing was removed", file=sys.stderr)
     return 0
@@ -585,9 +610,16 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("b", type=_version, metavar="B")
     diff.set_defaults(func=cmd_diff)
 
-    erase = sub.add_parser("erase", parents=[common], help="delete a user's memory and activity; prints the counts")
+    erase = sub.add_parser(
+        "erase", parents=[common], help="delete a user's memory and activity; prints the counts and the receipt"
+    )
     erase.add_argument("user", type=_user, metavar="USER")
     erase.set_defaults(func=cmd_erase)
+
+    erasures = sub.add_parser("erasures", parents=[common], help="erasure receipts, newest first (JSON)")
+    erasures.add_argument("--user", type=_user, metavar="USER", help="only this user's receipts")
+    erasures.add_argument("--limit", type=_limit, default=20, metavar="N", help="at most N receipts (default 20)")
+    erasures.set_defaults(func=cmd_erasures)
 
     token = sub.add_parser("token", help="a development token for USER (for `serve` and `mcp`)")
     token.add_argument("user", type=_user, metavar="USER_ID")

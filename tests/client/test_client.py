@@ -250,3 +250,26 @@ def test_the_async_client_does_the_same(base_url, user):
                 await client.kv.get("async", "nope")
 
     asyncio.run(session())
+
+
+def test_an_erasure_answers_its_receipt_and_operators_list_it_sync_and_async(base_url, user, token, new_user):
+    # Given a user with a version, erased through the client
+    client = Client(base_url, token)
+    client.memory.patch({"summary": "tea"})
+    erased = client.account.erase()
+    # Then the answer carries the receipt, requested by the user itself
+    assert erased.receipt is not None and erased.receipt.requested_by == "self"
+    assert erased.receipt.deleted["user_memory_snapshots"] == 1
+    # And an operator lists it by the user's id, with both clients
+    operator = token_for(new_user(), scopes=["user-memory/operator"])
+    listed = Client(base_url, operator).admin.erasures(user_id=user)
+    assert [r.id for r in listed.receipts] == [erased.receipt.id] and listed.next is None
+
+    async def session() -> models.ErasureReceipts:
+        async with AsyncClient(base_url, operator) as admin:
+            return await admin.admin.erasures(user_id=user, limit=1)
+
+    assert asyncio.run(session()).receipts == listed.receipts
+    # And a user's token lists nothing
+    with pytest.raises(errors.Forbidden):
+        client.admin.erasures()

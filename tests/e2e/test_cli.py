@@ -211,6 +211,12 @@ def test_erase_prints_what_was_removed_and_the_user_is_gone(capsys, database_url
     assert again.code == 0 and not any(json.loads(again.out)["removed"].values())
     assert "nothing was removed" in again.err and "error" not in again.err
     assert_one_error_line(run(capsys, "show", user, "--database-url", database_url), "has no memory yet")
+    # And each erase stored a receipt naming the CLI, listed newest first by the user's id
+    assert removed["receipt"]["requested_by"] == "cli" and removed["receipt"]["deleted"] == removed["removed"]
+    listed = run(capsys, "erasures", "--user", user, "--database-url", database_url)
+    receipts = json.loads(listed.out)
+    assert [r["id"] for r in receipts] == [json.loads(again.out)["receipt"]["id"], removed["receipt"]["id"]]
+    assert user not in listed.out and "forget me" not in listed.out
 
 
 # -- configuration is checked first ---------------------------------------------------------------

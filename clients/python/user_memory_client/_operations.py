@@ -60,6 +60,8 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "account.export": Operation("GET", "/me/export", models.Export),
     "account.erase": Operation("DELETE", "/me", models.Erased),
+    # operators (the token holds the operator scope or group)
+    "admin.erasures": Operation("GET", "/admin/erasures", models.ErasureReceipts, query=("limit", "after", "user_id")),
     # the companion layer
     "goals.active": Operation("GET", "/me/goals", models.ActiveGoals, query=("within_days",)),
     "todos.due": Operation("GET", "/me/todos/due", models.TodosDue, query=("on",)),

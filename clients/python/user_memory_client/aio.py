@@ -199,8 +199,19 @@ class AsyncAccountApi(_Resource):
         return await self._run(call("account.export"), models.Export)
 
     async def erase(self) -> models.Erased:
-        """Erase every row of the user, history included."""
+        """Erase every row of the user, history included, and its finished exports; with the receipt."""
         return await self._run(call("account.erase"), models.Erased)
+
+
+class AsyncAdminApi(_Resource):
+    """Operators' calls (the token must hold the operator scope or group)."""
+
+    async def erasures(
+        self, *, limit: int = 50, after: str | None = None, user_id: str | None = None
+    ) -> models.ErasureReceipts:
+        """Erasure receipts, newest first (one user's, by id); `after`: the page before's `next`."""
+        query = {"limit": limit, "after": after, "user_id": user_id}
+        return await self._run(call("admin.erasures", query=query), models.ErasureReceipts)
 
 
 class AsyncElementsApi(_Resource):
@@ -361,6 +372,7 @@ class AsyncClient:
         self.kv = AsyncKvApi(self._transport)
         self.activity = AsyncActivityApi(self._transport)
         self.account = AsyncAccountApi(self._transport)
+        self.admin = AsyncAdminApi(self._transport)
         self.companion = AsyncCompanionApi(self._transport)
 
     async def aclose(self) -> None:

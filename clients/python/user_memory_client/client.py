@@ -188,8 +188,19 @@ class AccountApi(_Resource):
         return self._run(call("account.export"), models.Export)
 
     def erase(self) -> models.Erased:
-        """Erase every row of the user, history included."""
+        """Erase every row of the user, history included, and its finished exports; with the receipt."""
         return self._run(call("account.erase"), models.Erased)
+
+
+class AdminApi(_Resource):
+    """Operators' calls (the token must hold the operator scope or group)."""
+
+    def erasures(
+        self, *, limit: int = 50, after: str | None = None, user_id: str | None = None
+    ) -> models.ErasureReceipts:
+        """Erasure receipts, newest first (one user's, by id); `after`: the page before's `next`."""
+        query = {"limit": limit, "after": after, "user_id": user_id}
+        return self._run(call("admin.erasures", query=query), models.ErasureReceipts)
 
 
 class ElementsApi(_Resource):
@@ -346,6 +357,7 @@ class Client:
         self.kv = KvApi(self._transport)
         self.activity = ActivityApi(self._transport)
         self.account = AccountApi(self._transport)
+        self.admin = AdminApi(self._transport)
         self.companion = CompanionApi(self._transport)
 
     def close(self) -> None:

@@ -27,6 +27,8 @@ __all__ = [
     "Element",
     "ElementWritten",
     "Erased",
+    "ErasureReceipt",
+    "ErasureReceipts",
     "EventsImported",
     "EventsInRange",
     "Export",
@@ -269,10 +271,28 @@ class Export(ApiModel):
     digests: list[dict[str, JsonValue]] = Field(default_factory=list)
 
 
+class ErasureReceipt(ApiModel):
+    """What an erasure deleted, when, at whose request; the user only as a salted hash."""
+
+    __schema__ = "ErasureReceipt"
+    id: str
+    user_hash: str
+    erased_at: datetime
+    requested_by: str
+    deleted: dict[str, int]
+
+
 class Erased(ApiModel):
     __schema__ = "Erased"
     user_id: str
     removed: dict[str, int]
+    receipt: ErasureReceipt | None = None
+
+
+class ErasureReceipts(ApiModel):
+    __schema__ = "ErasureReceipts"
+    receipts: list[ErasureReceipt]
+    next: str | None = None
 
 
 # -- the companion layer (DOCUMENT_SCHEMA=companion) -------------------------------------------------

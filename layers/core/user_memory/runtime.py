@@ -7,9 +7,11 @@ local kit build them with what they want instead (a pool, a summarizer, an SQS c
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,7 @@ from user_memory.config import (
     RetentionSettings,
     WorkerSettings,
 )
+from user_memory.domain.account import ErasureReceipt, ExportObjects
 from user_memory.domain.conversations.ports import ConversationStore, ConversationSummarizer, Sender
 from user_memory.domain.conversations.trigger import TriggerReport
 from user_memory.domain.kv import KvStore
@@ -300,6 +303,7 @@ class ApiServices:
     owned: bool = False
     sqs_client: Any = field(default=None, repr=False)
     embedder: Embedder | None = field(default=None, repr=False)
+    exports: ExportObjects | None = field(default=None, repr=False)
     _pool_search: ServiceSearch | None = field(default=None, repr=False)
 
     @contextmanager
@@ -327,6 +331,8 @@ class ApiServices:
                 schema=settings.document_schema,
                 max_document_bytes=settings.max_document_bytes,
                 require_if_match=settings.require_if_match,
+                operator=operator,
+                exports=self.exports,
             )
             yield service
         if self.embedder is not None and service.versions_written:
@@ -351,6 +357,12 @@ class ApiServices:
     def search_all(self, query: str, k: int) -> list[dict[str, Any]]:
         """Operators: nearest item texts across every user (the route checks the caller)."""
         return self.pool_search.search_all(query, k)
+
+    def erasure_receipts(
+        self, *, limit: int, before: tuple[datetime, str] | None = None, user_id: uuid.UUID | None = None
+    ) -> list[ErasureReceipt]:
+        """Operators: erasure receipts newest first, with the service's rights (the route checks)."""
+        return PostgresAccount(self.as_service).receipts(limit=limit, before=before, user_id=user_id)
 
     def run_report(self, run_key: str) -> dict[str, Any]:
         """Operators: one run's totals over the versions it wrote (adapters/overview.py), with the

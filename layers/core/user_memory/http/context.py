@@ -33,6 +33,15 @@ class Tasks(Protocol):
     def run_report(self, run_key: str) -> dict[str, Any]: ...
 
 
+@runtime_checkable
+class Receipts(Protocol):
+    """Operators' reads of erasure receipts, with the service's rights (ApiServices)."""
+
+    def erasure_receipts(
+        self, *, limit: int, before: tuple[Any, str] | None = None, user_id: Any = None
+    ) -> list[Any]: ...
+
+
 @dataclass(frozen=True)
 class Dependencies:
     """What the routes use, put into the resolver's context for each request under `KEY`."""

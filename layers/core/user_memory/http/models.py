@@ -103,11 +103,30 @@ class Revert(_In):
     version: int = Field(ge=0, description="The version whose document becomes the new head.")
 
 
+class ErasureReceipt(_Out):
+    """What an erasure deleted (rows per relation, `export_objects`), when, at whose request
+    (`self`, `operator:<subject>`, `cli`, `service`); the user only as a salted hash."""
+
+    id: str
+    user_hash: str
+    erased_at: datetime
+    requested_by: str
+    deleted: dict[str, int]
+
+
 class Erased(_Out):
-    """Rows removed per table, in one transaction."""
+    """Rows removed per table, in one transaction, and the receipt stored with them."""
 
     user_id: str
     removed: dict[str, int]
+    receipt: ErasureReceipt | None = None
+
+
+class ErasureReceipts(_Out):
+    """A page of erasure receipts, newest first; `next` continues it (None: the last page)."""
+
+    receipts: list[ErasureReceipt]
+    next: str | None = None
 
 
 class ActivityItem(_In):

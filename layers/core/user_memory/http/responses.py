@@ -6,17 +6,21 @@ response against the OpenAPI document.
 """
 
 import json
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
+from user_memory.domain.account import ErasureReceipt
 from user_memory.domain.conversations.model import ExportedConversation
 from user_memory.domain.kv import KvEntry
-from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
+from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion, parse_user_id
 from user_memory.domain.service import MemoryService
 from user_memory.http import models
+from user_memory.http.context import Receipts
+from user_memory.http.problems import INVALID_INPUT, HttpProblem
 from user_memory.observability import logger, metrics
 
 MAX_PAGE_RESPONSE_BYTES = 4 * 1024 * 1024  # well within a Lambda response (6 MB)
@@ -231,3 +235,28 @@ def _conversation(c: ExportedConversation) -> models.ConversationRecord:
         messages=[models.ConversationMessageRecord.model_validate(m, from_attributes=True) for m in c.messages],
         memory=None if found is None else models.ConversationMemoryRecord.model_validate(found, from_attributes=True),
     )
+
+
+def erased(user_id: object, receipt: ErasureReceipt) -> models.Erased:
+    """An erasure's answer: the rows removed per relation, and its receipt."""
+    return models.Erased(
+        user_id=str(user_id), removed=dict(receipt.deleted), receipt=models.ErasureReceipt(**receipt.as_dict())
+    )
+
+
+def receipts(services: Receipts, limit: int, after: str | None, user_id: str | None) -> models.ErasureReceipts:
+    """A page of erasure receipts; the cursor is the last receipt's time and id."""
+    before = None
+    if after is not None:
+        at, _, rid = after.partition("|")
+        try:
+            before = (datetime.fromisoformat(at), str(uuid.UUID(rid)))
+        except ValueError:
+            raise HttpProblem(INVALID_INPUT, "after must be the `next` of an earlier page") from None
+        if before[0].tzinfo is None:
+            raise HttpProblem(INVALID_INPUT, "after must be the `next` of an earlier page")
+    user = parse_user_id(user_id) if user_id is not None else None
+    found = services.erasure_receipts(limit=limit + 1, before=before, user_id=user)
+    page = found[:limit]
+    cursor = f"{page[-1].erased_at.isoformat()}|{page[-1].id}" if len(found) > limit else None
+    return models.ErasureReceipts(receipts=[models.ErasureReceipt(**r.as_dict()) for r in page], next=cursor)

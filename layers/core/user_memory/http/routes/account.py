@@ -26,11 +26,12 @@ def export_me(request: Request) -> models.Export:
 
 @router.delete("/me", responses=answers(models.Erased), tags=["account"])
 def erase_me(request: Request) -> models.Erased:
-    """Erase every row of the caller, history included, in one transaction."""
+    """Erase every row of the caller, history included, in one transaction, and the caller's
+    finished exports; answers the receipt stored with it."""
     with me(request) as service:
-        removed = service.erase()
-    logger.info("user erased", user_id=str(service.user_id), rows=sum(removed.values()))
-    return models.Erased(user_id=str(service.user_id), removed=removed)
+        receipt = service.erase()
+    logger.info("user erased", user_id=str(service.user_id), rows=sum(receipt.deleted.values()), receipt=receipt.id)
+    return responses.erased(service.user_id, receipt)
 
 
 @router.post("/me/activity", responses=answers(models.ActivityRecorded), tags=["account"])

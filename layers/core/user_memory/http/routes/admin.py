@@ -4,16 +4,21 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Request, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from user_memory.http import models, responses
-from user_memory.http.context import operator
+from user_memory.http.context import Receipts, dependencies, not_enabled, operator, operator_caller
 from user_memory.http.openapi import responses as answers
 from user_memory.http.params import AsOf, Before, From, Limit, Since, To, Version
+from user_memory.observability import logger
 
 router = Router()
 
 UserId = Annotated[str, Path(description="The user's id (a UUID).")]
+ReceiptCursor = Annotated[
+    str | None, Query(max_length=200, description="The `next` of the page before (receipts older than it).")
+]
+ReceiptUser = Annotated[str | None, Query(max_length=100, description="Only this user's receipts (a UUID).")]
 
 
 @router.get("/admin/users/<user_id>/memory", responses=answers(models.Memory, etag=True), tags=["admin"])
@@ -57,5 +62,18 @@ def admin_export(request: Request, user_id: UserId) -> models.Export:
 def admin_erase(request: Request, user_id: UserId) -> models.Erased:
     """Operators: erase every row of a user, history included (a data-protection request)."""
     with operator(request, user_id, "erase") as service:
-        removed = service.erase()
-    return models.Erased(user_id=str(service.user_id), removed=removed)
+        receipt = service.erase()
+    logger.info("user erased", user_id=str(service.user_id), rows=sum(receipt.deleted.values()), receipt=receipt.id)
+    return responses.erased(service.user_id, receipt)
+
+
+@router.get("/admin/erasures", responses=answers(models.ErasureReceipts), tags=["admin"])
+def admin_erasures(
+    request: Request, limit: Limit = 50, after: ReceiptCursor = None, user_id: ReceiptUser = None
+) -> models.ErasureReceipts:
+    """Operators: erasure receipts, newest first; with `user_id`, that user's (found by the receipts' hash)."""
+    operator_caller(request, "list erasures", user_id)
+    services = dependencies(request).sessions
+    if not isinstance(services, Receipts):
+        raise not_enabled("list erasure receipts")
+    return responses.receipts(services, limit, after, user_id)
