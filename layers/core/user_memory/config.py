@@ -148,6 +148,17 @@ class EmbeddingSettings(DatabaseSettings):
     embedding_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
 
 
+class ExportSettings(DatabaseSettings):
+    """Asynchronous exports (POST /me/export): where their JSON Lines go. EXPORT_BUCKET (S3) in a
+    deployment, else EXPORT_DIR (a folder: the local kit's $USER_MEMORY_HOME/exports); neither:
+    the routes answer 404 not-enabled."""
+
+    export_bucket: str | None = Field(default=None, max_length=63)
+    export_dir: str | None = Field(default=None, max_length=1000)
+    # How long an answered pre-signed URL stays valid (S3 allows up to 7 days).
+    export_url_seconds: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
+
+
 class ConversationTriggerSettings(DatabaseSettings):
     """The conversation-memory trigger (the fan-out's schedule, the operators' API route, the CLI):
     which conversations are quiet, and how many go in one GENERATE_MEMORY_BATCH message."""
@@ -192,7 +203,7 @@ class FanoutSettings(ConversationTriggerSettings):
         )
 
 
-class WorkerSettings(MemorySettings, EmbeddingSettings):
+class WorkerSettings(MemorySettings, EmbeddingSettings, ExportSettings):
     """The worker function: the store, the summarizer and the time it may take."""
 
     summarizer: Literal["auto", "openai", "rules"] = "auto"
@@ -342,7 +353,7 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
         )
 
 
-class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings):
+class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings, ExportSettings):
     """The HTTP API function: who is an operator, how strict writes are, and the worker queue
     operators trigger conversation memories on (POST /tasks/trigger-memory-generation)."""
 

@@ -40,6 +40,7 @@ from user_memory.config import (
     ApiSettings,
     DatabaseSettings,
     EmbeddingSettings,
+    ExportSettings,
     FanoutSettings,
     MemorySettings,
     MigrateSettings,
@@ -63,10 +64,11 @@ from user_memory.domain.ports import (
     ServiceSearch,
     Summarizer,
 )
-from user_memory.errors import ConfigError, WrongSchema
+from user_memory.errors import ConfigError, NotFound, WrongSchema
 from user_memory.jobs.embedding import embed_after_write
 
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
+    from user_memory.adapters.exports import ExportJob
     from user_memory.adapters.openai_batch import SummaryBatches
     from user_memory.domain.companion.ports import NightlyCompanionData
     from user_memory.domain.service import MemoryService
@@ -191,6 +193,9 @@ class WorkerServices:
     concurrency: int = 1
     # SUMMARY_DELIVERY=batch: the Batch API's side (jobs/summary_batch.py); None: online.
     batches: SummaryBatches | None = None
+    # Export jobs (export_user messages): where their lines go, and the database they read.
+    exports: ExportObjects | None = field(default=None, repr=False)
+    export_db: ConnectionSource | None = field(default=None, repr=False)
 
     def close(self) -> None:
         """Close the pool this object opened (a given pool belongs to the caller)."""
@@ -231,7 +236,20 @@ def build_worker(
         pool=pool if owned else None,
         concurrency=max(1, min(settings.llm_concurrency, getattr(pool, "max_size", 1))),
         batches=build_summary_batches(settings, summarizer, db),
+        exports=build_export_objects(settings),
+        export_db=db,
     )
+
+
+def build_export_objects(settings: ExportSettings, *, s3_client: Any = None) -> ExportObjects | None:
+    """Where exports go: EXPORT_BUCKET (S3), else EXPORT_DIR (a folder), else nowhere (None)."""
+    from user_memory.adapters.exports import LocalExportObjects, S3ExportObjects
+
+    if settings.export_bucket:
+        return S3ExportObjects(settings.export_bucket, s3_client)
+    if settings.export_dir:
+        return LocalExportObjects(settings.export_dir)
+    return None
 
 
 def build_summary_batches(
@@ -358,6 +376,38 @@ class ApiServices:
         """Operators: nearest item texts across every user (the route checks the caller)."""
         return self.pool_search.search_all(query, k)
 
+    def start_export(self, user_id: uuid.UUID, requested_by: str) -> ExportJob:
+        """A new export job for the user (the route checked the caller): queued for the worker
+        (QUEUE_URL), or run here and now where there is no queue (the local kit)."""
+        from user_memory.adapters.exports import PostgresExports
+        from user_memory.jobs.export import run_export
+
+        if self.exports is None:
+            raise WrongSchema("no export store is configured (EXPORT_BUCKET or EXPORT_DIR): nothing can be exported")
+        exports = PostgresExports(self.as_service)
+        job = exports.create(user_id, requested_by)
+        if self.settings.queue_url:
+            if self.sqs_client is None:
+                self.sqs_client = _sqs_client(None)
+            body = json.dumps({"type": "export_user", "export_id": job.id})
+            SqsSender(self.settings.queue_url, self.sqs_client).send([body])
+            return job
+        return run_export(exports, self.exports, job.id)
+
+    def export_job(self, export_id: str, user_id: uuid.UUID | None = None) -> tuple[ExportJob, str | None]:
+        """An export job and, once done, a fresh pre-signed URL; `user_id`: only that user's (else NotFound)."""
+        from user_memory.adapters.exports import PostgresExports
+
+        if self.exports is None:
+            raise WrongSchema("no export store is configured (EXPORT_BUCKET or EXPORT_DIR): nothing can be exported")
+        job = PostgresExports(self.as_service).get(export_id)
+        if user_id is not None and job.user_id != user_id:
+            raise NotFound("no such export")
+        url = None
+        if job.status == "done" and job.object_key:
+            url = self.exports.url(job.object_key, expires_in=self.settings.export_url_seconds)
+        return job, url
+
     def erasure_receipts(
         self, *, limit: int, before: tuple[datetime, str] | None = None, user_id: uuid.UUID | None = None
     ) -> list[ErasureReceipt]:
@@ -396,7 +446,12 @@ def build_api(settings: ApiSettings, *, pool: ConnectionPool | None = None, sqs_
     owned = pool is None
     pool = pool or open_pool(database_conninfo(settings), size=settings.database_pool_size)
     return ApiServices(
-        settings=settings, pool=pool, owned=owned, sqs_client=sqs_client, embedder=build_embedder(settings)
+        settings=settings,
+        pool=pool,
+        owned=owned,
+        sqs_client=sqs_client,
+        embedder=build_embedder(settings),
+        exports=build_export_objects(settings),
     )
 
 

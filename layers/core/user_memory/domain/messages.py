@@ -159,6 +159,14 @@ class RecordActivity(BaseModel):
     activities: list[ActivityIn] = Field(min_length=1, max_length=MAX_ACTIVITIES_PER_MESSAGE)
 
 
+class ExportUser(BaseModel):
+    """Run one export job (POST /me/export, the operators' route): its id only, never user data."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["export_user"]
+    export_id: uuid.UUID
+
+
 def _message_tag(value: Any) -> str | None:
     """`type` names the service's own messages; GENERATE_MEMORY_BATCH comes as `task_type`."""
     if isinstance(value, dict):
@@ -168,17 +176,19 @@ def _message_tag(value: Any) -> str | None:
     return tag if isinstance(tag, str) else None
 
 
-AnyMessage = RefreshUser | RecordActivity | CollectBatch | GenerateMemoryBatch
+AnyMessage = RefreshUser | RecordActivity | CollectBatch | GenerateMemoryBatch | ExportUser
 Message = Annotated[
     Annotated[RefreshUser, Tag("refresh_user")]
     | Annotated[RecordActivity, Tag("record_activity")]
     | Annotated[CollectBatch, Tag("collect_batch")]
-    | Annotated[GenerateMemoryBatch, Tag(TASK_GENERATE_MEMORY_BATCH)],
+    | Annotated[GenerateMemoryBatch, Tag(TASK_GENERATE_MEMORY_BATCH)]
+    | Annotated[ExportUser, Tag("export_user")],
     Discriminator(
         _message_tag,
         custom_error_type="invalid_message_type",
         custom_error_message=(
-            "type must be refresh_user, record_activity or collect_batch, or task_type GENERATE_MEMORY_BATCH"
+            "type must be refresh_user, record_activity, collect_batch or export_user, or task_type"
+            " GENERATE_MEMORY_BATCH"
         ),
     ),
 ]

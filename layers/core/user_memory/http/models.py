@@ -122,6 +122,21 @@ class Erased(_Out):
     receipt: ErasureReceipt | None = None
 
 
+class ExportJob(_Out):
+    """An asynchronous export: `pending`, `running`, `done` (then `url`, a pre-signed link to its
+    JSON Lines, valid EXPORT_URL_SECONDS from this answer) or `failed` (`error`)."""
+
+    id: str
+    user_id: str
+    status: Literal["pending", "running", "done", "failed"]
+    created_at: datetime
+    finished_at: datetime | None = None
+    lines: int | None = None
+    bytes: int | None = None
+    error: str | None = None
+    url: str | None = None
+
+
 class ErasureReceipts(_Out):
     """A page of erasure receipts, newest first; `next` continues it (None: the last page)."""
 

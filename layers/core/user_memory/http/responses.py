@@ -260,3 +260,18 @@ def receipts(services: Receipts, limit: int, after: str | None, user_id: str | N
     page = found[:limit]
     cursor = f"{page[-1].erased_at.isoformat()}|{page[-1].id}" if len(found) > limit else None
     return models.ErasureReceipts(receipts=[models.ErasureReceipt(**r.as_dict()) for r in page], next=cursor)
+
+
+def export_job(job: Any, url: str | None) -> models.ExportJob:
+    """An export job as the API answers it (never who asked: an operator's subject stays theirs)."""
+    return models.ExportJob(
+        id=job.id,
+        user_id=str(job.user_id),
+        status=job.status,
+        created_at=job.created_at,
+        finished_at=job.finished_at,
+        lines=job.lines,
+        bytes=job.bytes,
+        error=job.error,
+        url=url,
+    )

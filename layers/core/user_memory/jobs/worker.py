@@ -56,7 +56,14 @@ from user_memory.adapters.http_deadline import within
 from user_memory.domain.conversations.batch import BatchRun, run_batch
 from user_memory.domain.conversations.model import MAX_CONVERSATIONS_PER_MESSAGE
 from user_memory.domain.conversations.trigger import GenerateMemoryBatch, RefusedItem, batch_bodies
-from user_memory.domain.messages import CollectBatch, Message, RecordActivity, RefreshUser, check_body_size
+from user_memory.domain.messages import (
+    CollectBatch,
+    ExportUser,
+    Message,
+    RecordActivity,
+    RefreshUser,
+    check_body_size,
+)
 from user_memory.domain.model import RunStatus
 from user_memory.domain.summary.pipeline import Deadline, RunOutcome, refresh_user
 from user_memory.errors import (
@@ -573,10 +580,23 @@ def handle_record(
     if isinstance(message, GenerateMemoryBatch):
         lanes.run(partial(generate_memories, message, record.messageId, services, deadline, tally), "this record")
         return
+    if isinstance(message, ExportUser):
+        lanes.run(partial(export_user, message, services), "this record")
+        return
     if isinstance(message, CollectBatch) or services.batches is not None:
         _batch_delivery(message, record.messageId, services, deadline, tally, lanes)
         return
     refresh_users(message, record.messageId, services, deadline, tally, lanes)
+
+
+def export_user(message: ExportUser, services: WorkerServices) -> None:
+    """One export job (jobs/export.py); a failure fails the record (SQS retries, then the DLQ)."""
+    from user_memory.adapters.exports import PostgresExports
+    from user_memory.jobs.export import run_export  # only when used: cold start
+
+    if services.exports is None or services.export_db is None:
+        raise ConfigError("an export_user message reached a worker without EXPORT_BUCKET or EXPORT_DIR")
+    run_export(PostgresExports(services.export_db), services.exports, str(message.export_id))
 
 
 def _batch_delivery(

@@ -6,8 +6,10 @@ from aws_lambda_powertools.event_handler import Request, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
+from user_memory.domain.account import operator_requester
+from user_memory.domain.model import parse_user_id
 from user_memory.http import models, responses
-from user_memory.http.context import Receipts, dependencies, not_enabled, operator, operator_caller
+from user_memory.http.context import Receipts, dependencies, export_jobs, not_enabled, operator, operator_caller
 from user_memory.http.openapi import responses as answers
 from user_memory.http.params import AsOf, Before, From, Limit, Since, To, Version
 from user_memory.observability import logger
@@ -15,6 +17,7 @@ from user_memory.observability import logger
 router = Router()
 
 UserId = Annotated[str, Path(description="The user's id (a UUID).")]
+ExportId = Annotated[str, Path(max_length=100, description="An export's id (from POST .../export).")]
 ReceiptCursor = Annotated[
     str | None, Query(max_length=200, description="The `next` of the page before (receipts older than it).")
 ]
@@ -56,6 +59,22 @@ def admin_export(request: Request, user_id: UserId) -> models.Export:
     """Operators: everything stored about a user (a data-protection request)."""
     with operator(request, user_id, "export") as service:
         return responses.export(service)
+
+
+@router.post("/admin/users/<user_id>/export", responses=answers(models.ExportJob), tags=["admin"])
+def admin_start_export(request: Request, user_id: UserId) -> models.ExportJob:
+    """Operators: start an export of a user as JSON Lines (any size); poll GET /admin/exports/{export_id}."""
+    acting = operator_caller(request, "start export", user_id)
+    jobs = export_jobs(request)
+    job = jobs.start_export(parse_user_id(user_id), operator_requester(acting.subject))
+    return responses.export_job(*jobs.export_job(job.id))
+
+
+@router.get("/admin/exports/<export_id>", responses=answers(models.ExportJob), tags=["admin"])
+def admin_get_export(request: Request, export_id: ExportId) -> models.ExportJob:
+    """Operators: any export job, and once done a pre-signed URL to its lines."""
+    operator_caller(request, "read export")
+    return responses.export_job(*export_jobs(request).export_job(export_id))
 
 
 @router.delete("/admin/users/<user_id>", responses=answers(models.Erased), tags=["admin"])
