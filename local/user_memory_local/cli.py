@@ -212,6 +212,53 @@ def _known_head(store: MemoryStore, user: uuid.UUID) -> MemoryVersion:
     return head
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """A user's JSON Lines (the async export's format) to a file or stdout, streamed."""
+    from datetime import UTC
+
+    from user_memory.adapters.exports import PostgresExports
+    from user_memory.adapters.postgres import open_pool
+    from user_memory.domain.export import ExportCounts, export_lines
+
+    pool = open_pool(database_url(args))
+    counts = ExportCounts()
+    try:
+        exports = PostgresExports(pool)
+        now = datetime.now(UTC)
+        lines = export_lines(
+            args.user, now, exports.versions(args.user), exports.kv(args.user, now), exports.activity(args.user), counts
+        )
+        if args.out in (None, "-"):
+            out = sys.stdout.buffer
+            for line in lines:
+                out.write(line)
+            out.flush()
+        else:
+            with open(args.out, "wb") as f:
+                for line in lines:
+                    f.write(line)
+    finally:
+        pool.close()
+    print(f"exported {counts.versions} versions, {counts.kv} entries, {counts.activity} activities", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """An export written back under USER (an empty memory), in one transaction."""
+    from user_memory.adapters.exports import PostgresExports
+    from user_memory.adapters.postgres import open_pool, transaction
+    from user_memory.jobs.export import run_import
+
+    pool = open_pool(database_url(args))
+    try:
+        with open(args.file, "rb") as f, transaction(pool) as tx:
+            done = run_import(PostgresExports(tx), args.user, f)
+    finally:
+        pool.close()
+    _print_json({"user_id": str(args.user), "versions": done.versions, "kv": done.kv})
+    return 0
+
+
 def cmd_erasures(args: argparse.Namespace) -> int:
     from user_memory.adapters.account import PostgresAccount
     from user_memory.adapters.postgres import open_pool
@@ -615,6 +662,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     erase.add_argument("user", type=_user, metavar="USER")
     erase.set_defaults(func=cmd_erase)
+
+    export = sub.add_parser("export", parents=[common], help="a user's export as JSON Lines (any size)")
+    export.add_argument("user", type=_user, metavar="USER")
+    export.add_argument("--out", metavar="FILE", help="write to FILE (default: standard output)")
+    export.set_defaults(func=cmd_export)
+
+    imp = sub.add_parser("import", parents=[common], help="write an export back under USER (an empty memory)")
+    imp.add_argument("file", metavar="FILE")
+    imp.add_argument("user", type=_user, metavar="USER")
+    imp.set_defaults(func=cmd_import)
 
     erasures = sub.add_parser("erasures", parents=[common], help="erasure receipts, newest first (JSON)")
     erasures.add_argument("--user", type=_user, metavar="USER", help="only this user's receipts")

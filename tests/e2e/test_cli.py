@@ -650,3 +650,26 @@ def test_run_report_prints_a_runs_totals(capsys, database_url, store: MemoryStor
     body = json.loads(result.out)
     assert (body["run_key"], body["users"], body["tokens"], body["cost_usd"]) == (run_key, 1, 2_400, 0.00045)
     assert body["first_written_at"] == body["last_written_at"] is not None
+
+
+def test_export_and_import_round_trip_and_an_import_never_lands_on_a_memory(capsys, database_url, store, tmp_path):
+    # Given a user with three versions
+    user, importer = str(uuid.uuid4()), str(uuid.uuid4())
+    for n in range(3):
+        store.append(user, {"summary": f"v{n + 1}"}, expected_version=n, source="test")
+    out = tmp_path / "export.jsonl"
+    # When it is exported to a file and imported under another id
+    exported = run(capsys, "export", user, "--out", str(out), "--database-url", database_url)
+    imported = run(capsys, "import", str(out), importer, "--database-url", database_url)
+    # Then the import reports the versions, and each reads as the original
+    assert exported.code == 0 and "exported 3 versions" in exported.err
+    assert imported.code == 0 and json.loads(imported.out)["versions"] == 3
+    for v in (1, 2, 3):
+        assert store.at(importer, v).document == store.at(user, v).document
+    # And importing again (a memory that is not empty) or a truncated file is one error line
+    assert_one_error_line(run(capsys, "import", str(out), importer, "--database-url", database_url), "empty memory")
+    truncated = tmp_path / "truncated.jsonl"
+    truncated.write_bytes(b"".join(out.read_bytes().splitlines(keepends=True)[:-1]))
+    other = str(uuid.uuid4())
+    assert_one_error_line(run(capsys, "import", str(truncated), other, "--database-url", database_url), "truncated")
+    assert store.head(other).version == 0  # one transaction: nothing written

@@ -69,6 +69,7 @@ FUNCTION_ENV = {
         "EMBEDDING_MODEL",
         "EMBEDDING_BASE_URL",
         "EMBEDDING_API_KEY_SECRET_NAME",
+        "EXPORT_BUCKET",  # export_user messages write there
     },
     "ApiFunction": {
         "DATABASE_LOGIN_SECRET_NAME",  # its own login's, not the service's
@@ -86,6 +87,7 @@ FUNCTION_ENV = {
         "EMBEDDING_MODEL",
         "EMBEDDING_BASE_URL",
         "EMBEDDING_API_KEY_SECRET_NAME",
+        "EXPORT_BUCKET",  # pre-signed URLs to exports; an erase deletes a user's objects
         "CONSOLE_OIDC_ISSUER",  # the console's sign-in (/console)
         "CONSOLE_CLIENT_ID",
         "CONSOLE_SCOPES",

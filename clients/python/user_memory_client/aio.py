@@ -198,6 +198,14 @@ class AsyncAccountApi(_Resource):
         """Everything stored about the user."""
         return await self._run(call("account.export"), models.Export)
 
+    async def start_export(self) -> models.ExportJob:
+        """Start an export of everything as JSON Lines (any size); poll `export_job(id)` until done."""
+        return await self._run(call("account.start_export"), models.ExportJob)
+
+    async def export_job(self, export_id: str) -> models.ExportJob:
+        """One of the user's exports: its status and, once done, a pre-signed `url`."""
+        return await self._run(call("account.export_job", path={"export_id": export_id}), models.ExportJob)
+
     async def erase(self) -> models.Erased:
         """Erase every row of the user, history included, and its finished exports; with the receipt."""
         return await self._run(call("account.erase"), models.Erased)
@@ -205,6 +213,14 @@ class AsyncAccountApi(_Resource):
 
 class AsyncAdminApi(_Resource):
     """Operators' calls (the token must hold the operator scope or group)."""
+
+    async def start_export(self, user_id: str) -> models.ExportJob:
+        """Start an export of any user as JSON Lines; poll `export_job(id)` until done."""
+        return await self._run(call("admin.start_export", path={"user_id": user_id}), models.ExportJob)
+
+    async def export_job(self, export_id: str) -> models.ExportJob:
+        """Any export job: its status and, once done, a pre-signed `url`."""
+        return await self._run(call("admin.export_job", path={"export_id": export_id}), models.ExportJob)
 
     async def erasures(
         self, *, limit: int = 50, after: str | None = None, user_id: str | None = None

@@ -27,6 +27,7 @@ __all__ = [
     "Element",
     "ElementWritten",
     "Erased",
+    "ExportJob",
     "ErasureReceipt",
     "ErasureReceipts",
     "EventsImported",
@@ -287,6 +288,21 @@ class Erased(ApiModel):
     user_id: str
     removed: dict[str, int]
     receipt: ErasureReceipt | None = None
+
+
+class ExportJob(ApiModel):
+    """An asynchronous export: poll until `status` is done, then fetch `url` (pre-signed)."""
+
+    __schema__ = "ExportJob"
+    id: str
+    user_id: str
+    status: Literal["pending", "running", "done", "failed"]
+    created_at: datetime
+    finished_at: datetime | None = None
+    lines: int | None = None
+    bytes: int | None = None
+    error: str | None = None
+    url: str | None = None
 
 
 class ErasureReceipts(ApiModel):
