@@ -171,8 +171,8 @@ def read_export(lines: Iterable[bytes], *, page_rows: int = IMPORT_PAGE_ROWS) ->
                     raise InvalidExport(f"line {n}: version {row.version} follows {counts.versions}")
                 if counts.kv or counts.activity:
                     raise InvalidExport(f"line {n}: a version after the entries")
-                try:
-                    document = apply_patch(document, row.patch)
+                try:  # copies only what the patch writes into: the previous document is not kept
+                    document = apply_patch(document, row.patch, share=True)
                 except PatchError:
                     raise InvalidExport(f"line {n}: version {row.version}'s patch does not apply") from None
                 if not isinstance(document, dict):
