@@ -166,7 +166,10 @@ class ChatAgent:
         with self.services.session(self.user_id) as service:
             head = service.read()
             memory = render_memory(
-                head.document, self.budget, schema=service.schema, include_sensitive=self.include_sensitive
+                service.prompt_view(head.document),
+                self.budget,
+                schema=service.schema,
+                include_sensitive=self.include_sensitive,
             )
         return self.instructions.format(version=head.version, memory=memory or "(nothing yet)")
 

@@ -102,7 +102,10 @@ class MemoryTools:
         with self._errors(), self.services.session(self.user_id) as service:
             head = service.read()
             memory = render_memory(
-                head.document, budget_tokens, schema=service.schema, include_sensitive=self.include_sensitive
+                service.prompt_view(head.document),
+                budget_tokens,
+                schema=service.schema,
+                include_sensitive=self.include_sensitive,
             )
         return {"version": head.version, "memory": memory}
 

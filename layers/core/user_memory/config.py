@@ -23,6 +23,7 @@ from user_memory.domain.conversations.model import (
 )
 from user_memory.domain.cost import MIN_TOKENS_PER_USER_DAY, Prices
 from user_memory.domain.costs import LLM_SECONDS_PER_CALL
+from user_memory.domain.expiry import ExpiryPolicy
 from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT
 from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
 from user_memory.domain.model import (
@@ -157,6 +158,17 @@ class ExportSettings(DatabaseSettings):
     export_dir: str | None = Field(default=None, max_length=1000)
     # How long an answered pre-signed URL stays valid (S3 allows up to 7 days).
     export_url_seconds: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
+
+
+class ExpirySettings(DatabaseSettings):
+    """Expiry the deployment asks for (domain/expiry.py): the retention job removes what expired as
+    versions (source `retention`); the prompt leaves it out meanwhile. 0: kept for ever."""
+
+    expire_events_after_days: int = Field(default=0, ge=0, le=36_500)
+    expire_todos_after_days: int = Field(default=0, ge=0, le=36_500)
+
+    def expiry(self) -> ExpiryPolicy:
+        return ExpiryPolicy.from_days(self.expire_events_after_days, self.expire_todos_after_days)
 
 
 class ConversationTriggerSettings(DatabaseSettings):
@@ -353,7 +365,7 @@ class WorkerSettings(MemorySettings, EmbeddingSettings, ExportSettings):
         )
 
 
-class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings, ExportSettings):
+class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings, ExportSettings, ExpirySettings):
     """The HTTP API function: who is an operator, how strict writes are, and the worker queue
     operators trigger conversation memories on (POST /tasks/trigger-memory-generation)."""
 
@@ -387,8 +399,9 @@ class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings
     console_connect_origins: str = Field(default="", max_length=2000)
 
 
-class RetentionSettings(DatabaseSettings):
-    """The daily key-value retention job: entries expire by their TTL, and by age."""
+class RetentionSettings(MemorySettings, ExpirySettings):
+    """The daily retention job: key-value entries expire by their TTL and by age; events and
+    to-dos by the deployment's expiry (written as versions: the memory's schema and limits)."""
 
     kv_max_age_days: int = Field(default=30, ge=1, le=MAX_AGE_DAYS_LIMIT)
 

@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # the domain's services are built by the functions that use t
     from user_memory.adapters.exports import ExportJob
     from user_memory.adapters.openai_batch import SummaryBatches
     from user_memory.domain.companion.ports import NightlyCompanionData
+    from user_memory.domain.expiry import ExpiryCandidates
     from user_memory.domain.service import MemoryService
     from user_memory.domain.summary.pipeline import PipelineConfig
 
@@ -351,6 +352,7 @@ class ApiServices:
                 require_if_match=settings.require_if_match,
                 operator=operator,
                 exports=self.exports,
+                expiry=settings.expiry(),
             )
             yield service
         if self.embedder is not None and service.versions_written:
@@ -457,12 +459,15 @@ def build_api(settings: ApiSettings, *, pool: ConnectionPool | None = None, sqs_
 
 @dataclass(kw_only=True)
 class RetentionServices:
-    """What the daily retention job needs: the key-value purge and the search index's upkeep."""
+    """What the daily retention job needs: the key-value purge, the search index's upkeep, and
+    the deployment's expiry (the users it may concern, the store its versions go to)."""
 
     settings: RetentionSettings
     kv: KvStore
     search: IndexUpkeep
     pool: ConnectionPool | None = field(default=None, repr=False)
+    store: MemoryStore | None = None
+    expiry_candidates: ExpiryCandidates | None = None
 
     def close(self) -> None:
         if self.pool is not None:
@@ -473,8 +478,15 @@ def build_retention(settings: RetentionSettings, *, pool: ConnectionPool | None 
     """Compose the retention job's services; a given pool stays the caller's to close."""
     owned = pool is None
     pool = pool or open_pool(database_conninfo(settings), role=settings.database_role)
+    from user_memory.adapters.expiry import PostgresExpiry
+
     return RetentionServices(
-        settings=settings, kv=PostgresKv(pool), search=PostgresSearch(pool), pool=pool if owned else None
+        settings=settings,
+        kv=PostgresKv(pool),
+        search=PostgresSearch(pool),
+        pool=pool if owned else None,
+        store=memory_store(pool, settings),
+        expiry_candidates=PostgresExpiry(pool),
     )
 
 

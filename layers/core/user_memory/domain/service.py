@@ -28,6 +28,7 @@ from user_memory.domain.conversations.model import (
     is_conversation_message,
     new_message,
 )
+from user_memory.domain.expiry import ExpiryPolicy, without_expired
 from user_memory.domain.kv import DEFAULT_NAMESPACE, JsonValue, KvEntry, KvPage, KvStore
 from user_memory.domain.memory.agent import execute_tool_call, forget
 from user_memory.domain.memory.document import empty_document, get_schema, validate_document
@@ -198,6 +199,7 @@ class MemoryService:
         require_if_match: bool = False,
         operator: str | None = None,
         exports: ExportObjects | None = None,
+        expiry: ExpiryPolicy | None = None,
     ) -> None:
         get_schema(schema)  # an unknown schema fails here, not on the first write
         self.user_id = parse_user_id(user_id)
@@ -214,6 +216,7 @@ class MemoryService:
         self.require_if_match = require_if_match
         self.operator = operator  # who acts with the service's rights (None: the end user itself)
         self._exports = exports
+        self._expiry = expiry
         self.versions_written = 0  # new versions this unit of work wrote (their texts need embedding)
 
     # -- reads -----------------------------------------------------------------------------------
@@ -279,9 +282,17 @@ class MemoryService:
             raise WrongSchema("this deployment keeps no overview (the in-memory kit)")
         return self._overview
 
+    def prompt_view(self, document: Document) -> Document:
+        """What a prompt may show of `document`: without what the deployment's expiry expired
+        (the retention job records its removal later, as a version)."""
+        if self._expiry is not None and self._expiry.active:
+            return without_expired(document, self._expiry, datetime.now(UTC))
+        return document
+
     def render(self, budget_tokens: int) -> str:
-        """The head as a system-prompt block (see `render_memory`)."""
-        return render_memory(self.store.head(self.user_id).document, budget_tokens, schema=self.schema)
+        """The head as a system-prompt block (see `render_memory`), without what has expired."""
+        document = self.prompt_view(self.store.head(self.user_id).document)
+        return render_memory(document, budget_tokens, schema=self.schema)
 
     # -- writes ----------------------------------------------------------------------------------
 

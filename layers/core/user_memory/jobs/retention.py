@@ -1,4 +1,5 @@
-"""The daily retention job: purge expired and stale key-value entries, and keep the search index
+"""The daily retention job: purge expired and stale key-value entries, remove the events and
+to-dos the deployment's expiry expired (as versions, source `retention`), and keep the search index
 in step (users whose index is behind their head are reindexed, vectors no item uses are removed);
 log and count the outcome."""
 
@@ -6,11 +7,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from user_memory.domain.companion.items import reindex
+from user_memory.domain.expiry import SOURCE_RETENTION, expired, without_expired
+from user_memory.domain.model import WriteStatus
 from user_memory.domain.ports import IndexUpkeep
 from user_memory.errors import describe_failure
 from user_memory.observability import logger, metrics
@@ -75,10 +79,11 @@ def index_upkeep(index: IndexUpkeep, *, max_users: int = MAX_REINDEX_PER_RUN) ->
 
 
 def run_retention(services: RetentionServices | Callable[[], RetentionServices]) -> dict[str, Any]:
-    """The scheduled job: the key-value purge, then the index upkeep."""
+    """The scheduled job: the key-value purge, the deployment's expiry, then the index upkeep."""
     report = purge_kv(services)
     built = services() if callable(services) else services
     try:
+        report.update(expire_elements(built))
         report.update(index_upkeep(built.search))
     except Exception as err:
         error, reason = describe_failure(err)
@@ -86,3 +91,54 @@ def run_retention(services: RetentionServices | Callable[[], RetentionServices])
         metrics.add_metric(name="RetentionFailed", unit=MetricUnit.Count, value=1)
         raise
     return report
+
+
+EXPIRY_PAGE = 500
+
+
+def expire_elements(services: RetentionServices, now: datetime | None = None) -> dict[str, Any]:
+    """Remove what the deployment's expiry expired, one version per user (source `retention`, the
+    removed elements in its provenance, the day in its run key: a rerun writes nothing new). One
+    user's failure (a concurrent write included: the next run tries again) is logged and counted
+    and does not stop the others."""
+    policy = services.settings.expiry()
+    if not policy.active or services.store is None or services.expiry_candidates is None:
+        return {"expired_users": 0, "expired_elements": 0}
+    now = now or datetime.now(UTC)
+    events_before = now - policy.events_after if policy.events_after is not None else None
+    run_key = f"{SOURCE_RETENTION}:{now.date().isoformat()}"
+    users = elements = failed = 0
+    after = None
+    while True:
+        page = services.expiry_candidates.users(
+            events_ended_before=events_before, todos=policy.todos_after is not None, after=after, limit=EXPIRY_PAGE
+        )
+        for user_id in page:
+            try:
+                head = services.store.head(user_id)
+                gone = expired(head.document, policy, now)
+                if not gone:
+                    continue
+                result = services.store.append(
+                    user_id,
+                    without_expired(head.document, policy, now),
+                    expected_version=head.version,
+                    source=SOURCE_RETENTION,
+                    idempotency_key=run_key,
+                    provenance={"expired": [{"collection": c, "id": i} for c, i in gone]},
+                )
+                if result.status == WriteStatus.WRITTEN:
+                    users += 1
+                    elements += len(gone)
+            except Exception as err:  # one user's failure must not stop the others
+                error, reason = describe_failure(err)
+                logger.warning("expiry failed", user_id=str(user_id), error=error, reason=reason)
+                failed += 1
+        if len(page) < EXPIRY_PAGE:
+            break
+        after = page[-1]
+    logger.info("elements expired", users=users, elements=elements, failed=failed, run_key=run_key)
+    metrics.add_metric(name="ElementsExpired", unit=MetricUnit.Count, value=elements)
+    if failed:
+        metrics.add_metric(name="ExpiryFailed", unit=MetricUnit.Count, value=failed)
+    return {"expired_users": users, "expired_elements": elements, "expiry_failed": failed}

@@ -54,7 +54,12 @@ def get_prompt(request: Request, budget_tokens: Budget = DEFAULT_RENDER_BUDGET) 
     with me(request) as service:
         head = service.read()  # one read: the text is the version the ETag names
         include_sensitive = dependencies(request).settings.prompt_include_sensitive
-        text = render_memory(head.document, budget_tokens, schema=service.schema, include_sensitive=include_sensitive)
+        text = render_memory(
+            service.prompt_view(head.document),
+            budget_tokens,
+            schema=service.schema,
+            include_sensitive=include_sensitive,
+        )
         body = models.Prompt(user_id=str(service.user_id), version=head.version, text=text)
     return Response(200, "application/json", body, headers={"ETag": responses.etag(head.version)})
 
