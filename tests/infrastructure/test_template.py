@@ -97,6 +97,7 @@ FUNCTION_ENV = {
     },
     "RetentionFunction": {
         "KV_MAX_AGE_DAYS",
+        "KV_NAMESPACE_MAX_AGE_DAYS",
         "EXPIRE_EVENTS_AFTER_DAYS",  # expiry, written as versions with the writers' settings
         "EXPIRE_TODOS_AFTER_DAYS",
         "DOCUMENT_SCHEMA",

@@ -7,12 +7,13 @@ for the store's own).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -24,7 +25,7 @@ from user_memory.domain.conversations.model import (
 from user_memory.domain.cost import MIN_TOKENS_PER_USER_DAY, Prices
 from user_memory.domain.costs import LLM_SECONDS_PER_CALL
 from user_memory.domain.expiry import ExpiryPolicy
-from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT
+from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT, validate_max_age_days, validate_namespace
 from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
 from user_memory.domain.model import (
     DEFAULT_CHECKPOINT_INTERVAL,
@@ -404,6 +405,25 @@ class RetentionSettings(MemorySettings, ExpirySettings):
     to-dos by the deployment's expiry (written as versions: the memory's schema and limits)."""
 
     kv_max_age_days: int = Field(default=30, ge=1, le=MAX_AGE_DAYS_LIMIT)
+    # A shorter age for some namespaces, as JSON: {"scratch": 1, "chat.session-1": 7}.
+    kv_namespace_max_age_days: dict[str, int] = Field(default_factory=dict, max_length=100)
+
+    @field_validator("kv_namespace_max_age_days", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return json.loads(value) if value.strip() else {}
+            except ValueError:
+                raise ValueError("must be a JSON object of namespace: days") from None
+        return value
+
+    @model_validator(mode="after")
+    def _namespaces_are_namespaces(self) -> Self:
+        for namespace, days in self.kv_namespace_max_age_days.items():
+            validate_namespace(namespace)
+            validate_max_age_days(days)
+        return self
 
 
 class MigrateSettings(DatabaseSettings):

@@ -22,7 +22,8 @@ from user_memory.runtime import RetentionServices
 
 
 def purge_kv(services: RetentionServices | Callable[[], RetentionServices]) -> dict[str, Any]:
-    """Delete every key-value entry that has expired, or was not updated for KV_MAX_AGE_DAYS days.
+    """Delete every key-value entry that has expired, or was not updated for KV_MAX_AGE_DAYS days
+    (or its namespace's shorter KV_NAMESPACE_MAX_AGE_DAYS).
 
     A failure (building the services included) is logged, counted and raised, so the invocation
     fails: EventBridge and Lambda retry it (the purge is idempotent), then the event goes to the
@@ -34,15 +35,23 @@ def purge_kv(services: RetentionServices | Callable[[], RetentionServices]) -> d
         max_age_days = services.settings.kv_max_age_days
         started = time.perf_counter()
         deleted = services.kv.purge(max_age_days=max_age_days)
+        by_namespace = {
+            namespace: services.kv.purge_namespace(namespace, max_age_days=days)
+            for namespace, days in services.settings.kv_namespace_max_age_days.items()
+        }
+        deleted += sum(by_namespace.values())
         seconds = time.perf_counter() - started
     except Exception as err:
         error, reason = describe_failure(err)
         logger.error("retention failed", error_type=error, reason=reason)
         metrics.add_metric(name="RetentionFailed", unit=MetricUnit.Count, value=1)
         raise
-    logger.info("kv purged", deleted=deleted, max_age_days=max_age_days, seconds=round(seconds, 3))
+    logger.info(
+        "kv purged", deleted=deleted, max_age_days=max_age_days, by_namespace=by_namespace,
+        seconds=round(seconds, 3),
+    )  # fmt: skip
     metrics.add_metric(name="KvEntriesPurged", unit=MetricUnit.Count, value=deleted)
-    return {"deleted": deleted, "max_age_days": max_age_days}
+    return {"deleted": deleted, "max_age_days": max_age_days, "by_namespace": by_namespace}
 
 
 MAX_REINDEX_PER_RUN = 5000
