@@ -109,3 +109,27 @@ def test_with_a_queue_the_worker_writes_the_export_to_s3_and_erasure_deletes_it(
     assert erased["receipt"]["deleted"]["user_memory_exports"] == 2
     assert s3.list_objects_v2(Bucket="exports").get("KeyCount", 0) == 0
     assert_problem(alice.get(f"/me/exports/{job['id']}"), 404, "not-found")
+
+
+def test_a_large_export_goes_to_s3_in_parts_and_a_failed_one_leaves_no_object(s3, monkeypatch):
+    from user_memory.adapters import exports as adapter
+
+    # Given parts of 5 MiB (S3's minimum but the last)
+    monkeypatch.setattr(adapter, "PART_BYTES", 5 * 1024 * 1024)
+    objects = adapter.S3ExportObjects("exports", s3)
+    lines = [json.dumps({"kind": "version", "n": n, "pad": "x" * 1000}).encode() + b"\n" for n in range(12_000)]
+    # When an export of ~12 MB (three parts) is written
+    size = objects.write("exports/big.jsonl", iter(lines))
+    # Then it is one object of every line, in order
+    assert size == sum(map(len, lines))
+    assert s3.get_object(Bucket="exports", Key="exports/big.jsonl")["Body"].read() == b"".join(lines)
+
+    # And when the lines fail half way, the upload is aborted: no object, no parts left
+    def failing() -> Any:
+        yield from lines[:7_000]
+        raise RuntimeError("the database went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        objects.write("exports/broken.jsonl", failing())
+    assert "Contents" not in s3.list_objects_v2(Bucket="exports", Prefix="exports/broken")
+    assert s3.list_multipart_uploads(Bucket="exports").get("Uploads", []) == []

@@ -11,7 +11,6 @@ the domain's `ExportObjects` port.
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +29,8 @@ from user_memory.domain.model import Activity
 from user_memory.errors import ImportTargetNotEmpty, NotFound, StorageError
 
 VERSION_PAGE_ROWS = 1000  # rows per read while an export streams a history
+PART_BYTES = 8 * 1024 * 1024  # S3 multipart parts (at least 5 MiB but the last; at most 10,000 parts)
+CONTENT_TYPE = "application/jsonl"
 
 _VERSIONS = """
 SELECT version, patch, CASE WHEN is_full_snapshot THEN full_snapshot_content END, created_at, source_description,
@@ -279,16 +280,40 @@ class S3ExportObjects:
         self.client = client
 
     def write(self, key: str, lines: Iterator[bytes]) -> int:
-        # Spooled to the function's /tmp, then one managed upload (multipart for large files):
-        # memory holds a line at a time, never the file.
-        with tempfile.TemporaryFile() as spool:
-            size = 0
+        # Streamed in parts of PART_BYTES (S3's multipart upload; a small export is one PUT):
+        # memory holds one part, never the file, and the function's /tmp is not used at all.
+        part = bytearray()
+        size = 0
+        upload_id: str | None = None
+        etags: list[dict[str, Any]] = []
+        try:
             for line in lines:
-                spool.write(line)
+                part += line
                 size += len(line)
-            spool.seek(0)
-            self.client.upload_fileobj(spool, self.bucket, key, ExtraArgs={"ContentType": "application/jsonl"})
+                if len(part) >= PART_BYTES:
+                    if upload_id is None:
+                        upload_id = self.client.create_multipart_upload(
+                            Bucket=self.bucket, Key=key, ContentType=CONTENT_TYPE
+                        )["UploadId"]
+                    etags.append(self._part(key, upload_id, len(etags) + 1, bytes(part)))
+                    part.clear()
+            if upload_id is None:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=bytes(part), ContentType=CONTENT_TYPE)
+                return size
+            if part:
+                etags.append(self._part(key, upload_id, len(etags) + 1, bytes(part)))
+            self.client.complete_multipart_upload(
+                Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": etags}
+            )
+        except BaseException:
+            if upload_id is not None:  # no half-written object, and no parts left to pay for
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+            raise
         return size
+
+    def _part(self, key: str, upload_id: str, number: int, body: bytes) -> dict[str, Any]:
+        answer = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body)
+        return {"ETag": answer["ETag"], "PartNumber": number}
 
     def url(self, key: str, *, expires_in: int) -> str:
         return str(
