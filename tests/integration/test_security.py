@@ -621,6 +621,7 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
         == {
             "public.user_memory_append",
             "public.user_memory_erase_me",
+            "public.user_memory_erase_me_with_receipt",
             "public.user_memory_index_catch_up",
             "public.user_memory_record_messages",
             "public.user_memory_record_rating",
@@ -633,12 +634,15 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
             "public.user_memory_append",
             "public.user_memory_mark_summarized",
             "public.user_memory_erase",
+            "public.user_memory_erase_with_receipt",
+            "public.user_memory_import_versions",
             "public.user_memory_index_catch_up",
             "public.user_memory_kv_purge",
             "public.user_memory_record_messages",
             "public.user_memory_record_rating",
             "public.user_memory_reindex",
             "public.user_memory_store_embeddings",
+            "public.user_memory_user_hash",
         }
         | uid
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Protocol
 
+from user_memory.domain.account import REQUESTED_BY_SELF, ErasureReceipt, ExportObjects, operator_requester
 from user_memory.domain.companion import elements
 from user_memory.domain.companion.ports import CompanionData
 from user_memory.domain.companion.times import check_date, check_time
@@ -27,6 +28,7 @@ from user_memory.domain.conversations.model import (
     is_conversation_message,
     new_message,
 )
+from user_memory.domain.expiry import ExpiryPolicy, without_expired
 from user_memory.domain.kv import DEFAULT_NAMESPACE, JsonValue, KvEntry, KvPage, KvStore
 from user_memory.domain.memory.agent import execute_tool_call, forget
 from user_memory.domain.memory.document import empty_document, get_schema, validate_document
@@ -96,6 +98,14 @@ class AccountData(Protocol):
 
     def erase(self, user_id: uuid.UUID) -> dict[str, int]:
         """Delete every row of the user (history included) in one transaction; rows per relation."""
+        ...
+
+    def export_keys(self, user_id: uuid.UUID) -> list[str]:
+        """The objects the user's export jobs wrote (S3 keys or local file names)."""
+        ...
+
+    def erase_with_receipt(self, user_id: uuid.UUID, requested_by: str, *, export_objects: int = 0) -> ErasureReceipt:
+        """`erase`, answering the receipt it stored (an end user's names itself: `self`)."""
         ...
 
 
@@ -189,6 +199,9 @@ class MemoryService:
         schema: str = "user_state",
         max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
         require_if_match: bool = False,
+        operator: str | None = None,
+        exports: ExportObjects | None = None,
+        expiry: ExpiryPolicy | None = None,
     ) -> None:
         get_schema(schema)  # an unknown schema fails here, not on the first write
         self.user_id = parse_user_id(user_id)
@@ -204,6 +217,9 @@ class MemoryService:
         self.schema = schema
         self.max_document_bytes = max_document_bytes
         self.require_if_match = require_if_match
+        self.operator = operator  # who acts with the service's rights (None: the end user itself)
+        self._exports = exports
+        self._expiry = expiry
         self.versions_written = 0  # new versions this unit of work wrote (their texts need embedding)
 
     # -- reads -----------------------------------------------------------------------------------
@@ -269,6 +285,13 @@ class MemoryService:
             raise WrongSchema("this deployment keeps no overview (the in-memory kit)")
         return self._overview
 
+    def prompt_view(self, document: Document) -> Document:
+        """What a prompt may show of `document`: without what the deployment's expiry expired
+        (the retention job records its removal later, as a version)."""
+        if self._expiry is not None and self._expiry.active:
+            return without_expired(document, self._expiry, datetime.now(UTC))
+        return document
+
     def render(self, budget_tokens: int) -> str:
         """The head as a system-prompt block, with what was learned since the last summary (`prompt`)."""
         return self.prompt(budget_tokens)[1].text
@@ -287,7 +310,11 @@ class MemoryService:
                     break
                 head = self.store.head(self.user_id)
         rendered = render_prompt(
-            head.document, budget_tokens, schema=self.schema, include_sensitive=include_sensitive, recent=noted
+            self.prompt_view(head.document),
+            budget_tokens,
+            schema=self.schema,
+            include_sensitive=include_sensitive,
+            recent=noted,
         )
         return head, rendered
 
@@ -581,9 +608,16 @@ class MemoryService:
             "digests": self._companion.digests(self.user_id) if self._companion is not None else [],
         }
 
-    def erase(self) -> dict[str, int]:
-        """Every row of the user removed, history included, in one transaction; rows per relation."""
-        return self._account.erase(self.user_id)
+    def erase(self) -> ErasureReceipt:
+        """Every row of the user removed, history included, in one transaction, and the export
+        objects its jobs wrote; answers the receipt stored with the deletes.
+
+        The objects go first: when the transaction then fails, the user is left with fewer
+        copies, never with a copy the receipt says is gone."""
+        keys = self._account.export_keys(self.user_id)
+        deleted = self._exports.delete(keys) if self._exports is not None and keys else 0
+        requested_by = operator_requester(self.operator) if self.operator else REQUESTED_BY_SELF
+        return self._account.erase_with_receipt(self.user_id, requested_by, export_objects=deleted)
 
     # -- key-value memory ----------------------------------------------------------------------------
 

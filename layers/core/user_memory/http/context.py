@@ -43,6 +43,31 @@ class Tasks(Protocol):
     def refresh(self, user_id: uuid.UUID, by: Requester) -> RefreshQueued: ...
 
 
+@runtime_checkable
+class Receipts(Protocol):
+    """Operators' reads of erasure receipts, with the service's rights (ApiServices)."""
+
+    def erasure_receipts(
+        self, *, limit: int, before: tuple[Any, str] | None = None, user_id: Any = None
+    ) -> list[Any]: ...
+
+
+@runtime_checkable
+class ExportJobs(Protocol):
+    """Asynchronous exports, with the service's rights (ApiServices; the routes check the caller)."""
+
+    def start_export(self, user_id: Any, requested_by: str) -> Any: ...
+
+    def export_job(self, export_id: str, user_id: Any = None) -> tuple[Any, str | None]: ...
+
+
+def export_jobs(request: Request) -> ExportJobs:
+    services = dependencies(request).sessions
+    if not isinstance(services, ExportJobs):
+        raise not_enabled("export asynchronously")
+    return services
+
+
 @dataclass(frozen=True)
 class Dependencies:
     """What the routes use, put into the resolver's context for each request under `KEY`."""

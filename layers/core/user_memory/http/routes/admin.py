@@ -4,17 +4,32 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Request, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
+from user_memory.domain.account import operator_requester
 from user_memory.domain.model import parse_user_id
 from user_memory.http import models, responses
-from user_memory.http.context import operator, operator_caller, refresh_tasks
+from user_memory.http.context import (
+    Receipts,
+    dependencies,
+    export_jobs,
+    not_enabled,
+    operator,
+    operator_caller,
+    refresh_tasks,
+)
 from user_memory.http.openapi import responses as answers
 from user_memory.http.params import AsOf, Before, From, Limit, Since, To, Version
+from user_memory.observability import logger
 
 router = Router()
 
 UserId = Annotated[str, Path(description="The user's id (a UUID).")]
+ExportId = Annotated[str, Path(max_length=100, description="An export's id (from POST .../export).")]
+ReceiptCursor = Annotated[
+    str | None, Query(max_length=200, description="The `next` of the page before (receipts older than it).")
+]
+ReceiptUser = Annotated[str | None, Query(max_length=100, description="Only this user's receipts (a UUID).")]
 
 
 @router.get("/admin/users/<user_id>/memory", responses=answers(models.Memory, etag=True), tags=["admin"])
@@ -54,12 +69,29 @@ def admin_export(request: Request, user_id: UserId) -> models.Export:
         return responses.export(service)
 
 
+@router.post("/admin/users/<user_id>/export", responses=answers(models.ExportJob), tags=["admin"])
+def admin_start_export(request: Request, user_id: UserId) -> models.ExportJob:
+    """Operators: start an export of a user as JSON Lines (any size); poll GET /admin/exports/{export_id}."""
+    acting = operator_caller(request, "start export", user_id)
+    jobs = export_jobs(request)
+    job = jobs.start_export(parse_user_id(user_id), operator_requester(acting.subject))
+    return responses.export_job(*jobs.export_job(job.id))
+
+
+@router.get("/admin/exports/<export_id>", responses=answers(models.ExportJob), tags=["admin"])
+def admin_get_export(request: Request, export_id: ExportId) -> models.ExportJob:
+    """Operators: any export job, and once done a pre-signed URL to its lines."""
+    operator_caller(request, "read export")
+    return responses.export_job(*export_jobs(request).export_job(export_id))
+
+
 @router.delete("/admin/users/<user_id>", responses=answers(models.Erased), tags=["admin"])
 def admin_erase(request: Request, user_id: UserId) -> models.Erased:
     """Operators: erase every row of a user, history included (a data-protection request)."""
     with operator(request, user_id, "erase") as service:
-        removed = service.erase()
-    return models.Erased(user_id=str(service.user_id), removed=removed)
+        receipt = service.erase()
+    logger.info("user erased", user_id=str(service.user_id), rows=sum(receipt.deleted.values()), receipt=receipt.id)
+    return responses.erased(service.user_id, receipt)
 
 
 @router.post(
@@ -70,3 +102,15 @@ def admin_refresh(request: Request, user_id: UserId) -> Response[models.RefreshQ
     as the user's own refresh (within the interval: 202 with the refresh already queued)."""
     operator_caller(request, "refresh memory", user_id)
     return responses.refresh_queued(refresh_tasks(request).refresh(parse_user_id(user_id), "operator"))
+
+
+@router.get("/admin/erasures", responses=answers(models.ErasureReceipts), tags=["admin"])
+def admin_erasures(
+    request: Request, limit: Limit = 50, after: ReceiptCursor = None, user_id: ReceiptUser = None
+) -> models.ErasureReceipts:
+    """Operators: erasure receipts, newest first; with `user_id`, that user's (found by the receipts' hash)."""
+    operator_caller(request, "list erasures", user_id)
+    services = dependencies(request).sessions
+    if not isinstance(services, Receipts):
+        raise not_enabled("list erasure receipts")
+    return responses.receipts(services, limit, after, user_id)
