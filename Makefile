@@ -39,6 +39,7 @@ bench: $(STAMP)  ## every benchmark (about 30 minutes); figures go into docs/ben
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python bench/bench_store.py
 	$(BIN)/python bench/bench_store.py --compare-eventsourcing --wal-by-relation
+	$(BIN)/python bench/bench_append_cpu.py
 	$(BIN)/python bench/bench_history.py
 	$(BIN)/python bench/bench_worker.py --users 10000 --profile
 	$(BIN)/python bench/bench_pipeline.py

@@ -15,16 +15,18 @@ each keyed by its primary key only) and with the `eventsourcing` library (9.x,
 `pip install -e .[bench]`), each version an event holding the same JSON patch, snapshots every 50
 versions like our checkpoints. It prints the bytes of each, the time of a version's database
 write (MemoryStore's `user_memory_append` call against the floor's statement, interleaved version
-by version) and the WAL a version writes (insert-LSN differences around each write; defaults:
-100 users x 60 versions of a ~13 KiB document, ~5% changed per version). `--wal-by-relation`
-also reads MemoryStore's WAL with pg_waldump (local embedded server only) and prints where it
-goes, relation by relation; `--database-applies` sends MemoryStore's patches without their
+by version; each version's statements on one checked-out connection, as the worker holds one for a
+user's run, and that checkout timed apart) and the WAL a version writes (insert-LSN differences
+around each write; defaults: 100 users x 60 versions of a ~13 KiB document, ~5% changed per
+version). `--wal-by-relation` also reads MemoryStore's WAL with pg_waldump (local embedded server
+only) and prints where it goes, relation by relation; `--database-applies` sends MemoryStore's patches without their
 documents, so that user_memory_append applies each to the head as it does an end user's.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import json
@@ -45,7 +47,7 @@ from psycopg.types.json import Jsonb
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fresh_database, pct, summary_ms, table
 from psycopg import sql
-from user_memory.adapters.postgres import PostgresRecorder, open_pool
+from user_memory.adapters.postgres import HeldConnections, PostgresRecorder, open_pool
 from user_memory.domain.memory.patching import make_patch
 from user_memory.domain.memory.repository import MemoryStore
 from user_memory.domain.ports import InsertOutcome, NewVersion
@@ -372,7 +374,7 @@ def wal_position(conn: psycopg.Connection) -> int:
 class MeasuredRecorder(PostgresRecorder):
     """PostgresRecorder that times each version's database write (`insert`: the one
     user_memory_append statement) and the WAL it writes, read from another connection; and,
-    apart, the search index's catch-up that follows it (migration 024; none before it)."""
+    apart, the search index's catch-up that follows it (migration 022; none before it)."""
 
     def __init__(self, pool: Any, lsn: psycopg.Connection, *, send_document: bool = True) -> None:
         super().__init__(pool)
@@ -387,7 +389,7 @@ class MeasuredRecorder(PostgresRecorder):
 
     def catch_up_index(self, user_id: uuid.UUID) -> str:
         catch_up = getattr(super(), "catch_up_index", None)
-        if catch_up is None:  # a release before 024: the index is written in the append
+        if catch_up is None:  # a release before 022: the index is written in the append
             return "current"
         before = wal_position(self.lsn)
         t0 = time.perf_counter()
@@ -504,15 +506,25 @@ def compare_eventsourcing(
     lsn = psycopg.connect(ours_dsn, autocommit=True)
     floor = psycopg.connect(ours_dsn, autocommit=True)
     floor.execute(_FLOOR_TABLES)
-    recorder = MeasuredRecorder(pool, lsn, send_document=not database_applies)
+    # Each version's statements (head, append, catch-up) on one checked-out connection, as the worker
+    # holds one for a user's run and the API one for a request: the append's time is its statement's,
+    # like the floor's on its own connection; the checkout (the pool's liveness check, a round trip)
+    # is timed apart.
+    held = HeldConnections(pool)
+    recorder = MeasuredRecorder(held, lsn, send_document=not database_applies)
     store = MemoryStore(recorder)  # checkpoints every 50 versions, version 1 a patch only
     floor_s: list[float] = []
     floor_wal: list[int] = []
+    checkout_s: list[float] = []
     lsn.execute("CHECKPOINT")  # both start with the same full-page images to write
     started = time.perf_counter()
     for user, docs, patches in data:
         for v, (doc, patch) in enumerate(zip(docs, patches, strict=True), start=1):
-            store.append(user, doc, expected_version=v - 1, source="bench")
+            with contextlib.ExitStack() as holding:
+                t0 = time.perf_counter()
+                holding.enter_context(held.hold())
+                checkout_s.append(time.perf_counter() - t0)
+                store.append(user, doc, expected_version=v - 1, source="bench")
             # The floor is handed the patch, and the document already encoded, as the store's insert is.
             params = {"u": user, "v": v, "p": Jsonb(patch), "d": json.dumps(doc, separators=(",", ":"))}
             before = wal_position(lsn)
@@ -540,6 +552,7 @@ def compare_eventsourcing(
     ours_version_s, floor_version_s = statistics.fmean(recorder.seconds), statistics.fmean(floor_s)
     ours_wal, floor_wal_mean = sum(recorder.wal) / n, sum(floor_wal) / n
     index_s = sum(recorder.index_seconds) / n  # per version, as the append's
+    checkout_version_s = statistics.fmean(checkout_s)
     index_wal = sum(recorder.index_wal) / n
     lsn.close()
 
@@ -588,6 +601,12 @@ def compare_eventsourcing(
                 "a version's database write, mean",
                 f"MemoryStore {ours_version_s * 1000:.3f} ms (user_memory_append), "
                 f"floor {floor_version_s * 1000:.3f} ms = {ours_version_s / floor_version_s:.2f}x the floor",
+            ),
+            (
+                "the version's checkout before it (apart)",
+                f"{checkout_version_s * 1000:.3f} ms (the pool's liveness check; once for head, append and "
+                f"catch-up); the append with it {(ours_version_s + checkout_version_s) / floor_version_s:.2f}x "
+                "the floor (the measure before it was timed apart)",
             ),
             (
                 "WAL a version, mean",

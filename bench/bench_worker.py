@@ -22,10 +22,12 @@ query: a user whose run is recorded is skipped); when the head is not a summary'
 versions' sources and changed pointers (the adapter's query; the seeded memories are a summary's,
 as last night's run leaves them, so neither side takes it; `--head-by person` seeds them as a
 person's, and both take it); the unsummarized activity (the
-adapter's query); the same rule-based summarizer call; one unverified `jsonpatch.make_patch`; the
-search index's item changes (`domain.companion.items.item_changes`); and `user_memory_append`
-with the adapter's statement (insert with the run key and a provenance record of the worker's
-shape + head update + activity marks + item rows in one statement, one round trip). No
+adapter's query); the same rule-based summarizer call; one unverified `jsonpatch.make_patch`;
+`user_memory_append` with the adapter's statement (insert with the run key and a provenance record
+of the worker's shape + head update + activity marks in one statement, one round trip, no item
+rows: since migration 022 the store sends none); and the search index's catch-up with the
+adapter's statement (`user_memory_index_catch_up`, the rows derived in SQL from the stored head,
+as the worker's store calls it right after the append). No
 validation, no verification, no fact floor, no batch machinery, no logging. Worker and floor
 alternate event by event (10 users each) over different users of the same shape, so both see the
 same database state.
@@ -78,9 +80,16 @@ from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fresh_database, sentence, traced, user_state_document
-from user_memory.adapters.postgres import _APPEND, _CHANGES, _HEAD, _UNSUMMARIZED, PostgresActivity, open_pool
+from user_memory.adapters.postgres import (
+    _APPEND,
+    _CATCH_UP,
+    _CHANGES,
+    _HEAD,
+    _UNSUMMARIZED,
+    PostgresActivity,
+    open_pool,
+)
 from user_memory.config import WorkerSettings
-from user_memory.domain.companion.items import item_changes
 from user_memory.domain.fanout import FanoutPlan, refresh_bodies
 from user_memory.domain.memory.document import encode
 from user_memory.domain.model import MAX_CHANGED_PATH_CHARS, MAX_CHANGED_PATHS, Activity, Window
@@ -270,8 +279,8 @@ class Floor:
                     activities,
                     run_key,
                     self.provenance(result, activities),
-                    self.items(old, new, patch),
                 )
+                self.index(user)
 
     def message(self, body: str) -> tuple[list[uuid.UUID], datetime, datetime, str]:
         message = json.loads(body)
@@ -304,10 +313,10 @@ class Floor:
     def diff(self, old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
         return jsonpatch.make_patch(old, new).patch
 
-    def items(self, old: dict[str, Any], new: dict[str, Any], patch: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The search index's changes for the version (the product keeps the index in the version's
-        transaction: that is part of the same work)."""
-        return item_changes(old, new, patch)
+    def index(self, user: uuid.UUID) -> None:
+        """The adapter's statement that brings the search index up to the head (migration 022): the
+        index is part of the same work, and since 022 the store writes it after the append, not in it."""
+        self.conn.execute(_CATCH_UP, (user,), prepare=True).fetchone()
 
     def encode(self, document: dict[str, Any]) -> str:
         return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
@@ -347,9 +356,9 @@ class Floor:
         activities: list[Activity],
         run_key: str,
         provenance: dict[str, Any],
-        items: list[dict[str, Any]],
     ) -> None:
-        """The adapter's statement: user_memory_append with the run key and the provenance."""
+        """The adapter's statement: user_memory_append with the run key and the provenance, no item
+        rows (the store's since migration 022)."""
         self.conn.execute(
             _APPEND,
             (
@@ -362,7 +371,7 @@ class Floor:
                 run_key,
                 [a.id for a in activities],
                 Jsonb(provenance),
-                Jsonb(items),
+                None,
             ),
             prepare=True,
         ).fetchone()
@@ -642,10 +651,10 @@ def timed_passes(
         ("summarize", SUMMARIZER, "RuleBasedSummarizer.summarize"),
         ("diff", DIFF, "jsonpatch.make_patch (unverified)"),
         ("encode", JSON_CAT, "json.dumps of the document"),
-        ("items", OTHER, "item_changes (the search index)"),
         ("source", OTHER, "the source description and the provenance record"),
         ("provenance", OTHER, "the source description and the provenance record"),
         ("append", DB, "user_memory_append (the adapter's statement, with the run key and provenance)"),
+        ("index", DB, "user_memory_index_catch_up (the adapter's statement, after the append)"),
     ]
     with ExitStack() as stack:
         for obj, name, cat, item in worker_patches:
@@ -1022,8 +1031,8 @@ def main() -> None:
     print("Powertools: POWERTOOLS_METRICS_DISABLED=true, POWERTOOLS_TRACE_DISABLED=true, POWERTOOLS_LOG_LEVEL=INFO")
     print(
         "floor: the adapter's head + run key query, its activity query, the same summarizer call, "
-        "jsonpatch.make_patch, the search index's item changes, user_memory_append with them, the run key "
-        "and a provenance record (the adapter's statement), plain connection"
+        "jsonpatch.make_patch, user_memory_append with the run key and a provenance record and no item rows "
+        "(the adapter's statement), then the index's catch-up (the adapter's statement), plain connection"
     )
     print(
         "CPU: this process's thread and the side's PostgreSQL backend (/proc/<pid>/schedstat), which other "

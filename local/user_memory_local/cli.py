@@ -223,6 +223,70 @@ def _known_head(store: MemoryStore, user: uuid.UUID) -> MemoryVersion:
     return head
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """A user's JSON Lines (the async export's format) to a file or stdout, streamed."""
+    from datetime import UTC
+
+    from user_memory.adapters.exports import PostgresExports
+    from user_memory.adapters.postgres import open_pool
+    from user_memory.domain.export import ExportCounts, export_lines
+
+    pool = open_pool(database_url(args))
+    counts = ExportCounts()
+    try:
+        exports = PostgresExports(pool)
+        now = datetime.now(UTC)
+        lines = export_lines(
+            args.user, now, exports.versions(args.user), exports.kv(args.user, now), exports.activity(args.user), counts
+        )
+        if args.out in (None, "-"):
+            out = sys.stdout.buffer
+            for line in lines:
+                out.write(line)
+            out.flush()
+        else:
+            with open(args.out, "wb") as f:
+                for line in lines:
+                    f.write(line)
+    finally:
+        pool.close()
+    print(f"exported {counts.versions} versions, {counts.kv} entries, {counts.activity} activities", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """An export written back under USER (an empty memory), in one transaction."""
+    from user_memory.adapters.exports import PostgresExports
+    from user_memory.adapters.postgres import open_pool, transaction
+    from user_memory.jobs.export import run_import
+
+    pool = open_pool(database_url(args))
+    try:
+        with open(args.file, "rb") as f, transaction(pool) as tx:
+            done = run_import(PostgresExports(tx), args.user, f)
+    finally:
+        pool.close()
+    _print_json({"user_id": str(args.user), "versions": done.versions, "kv": done.kv})
+    return 0
+
+
+def cmd_erasures(args: argparse.Namespace) -> int:
+    from user_memory.adapters.account import PostgresAccount
+    from user_memory.adapters.postgres import open_pool
+
+    pool = open_pool(database_url(args))
+    try:
+        found = PostgresAccount(pool).receipts(limit=args.limit, user_id=args.user)
+    finally:
+        pool.close()
+    _print_json([_receipt_json(r) for r in found])
+    return 0
+
+
+def _receipt_json(receipt: Any) -> dict[str, Any]:
+    return {**receipt.as_dict(), "erased_at": receipt.erased_at.isoformat()}
+
+
 def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
@@ -299,9 +363,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_erase(args: argparse.Namespace) -> int:
-    with _store(args) as store:
-        removed = store.erase(args.user)
-    _print_json({"user_id": str(args.user), "removed": removed})
+    from user_memory.adapters.account import PostgresAccount
+    from user_memory.adapters.postgres import open_pool
+
+    pool = open_pool(database_url(args))
+    try:
+        # The CLI runs as the owner; the receipt names it as the requester (migration 027).
+        receipt = PostgresAccount(pool).erase_with_receipt(args.user, "cli")
+    finally:
+        pool.close()
+    removed = receipt.deleted
+    _print_json({"user_id": str(args.user), "removed": removed, "receipt": _receipt_json(receipt)})
     if not any(removed.values()):
         print(f"note: user {args.user} had no memory and no activity; nothing was removed", file=sys.stderr)
     return 0
@@ -792,9 +864,26 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("b", type=_version, metavar="B")
     diff.set_defaults(func=cmd_diff)
 
-    erase = sub.add_parser("erase", parents=[common], help="delete a user's memory and activity; prints the counts")
+    erase = sub.add_parser(
+        "erase", parents=[common], help="delete a user's memory and activity; prints the counts and the receipt"
+    )
     erase.add_argument("user", type=_user, metavar="USER")
     erase.set_defaults(func=cmd_erase)
+
+    export = sub.add_parser("export", parents=[common], help="a user's export as JSON Lines (any size)")
+    export.add_argument("user", type=_user, metavar="USER")
+    export.add_argument("--out", metavar="FILE", help="write to FILE (default: standard output)")
+    export.set_defaults(func=cmd_export)
+
+    imp = sub.add_parser("import", parents=[common], help="write an export back under USER (an empty memory)")
+    imp.add_argument("file", metavar="FILE")
+    imp.add_argument("user", type=_user, metavar="USER")
+    imp.set_defaults(func=cmd_import)
+
+    erasures = sub.add_parser("erasures", parents=[common], help="erasure receipts, newest first (JSON)")
+    erasures.add_argument("--user", type=_user, metavar="USER", help="only this user's receipts")
+    erasures.add_argument("--limit", type=_limit, default=20, metavar="N", help="at most N receipts (default 20)")
+    erasures.set_defaults(func=cmd_erasures)
 
     token = sub.add_parser("token", help="a development token for USER (for `serve` and `mcp`)")
     token.add_argument("user", type=_user, metavar="USER_ID")

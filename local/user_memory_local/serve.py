@@ -508,6 +508,8 @@ def run(
     given: dict[str, Any] = {} if os.environ.get("DATABASE_POOL_SIZE") else {"database_pool_size": DEFAULT_POOL_SIZE}
     if oidc_issuer:
         given.update(console_oidc_issuer=oidc_issuer, console_client_id=console_client_id or "")
+    if not (os.environ.get("EXPORT_BUCKET") or os.environ.get("EXPORT_DIR")):
+        given["export_dir"] = str(user_memory_home() / "exports")  # the local kit's exports: files
     settings = ApiSettings.from_env(**given)
     secret = token_secret(user_memory_home())
     oidc = None

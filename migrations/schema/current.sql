@@ -667,70 +667,19 @@ $$;
 CREATE FUNCTION public.user_memory_erase(p_user_id uuid) RETURNS TABLE(relation text, deleted bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-    AS $_$
+    AS $$
 DECLARE
-  heads bigint;
-  snapshots bigint;
-  activity bigint;
-  kv_entries bigint;
-  conversation_rows bigint;
-  message_rows bigint;
-  memory_rows bigint;
-  item_rows bigint;
-  embedding_rows bigint := 0;
-  rating_rows bigint;
-  digest_rows bigint;
+  receipt public.user_memory_erasure_receipts;
 BEGIN
-  IF p_user_id IS NULL THEN
-    RAISE EXCEPTION 'user_memory_erase: user id is required' USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  PERFORM 1 FROM public.user_memory_heads h WHERE h.user_id = p_user_id FOR UPDATE;
-  -- Activity first: a summary in flight holds its activity rows locked, so this waits for it
-  -- to commit, and the statements below (each with a new snapshot) then see its version too,
-  -- even a first version that had no head row to lock yet.
-  DELETE FROM public.user_activity a WHERE a.user_id = p_user_id;
-  GET DIAGNOSTICS activity = ROW_COUNT;
-  PERFORM set_config('user_memory.erase_user_id', p_user_id::text, true);
-  DELETE FROM public.user_memory_snapshots s WHERE s.user_id = p_user_id;
-  GET DIAGNOSTICS snapshots = ROW_COUNT;
-  PERFORM set_config('user_memory.erase_user_id', '', true);
-  DELETE FROM public.user_memory_heads h WHERE h.user_id = p_user_id;
-  GET DIAGNOSTICS heads = ROW_COUNT;
-  -- Key-value entries, expired or not.
-  DELETE FROM public.user_memory_kv kv WHERE kv.user_id = p_user_id;
-  GET DIAGNOSTICS kv_entries = ROW_COUNT;
-  -- Conversations: memories, messages, then the conversations themselves, each by user_id.
-  PERFORM 1 FROM public.conversations c WHERE c.user_id = p_user_id FOR UPDATE;
-  DELETE FROM public.conversation_memories cm WHERE cm.user_id = p_user_id;
-  GET DIAGNOSTICS memory_rows = ROW_COUNT;
-  DELETE FROM public.conversation_messages m WHERE m.user_id = p_user_id;
-  GET DIAGNOSTICS message_rows = ROW_COUNT;
-  DELETE FROM public.conversations c WHERE c.user_id = p_user_id;
-  GET DIAGNOSTICS conversation_rows = ROW_COUNT;
-  -- The companion layer and the search index.
-  DELETE FROM public.memory_items i WHERE i.user_id = p_user_id;
-  GET DIAGNOSTICS item_rows = ROW_COUNT;
-  IF to_regclass('public.memory_embeddings') IS NOT NULL THEN
-    EXECUTE 'DELETE FROM public.memory_embeddings e WHERE e.user_id = $1' USING p_user_id;
-    GET DIAGNOSTICS embedding_rows = ROW_COUNT;
-  END IF;
-  DELETE FROM public.feedback_ratings f WHERE f.user_id = p_user_id;
-  GET DIAGNOSTICS rating_rows = ROW_COUNT;
-  DELETE FROM public.daily_digests d WHERE d.user_id = p_user_id;
-  GET DIAGNOSTICS digest_rows = ROW_COUNT;
-  RETURN QUERY VALUES ('user_memory_heads'::text, heads),
-                      ('user_memory_snapshots'::text, snapshots),
-                      ('user_activity'::text, activity),
-                      ('user_memory_kv'::text, kv_entries),
-                      ('conversation_memories'::text, memory_rows),
-                      ('conversation_messages'::text, message_rows),
-                      ('conversations'::text, conversation_rows),
-                      ('memory_items'::text, item_rows),
-                      ('memory_embeddings'::text, embedding_rows),
-                      ('feedback_ratings'::text, rating_rows),
-                      ('daily_digests'::text, digest_rows);
+  receipt := public.user_memory_erase_receipted(p_user_id, 'service', 0);
+  RETURN QUERY
+    SELECT r.name, (receipt.deleted ->> r.name)::bigint
+      FROM unnest(ARRAY['user_memory_heads', 'user_memory_snapshots', 'user_activity', 'user_memory_kv',
+                        'conversation_memories', 'conversation_messages', 'conversations', 'memory_items',
+                        'memory_embeddings', 'feedback_ratings', 'daily_digests']) WITH ORDINALITY AS r(name, n)
+     ORDER BY r.n;
 END
-$_$;
+$$;
 
 
 --
@@ -738,6 +687,53 @@ $_$;
 --
 
 CREATE FUNCTION public.user_memory_erase_me() RETURNS TABLE(relation text, deleted bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+DECLARE
+  receipt public.user_memory_erasure_receipts;
+BEGIN
+  SELECT * INTO receipt FROM public.user_memory_erase_me_with_receipt(0);
+  RETURN QUERY
+    SELECT r.name, (receipt.deleted ->> r.name)::bigint
+      FROM unnest(ARRAY['user_memory_heads', 'user_memory_snapshots', 'user_activity', 'user_memory_kv',
+                        'conversation_memories', 'conversation_messages', 'conversations', 'memory_items',
+                        'memory_embeddings', 'feedback_ratings', 'daily_digests']) WITH ORDINALITY AS r(name, n)
+     ORDER BY r.n;
+END
+$$;
+
+
+SET default_table_access_method = heap;
+
+--
+-- Name: user_memory_erasure_receipts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.user_memory_erasure_receipts (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_hash text NOT NULL,
+    erased_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    requested_by text NOT NULL,
+    deleted jsonb NOT NULL,
+    CONSTRAINT user_memory_erasure_receipts_deleted_check CHECK ((jsonb_typeof(deleted) = 'object'::text)),
+    CONSTRAINT user_memory_erasure_receipts_requested_by_check CHECK (((length(requested_by) >= 1) AND (length(requested_by) <= 300))),
+    CONSTRAINT user_memory_erasure_receipts_user_hash_check CHECK ((user_hash ~ '^[0-9a-f]{64}$'::text))
+);
+
+
+--
+-- Name: TABLE user_memory_erasure_receipts; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON TABLE public.user_memory_erasure_receipts IS 'One row per erasure: rows deleted per relation, when, at whose request, a salted hash of the user id.';
+
+
+--
+-- Name: user_memory_erase_me_with_receipt(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.user_memory_erase_me_with_receipt(p_export_objects integer) RETURNS SETOF public.user_memory_erasure_receipts
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
@@ -753,7 +749,111 @@ BEGIN
     RAISE EXCEPTION 'user_memory_erase_me: no end user in the request''s claims'
       USING ERRCODE = 'insufficient_privilege';
   END IF;
-  RETURN QUERY SELECT e.relation, e.deleted FROM public.user_memory_erase(me) e;
+  RETURN NEXT public.user_memory_erase_receipted(me, 'self', p_export_objects);
+END
+$$;
+
+
+--
+-- Name: user_memory_erase_receipted(uuid, text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.user_memory_erase_receipted(p_user_id uuid, p_requested_by text, p_export_objects integer) RETURNS public.user_memory_erasure_receipts
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+DECLARE
+  heads bigint;
+  snapshots bigint;
+  activity bigint;
+  kv_entries bigint;
+  conversation_rows bigint;
+  message_rows bigint;
+  memory_rows bigint;
+  item_rows bigint;
+  embedding_rows bigint := 0;
+  rating_rows bigint;
+  digest_rows bigint;
+  export_rows bigint;
+  receipt public.user_memory_erasure_receipts;
+BEGIN
+  IF p_user_id IS NULL THEN
+    RAISE EXCEPTION 'user_memory_erase: user id is required' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF p_export_objects IS NULL OR p_export_objects < 0 THEN
+    RAISE EXCEPTION 'user_memory_erase: export objects must be a count' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  PERFORM 1 FROM public.user_memory_heads h WHERE h.user_id = p_user_id FOR UPDATE;
+  DELETE FROM public.user_activity a WHERE a.user_id = p_user_id;
+  GET DIAGNOSTICS activity = ROW_COUNT;
+  PERFORM set_config('user_memory.erase_user_id', p_user_id::text, true);
+  DELETE FROM public.user_memory_snapshots s WHERE s.user_id = p_user_id;
+  GET DIAGNOSTICS snapshots = ROW_COUNT;
+  PERFORM set_config('user_memory.erase_user_id', '', true);
+  DELETE FROM public.user_memory_heads h WHERE h.user_id = p_user_id;
+  GET DIAGNOSTICS heads = ROW_COUNT;
+  DELETE FROM public.user_memory_kv kv WHERE kv.user_id = p_user_id;
+  GET DIAGNOSTICS kv_entries = ROW_COUNT;
+  PERFORM 1 FROM public.conversations c WHERE c.user_id = p_user_id FOR UPDATE;
+  DELETE FROM public.conversation_memories cm WHERE cm.user_id = p_user_id;
+  GET DIAGNOSTICS memory_rows = ROW_COUNT;
+  DELETE FROM public.conversation_messages m WHERE m.user_id = p_user_id;
+  GET DIAGNOSTICS message_rows = ROW_COUNT;
+  DELETE FROM public.conversations c WHERE c.user_id = p_user_id;
+  GET DIAGNOSTICS conversation_rows = ROW_COUNT;
+  DELETE FROM public.memory_items i WHERE i.user_id = p_user_id;
+  GET DIAGNOSTICS item_rows = ROW_COUNT;
+  IF to_regclass('public.memory_embeddings') IS NOT NULL THEN
+    EXECUTE 'DELETE FROM public.memory_embeddings e WHERE e.user_id = $1' USING p_user_id;
+    GET DIAGNOSTICS embedding_rows = ROW_COUNT;
+  END IF;
+  DELETE FROM public.feedback_ratings f WHERE f.user_id = p_user_id;
+  GET DIAGNOSTICS rating_rows = ROW_COUNT;
+  DELETE FROM public.daily_digests d WHERE d.user_id = p_user_id;
+  GET DIAGNOSTICS digest_rows = ROW_COUNT;
+  -- An export still running finds its row gone when it finishes and deletes what it wrote.
+  DELETE FROM public.user_memory_exports x WHERE x.user_id = p_user_id;
+  GET DIAGNOSTICS export_rows = ROW_COUNT;
+  INSERT INTO public.user_memory_erasure_receipts (user_hash, requested_by, deleted)
+  VALUES (
+    public.user_memory_user_hash(p_user_id),
+    p_requested_by,
+    jsonb_build_object(
+      'user_memory_heads', heads,
+      'user_memory_snapshots', snapshots,
+      'user_activity', activity,
+      'user_memory_kv', kv_entries,
+      'conversation_memories', memory_rows,
+      'conversation_messages', message_rows,
+      'conversations', conversation_rows,
+      'memory_items', item_rows,
+      'memory_embeddings', embedding_rows,
+      'feedback_ratings', rating_rows,
+      'daily_digests', digest_rows,
+      'user_memory_exports', export_rows,
+      'export_objects', p_export_objects
+    )
+  )
+  RETURNING * INTO receipt;
+  RETURN receipt;
+END
+$_$;
+
+
+--
+-- Name: user_memory_erase_with_receipt(uuid, text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.user_memory_erase_with_receipt(p_user_id uuid, p_requested_by text, p_export_objects integer) RETURNS SETOF public.user_memory_erasure_receipts
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+BEGIN
+  IF p_requested_by IS NULL OR length(p_requested_by) NOT BETWEEN 1 AND 300 OR p_requested_by = 'self' THEN
+    RAISE EXCEPTION 'user_memory_erase_with_receipt: the requester must be named (1-300 characters, not self)'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  RETURN NEXT public.user_memory_erase_receipted(p_user_id, p_requested_by, p_export_objects);
 END
 $$;
 
@@ -771,6 +871,60 @@ BEGIN
    USING gone g
    WHERE e.user_id = g.user_id AND e.version = g.version;
   RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: user_memory_import_versions(uuid, jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.user_memory_import_versions(p_user_id uuid, p_rows jsonb, p_head jsonb) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+DECLARE
+  current_version integer;
+  first_version integer;
+  last_version integer;
+  n integer;
+  last_source text;
+  last_at timestamptz;
+BEGIN
+  IF p_user_id IS NULL OR p_rows IS NULL OR jsonb_typeof(p_rows) <> 'array' OR jsonb_array_length(p_rows) = 0
+     OR p_head IS NULL OR jsonb_typeof(p_head) <> 'object' THEN
+    RAISE EXCEPTION 'user_memory_import_versions: a user, a non-empty array of rows and the head document are required'
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  SELECT h.version INTO current_version FROM public.user_memory_heads h WHERE h.user_id = p_user_id FOR UPDATE;
+  current_version := coalesce(current_version, 0);
+  SELECT min((r ->> 'version')::integer), max((r ->> 'version')::integer), count(*)
+    INTO first_version, last_version, n FROM jsonb_array_elements(p_rows) r;
+  IF first_version <> current_version + 1 OR last_version - first_version + 1 <> n THEN
+    RAISE EXCEPTION 'user_memory_import_versions: the page holds versions % to % (% rows), the head is at %',
+                    first_version, last_version, n, current_version
+      USING ERRCODE = 'serialization_failure';
+  END IF;
+  IF current_version = 0 THEN
+    INSERT INTO public.users (id) VALUES (p_user_id) ON CONFLICT (id) DO NOTHING;
+  END IF;
+  INSERT INTO public.user_memory_snapshots
+    (user_id, version, patch, is_full_snapshot, full_snapshot_content, source_description, idempotency_key,
+     created_at, provenance)
+  SELECT p_user_id, r.version, r.patch, r.checkpoint IS NOT NULL AND r.checkpoint <> 'null'::jsonb,
+         CASE WHEN r.checkpoint <> 'null'::jsonb THEN r.checkpoint END, r.source, r.idempotency_key,
+         r.created_at, CASE WHEN r.provenance <> 'null'::jsonb THEN r.provenance END
+    FROM jsonb_to_recordset(p_rows) AS r(version integer, patch jsonb, checkpoint jsonb, source text,
+                                          idempotency_key text, created_at timestamptz, provenance jsonb)
+   ORDER BY r.version;
+  SELECT r ->> 'source', (r ->> 'created_at')::timestamptz INTO last_source, last_at
+    FROM jsonb_array_elements(p_rows) r WHERE (r ->> 'version')::integer = last_version;
+  INSERT INTO public.user_memory_heads AS h (user_id, version, document, source_description, updated_at)
+  VALUES (p_user_id, last_version, p_head, last_source, last_at)
+  ON CONFLICT (user_id) DO UPDATE
+     SET version = EXCLUDED.version, document = EXCLUDED.document,
+         source_description = EXCLUDED.source_description, updated_at = EXCLUDED.updated_at;
+  RETURN last_version;
 END
 $$;
 
@@ -1842,7 +1996,18 @@ END
 $_$;
 
 
-SET default_table_access_method = heap;
+--
+-- Name: user_memory_user_hash(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.user_memory_user_hash(p_user_id uuid) RETURNS text
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  SELECT encode(sha256(convert_to(s.value || ':' || p_user_id::text, 'UTF8')), 'hex')
+    FROM public.user_memory_settings s WHERE s.name = 'erasure_receipt_salt'
+$$;
+
 
 --
 -- Name: conversation_memories; Type: TABLE; Schema: public; Owner: -
@@ -2263,6 +2428,37 @@ ALTER TABLE public.user_memory_events ALTER COLUMN id ADD GENERATED ALWAYS AS ID
 
 
 --
+-- Name: user_memory_exports; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.user_memory_exports (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid NOT NULL,
+    requested_by text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    object_key text,
+    lines bigint,
+    bytes bigint,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT user_memory_exports_bytes_check CHECK (((bytes IS NULL) OR (bytes >= 0))),
+    CONSTRAINT user_memory_exports_error_check CHECK (((error IS NULL) OR (length(error) <= 500))),
+    CONSTRAINT user_memory_exports_lines_check CHECK (((lines IS NULL) OR (lines >= 0))),
+    CONSTRAINT user_memory_exports_object_key_check CHECK (((object_key IS NULL) OR ((length(object_key) >= 1) AND (length(object_key) <= 1024)))),
+    CONSTRAINT user_memory_exports_requested_by_check CHECK (((length(requested_by) >= 1) AND (length(requested_by) <= 300))),
+    CONSTRAINT user_memory_exports_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'done'::text, 'failed'::text])))
+);
+
+
+--
+-- Name: TABLE user_memory_exports; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON TABLE public.user_memory_exports IS 'Asynchronous export jobs: state and the object their JSON Lines went to; deleted by an erase.';
+
+
+--
 -- Name: user_memory_heads; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2645,6 +2841,14 @@ ALTER TABLE ONLY public.user_activity
 
 
 --
+-- Name: user_memory_erasure_receipts user_memory_erasure_receipts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.user_memory_erasure_receipts
+    ADD CONSTRAINT user_memory_erasure_receipts_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: user_memory_event_deliveries user_memory_event_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2658,6 +2862,14 @@ ALTER TABLE ONLY public.user_memory_event_deliveries
 
 ALTER TABLE ONLY public.user_memory_events
     ADD CONSTRAINT user_memory_events_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: user_memory_exports user_memory_exports_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.user_memory_exports
+    ADD CONSTRAINT user_memory_exports_pkey PRIMARY KEY (id);
 
 
 --
@@ -2801,6 +3013,20 @@ CREATE INDEX idx_user_activity_user_occurred ON public.user_activity USING btree
 
 
 --
+-- Name: idx_user_memory_erasure_receipts_time; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_user_memory_erasure_receipts_time ON public.user_memory_erasure_receipts USING btree (erased_at DESC, id DESC);
+
+
+--
+-- Name: idx_user_memory_erasure_receipts_user; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_user_memory_erasure_receipts_user ON public.user_memory_erasure_receipts USING btree (user_hash);
+
+
+--
 -- Name: idx_user_memory_event_deliveries_event; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2812,6 +3038,13 @@ CREATE INDEX idx_user_memory_event_deliveries_event ON public.user_memory_event_
 --
 
 CREATE UNIQUE INDEX idx_user_memory_events_user_version ON public.user_memory_events USING btree (user_id, version);
+
+
+--
+-- Name: idx_user_memory_exports_user; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_user_memory_exports_user ON public.user_memory_exports USING btree (user_id, created_at DESC);
 
 
 --
@@ -3017,6 +3250,13 @@ CREATE POLICY "Service role has every row" ON public.user_activity TO service_ro
 
 
 --
+-- Name: user_memory_erasure_receipts Service role has every row; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Service role has every row" ON public.user_memory_erasure_receipts TO service_role USING (true) WITH CHECK (true);
+
+
+--
 -- Name: user_memory_event_deliveries Service role has every row; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -3028,6 +3268,13 @@ CREATE POLICY "Service role has every row" ON public.user_memory_event_deliverie
 --
 
 CREATE POLICY "Service role has every row" ON public.user_memory_events TO service_role USING (true) WITH CHECK (true);
+
+
+--
+-- Name: user_memory_exports Service role has every row; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Service role has every row" ON public.user_memory_exports TO service_role USING (true) WITH CHECK (true);
 
 
 --
@@ -3157,6 +3404,13 @@ CREATE POLICY "Users can view own embeddings" ON public.memory_embeddings FOR SE
 
 
 --
+-- Name: user_memory_exports Users can view own exports; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Users can view own exports" ON public.user_memory_exports FOR SELECT TO authenticated USING ((auth.uid() = user_id));
+
+
+--
 -- Name: user_memory_kv Users can view own kv entries; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -3272,6 +3526,12 @@ ALTER TABLE public.summary_batch_requests ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.user_activity ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: user_memory_erasure_receipts; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.user_memory_erasure_receipts ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: user_memory_event_deliveries; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -3282,6 +3542,12 @@ ALTER TABLE public.user_memory_event_deliveries ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.user_memory_events ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: user_memory_exports; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.user_memory_exports ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: user_memory_heads; Type: ROW SECURITY; Schema: public; Owner: -
@@ -3407,10 +3673,48 @@ GRANT ALL ON FUNCTION public.user_memory_erase_me() TO authenticated;
 
 
 --
+-- Name: TABLE user_memory_erasure_receipts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.user_memory_erasure_receipts TO service_role;
+
+
+--
+-- Name: FUNCTION user_memory_erase_me_with_receipt(p_export_objects integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.user_memory_erase_me_with_receipt(p_export_objects integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.user_memory_erase_me_with_receipt(p_export_objects integer) TO authenticated;
+
+
+--
+-- Name: FUNCTION user_memory_erase_receipted(p_user_id uuid, p_requested_by text, p_export_objects integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.user_memory_erase_receipted(p_user_id uuid, p_requested_by text, p_export_objects integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION user_memory_erase_with_receipt(p_user_id uuid, p_requested_by text, p_export_objects integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.user_memory_erase_with_receipt(p_user_id uuid, p_requested_by text, p_export_objects integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.user_memory_erase_with_receipt(p_user_id uuid, p_requested_by text, p_export_objects integer) TO service_role;
+
+
+--
 -- Name: FUNCTION user_memory_forget_events(); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.user_memory_forget_events() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION user_memory_import_versions(p_user_id uuid, p_rows jsonb, p_head jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.user_memory_import_versions(p_user_id uuid, p_rows jsonb, p_head jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.user_memory_import_versions(p_user_id uuid, p_rows jsonb, p_head jsonb) TO service_role;
 
 
 --
@@ -3606,6 +3910,14 @@ GRANT ALL ON FUNCTION public.user_memory_store_embeddings(p_user_id uuid, p_mode
 
 
 --
+-- Name: FUNCTION user_memory_user_hash(p_user_id uuid); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.user_memory_user_hash(p_user_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.user_memory_user_hash(p_user_id uuid) TO service_role;
+
+
+--
 -- Name: TABLE conversation_memories; Type: ACL; Schema: public; Owner: -
 --
 
@@ -3744,6 +4056,14 @@ GRANT SELECT,INSERT,DELETE ON TABLE public.user_memory_event_deliveries TO servi
 --
 
 GRANT SELECT,DELETE ON TABLE public.user_memory_events TO service_role;
+
+
+--
+-- Name: TABLE user_memory_exports; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.user_memory_exports TO authenticated;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.user_memory_exports TO service_role;
 
 
 --

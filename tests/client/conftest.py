@@ -19,11 +19,14 @@ SECRET = "client-test-secret-of-at-least-32-bytes"
 
 
 @pytest.fixture(scope="module")
-def server(request: pytest.FixtureRequest, pool: ConnectionPool) -> Iterator[ApiServer]:
+def server(
+    request: pytest.FixtureRequest, pool: ConnectionPool, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ApiServer]:
     """The API as `user-memory serve` runs it: default settings (the user_state schema), or the
-    schema a module names in DOCUMENT_SCHEMA."""
+    schema a module names in DOCUMENT_SCHEMA; exports go to a folder, as serve's do."""
     schema = getattr(request.module, "DOCUMENT_SCHEMA", None)
-    settings = ApiSettings.from_env({"DOCUMENT_SCHEMA": schema} if schema else {})
+    env = {"EXPORT_DIR": str(tmp_path_factory.mktemp("exports"))}
+    settings = ApiSettings.from_env({**env, "DOCUMENT_SCHEMA": schema} if schema else env)
     api = create_api(build_api(settings, pool=pool), settings)
     with ApiServer(api, secret=SECRET, port=0, log=io.StringIO()) as running:
         yield running

@@ -274,3 +274,50 @@ def test_the_async_client_does_the_same(base_url, user):
                 await client.kv.get("async", "nope")
 
     asyncio.run(session())
+
+
+def test_an_erasure_answers_its_receipt_and_operators_list_it_sync_and_async(base_url, user, token, new_user):
+    # Given a user with a version, erased through the client
+    client = Client(base_url, token)
+    client.memory.patch({"summary": "tea"})
+    erased = client.account.erase()
+    # Then the answer carries the receipt, requested by the user itself
+    assert erased.receipt is not None and erased.receipt.requested_by == "self"
+    assert erased.receipt.deleted["user_memory_snapshots"] == 1
+    # And an operator lists it by the user's id, with both clients
+    operator = token_for(new_user(), scopes=["user-memory/operator"])
+    listed = Client(base_url, operator).admin.erasures(user_id=user)
+    assert [r.id for r in listed.receipts] == [erased.receipt.id] and listed.next is None
+
+    async def session() -> models.ErasureReceipts:
+        async with AsyncClient(base_url, operator) as admin:
+            return await admin.admin.erasures(user_id=user, limit=1)
+
+    assert asyncio.run(session()).receipts == listed.receipts
+    # And a user's token lists nothing
+    with pytest.raises(errors.Forbidden):
+        client.admin.erasures()
+
+
+def test_an_export_job_is_started_and_polled_sync_and_async(base_url, user, token, new_user):
+    # Given a user with a version
+    client = Client(base_url, token)
+    client.memory.patch({"summary": "tea"})
+    # When it starts an export and polls it
+    job = client.account.start_export()
+    polled = client.account.export_job(job.id)
+    # Then (no queue under serve) it is done, its url a file of JSON Lines
+    assert polled.status == "done" and polled.url is not None and polled.url.startswith("file://")
+    assert polled.lines == 3  # header, the version, end
+    # And an operator does the same for that user, with the async client
+    operator = token_for(new_user(), scopes=["user-memory/operator"])
+
+    async def session() -> models.ExportJob:
+        async with AsyncClient(base_url, operator) as admin:
+            started = await admin.admin.start_export(user)
+            return await admin.admin.export_job(started.id)
+
+    assert asyncio.run(session()).user_id == user
+    # And another user's id is not found for the caller
+    with pytest.raises(errors.NotFound):
+        Client(base_url, token_for(new_user())).account.export_job(job.id)

@@ -535,3 +535,21 @@ def test_purge_at_a_given_time_uses_that_time_not_the_clock(make_kv):
     later = (clock.now + timedelta(seconds=61)).astimezone(ZoneInfo("Asia/Tokyo"))
     assert kv.purge(max_age_days=30, now=later) == 1
     assert all_keys(kv, u) == []
+
+
+def test_a_namespace_purge_removes_only_that_namespaces_idle_entries(make_kv):
+    # Given, in a time of their own, two users' entries in two namespaces, some idle for 2 days
+    clock = Clock(PURGE_START + timedelta(days=500))
+    kv = make_kv(clock)
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    kv.put(a, "scratch", "idle", 1)
+    kv.put(b, "scratch", "idle", 1)
+    kv.put(a, DEFAULT_NAMESPACE, "idle", 1)
+    clock.advance(days=2)
+    kv.put(a, "scratch", "fresh", 1)
+    # When the namespace's entries idle for a day or more are purged
+    purged = kv.purge_namespace("scratch", max_age_days=1)
+    # Then exactly those went, for both users; the other namespace is untouched
+    assert purged == 2
+    assert all_keys(kv, a, "scratch") == ["fresh"] and all_keys(kv, b, "scratch") == []
+    assert all_keys(kv, a) == ["idle"]

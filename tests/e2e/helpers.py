@@ -124,12 +124,16 @@ def removed(
     items: int = 0,
     ratings: int = 0,
     digests: int = 0,
+    exports: int = 0,
+    export_objects: int = 0,
 ) -> dict[str, int]:
-    """What an erasure reports as removed, per relation."""
+    """What an erasure reports as removed, per relation (and the export objects it deleted)."""
     tables = ("user_memory_heads", "user_memory_snapshots", "user_activity", "user_memory_kv")
     tables += ("conversation_memories", "conversation_messages", "conversations")
     tables += ("memory_items", "memory_embeddings", "feedback_ratings", "daily_digests")
+    tables += ("user_memory_exports", "export_objects")
     counts = (heads, snapshots, activity, kv, memories, messages, conversations, items, 0, ratings, digests)
+    counts += (exports, export_objects)
     return dict(zip(tables, counts, strict=True))
 
 

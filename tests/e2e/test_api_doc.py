@@ -58,7 +58,8 @@ def test_the_expected_statuses_are_read_from_every_curl():
 def test_every_curl_of_the_guide_answers_as_its_comment_says(pool: ConnectionPool, tmp_path):
     assert shutil.which("curl"), "curl is needed to run the guide as written"
     # Given the API on the companion schema, a new user and an operator, as the guide's setup makes them
-    settings = ApiSettings.from_env({"DOCUMENT_SCHEMA": "companion"})
+    # (exports go to a folder, as under `serve`)
+    settings = ApiSettings.from_env({"DOCUMENT_SCHEMA": "companion", "EXPORT_DIR": str(tmp_path / "exports")})
     api = create_api(build_api(settings, pool=pool), settings)
     me = str(uuid.uuid4())
     statuses = tmp_path / "statuses"

@@ -217,6 +217,12 @@ def test_erase_prints_what_was_removed_and_the_user_is_gone(capsys, database_url
     assert again.code == 0 and not any(json.loads(again.out)["removed"].values())
     assert "nothing was removed" in again.err and "error" not in again.err
     assert_one_error_line(run(capsys, "show", user, "--database-url", database_url), "has no memory yet")
+    # And each erase stored a receipt naming the CLI, listed newest first by the user's id
+    assert removed["receipt"]["requested_by"] == "cli" and removed["receipt"]["deleted"] == removed["removed"]
+    listed = run(capsys, "erasures", "--user", user, "--database-url", database_url)
+    receipts = json.loads(listed.out)
+    assert [r["id"] for r in receipts] == [json.loads(again.out)["receipt"]["id"], removed["receipt"]["id"]]
+    assert user not in listed.out and "forget me" not in listed.out
 
 
 # -- configuration is checked first ---------------------------------------------------------------
@@ -681,3 +687,26 @@ def test_runs_lists_a_run_and_run_revert_undoes_it_here(capsys, database_url, st
     # And the report reads the same afterwards
     again = run(capsys, "run-revert-status", report["revert_id"], "--database-url", database_url)
     assert json.loads(again.out)["reverted"] == 1
+
+
+def test_export_and_import_round_trip_and_an_import_never_lands_on_a_memory(capsys, database_url, store, tmp_path):
+    # Given a user with three versions
+    user, importer = str(uuid.uuid4()), str(uuid.uuid4())
+    for n in range(3):
+        store.append(user, {"summary": f"v{n + 1}"}, expected_version=n, source="test")
+    out = tmp_path / "export.jsonl"
+    # When it is exported to a file and imported under another id
+    exported = run(capsys, "export", user, "--out", str(out), "--database-url", database_url)
+    imported = run(capsys, "import", str(out), importer, "--database-url", database_url)
+    # Then the import reports the versions, and each reads as the original
+    assert exported.code == 0 and "exported 3 versions" in exported.err
+    assert imported.code == 0 and json.loads(imported.out)["versions"] == 3
+    for v in (1, 2, 3):
+        assert store.at(importer, v).document == store.at(user, v).document
+    # And importing again (a memory that is not empty) or a truncated file is one error line
+    assert_one_error_line(run(capsys, "import", str(out), importer, "--database-url", database_url), "empty memory")
+    truncated = tmp_path / "truncated.jsonl"
+    truncated.write_bytes(b"".join(out.read_bytes().splitlines(keepends=True)[:-1]))
+    other = str(uuid.uuid4())
+    assert_one_error_line(run(capsys, "import", str(truncated), other, "--database-url", database_url), "truncated")
+    assert store.head(other).version == 0  # one transaction: nothing written

@@ -119,6 +119,28 @@ def test_the_max_age_comes_from_the_environment(pool, conn):
     assert live_keys(conn, user) == {"six-days"}
 
 
+def test_a_namespace_keeps_its_entries_for_its_own_shorter_age(pool, conn):
+    # Given the job configured to keep the scratch namespace 1 day (the rest 30)
+    env = {"KV_NAMESPACE_MAX_AGE_DAYS": '{"scratch": 1}'}
+    services = build_retention(RetentionSettings.from_env(env), pool=pool)
+    now = datetime.now(UTC)
+    user = uuid.uuid4()
+    kv_at(pool, now - timedelta(days=2)).put(user, "scratch", "two-days", 1)
+    kv_at(pool, now - timedelta(hours=12)).put(user, "scratch", "half-a-day", 1)
+    kv_at(pool, now - timedelta(days=2)).put(user, "default", "two-days-elsewhere", 1)
+    # When the scheduled run purges
+    result = handler(EVENT, context(), services=services)
+    # Then only the namespace's entries idle for a day or more went, counted per namespace
+    assert result["by_namespace"]["scratch"] >= 1
+    assert live_keys(conn, user) == {"half-a-day", "two-days-elsewhere"}
+
+
+def test_a_namespace_age_that_is_not_a_namespace_or_a_day_count_is_refused():
+    for bad in ('{"Bad Name": 1}', '{"scratch": 0}', '["scratch"]'):
+        with pytest.raises(ConfigError):
+            RetentionSettings.from_env({"KV_NAMESPACE_MAX_AGE_DAYS": bad})
+
+
 def test_a_failing_purge_is_logged_counted_and_fails_the_invocation(database_url, logs, emitted):
     # Given the job's services on a pool that has been closed (the database is unreachable)
     dead = open_pool(database_url)

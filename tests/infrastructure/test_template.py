@@ -71,6 +71,7 @@ FUNCTION_ENV = {
         "EMBEDDING_MODEL",
         "EMBEDDING_BASE_URL",
         "EMBEDDING_API_KEY_SECRET_NAME",
+        "EXPORT_BUCKET",  # export_user messages write there
     },
     "ApiFunction": {
         "DATABASE_LOGIN_SECRET_NAME",  # its own login's, not the service's
@@ -89,13 +90,24 @@ FUNCTION_ENV = {
         "EMBEDDING_MODEL",
         "EMBEDDING_BASE_URL",
         "EMBEDDING_API_KEY_SECRET_NAME",
+        "EXPORT_BUCKET",  # pre-signed URLs to exports; an erase deletes a user's objects
+        "EXPIRE_EVENTS_AFTER_DAYS",  # the prompt leaves out what expired
+        "EXPIRE_TODOS_AFTER_DAYS",
         "CONSOLE_OIDC_ISSUER",  # the console's sign-in (/console)
         "CONSOLE_CLIENT_ID",
         "CONSOLE_SCOPES",
         "CONSOLE_CONNECT_ORIGINS",
         "WEBHOOK_SECRET_PREFIX",  # the webhooks' signing secrets, under the stack's prefix
     },
-    "RetentionFunction": {"KV_MAX_AGE_DAYS"},
+    "RetentionFunction": {
+        "KV_MAX_AGE_DAYS",
+        "KV_NAMESPACE_MAX_AGE_DAYS",
+        "EXPIRE_EVENTS_AFTER_DAYS",  # expiry, written as versions with the writers' settings
+        "EXPIRE_TODOS_AFTER_DAYS",
+        "DOCUMENT_SCHEMA",
+        "CHECKPOINT_INTERVAL",
+        "MAX_DOCUMENT_BYTES",
+    },
     "EventsFunction": {"EVENT_BUS_NAME"},
     "MigrateFunction": {
         "DATABASE_LOGIN_SECRET_NAME",  # the owner's, not the service's
@@ -692,11 +704,17 @@ def test_the_retention_function_purges_by_the_max_age_parameter(template):
     props = template["Resources"]["RetentionFunction"]["Properties"]
     params = template["Parameters"]
     # Then it is told the maximum age from the parameter, bounded like the setting
-    assert props["Environment"]["Variables"] == {"KV_MAX_AGE_DAYS": {"Ref": "KvMaxAgeDays"}}
-    field = RetentionSettings.model_fields["kv_max_age_days"]
-    bounds = {type(m).__name__: m for m in field.metadata}
-    assert params["KvMaxAgeDays"]["MinValue"] == bounds["Ge"].ge
-    assert params["KvMaxAgeDays"]["MaxValue"] == bounds["Le"].le
+    assert props["Environment"]["Variables"]["KV_MAX_AGE_DAYS"] == {"Ref": "KvMaxAgeDays"}
+    for parameter, name in [
+        ("KvMaxAgeDays", "kv_max_age_days"),
+        ("ExpireEventsAfterDays", "expire_events_after_days"),
+        ("ExpireTodosAfterDays", "expire_todos_after_days"),
+    ]:
+        field = RetentionSettings.model_fields[name]
+        bounds = {type(m).__name__: m for m in field.metadata}
+        assert params[parameter]["MinValue"] == bounds["Ge"].ge, parameter
+        assert params[parameter]["MaxValue"] == bounds["Le"].le, parameter
+        assert params[parameter]["Default"] == field.default, parameter
     # And the schedule fires after the fan-out's, daily by default
     assert params["RetentionScheduleExpression"]["Default"] == "cron(45 0 * * ? *)"
 

@@ -191,9 +191,10 @@ def test_a_user_session_erases_through_erase_me_and_takes_key_values_too(api, po
     # When a erases itself in its own session (as authenticated it can run user_memory_erase_me()
     # only: user_memory_erase and direct deletes are not granted to it)
     with api.session(a) as svc:
-        counts = svc.account.erase()
-    # Then every row of a is gone, and reported per relation
-    assert counts == {
+        receipt = svc.account.erase()
+    # Then every row of a is gone, and reported per relation in a receipt it asked for itself
+    assert receipt.requested_by == "self"
+    assert receipt.deleted == {
         "user_memory_heads": 1,
         "user_memory_snapshots": 2,
         "user_activity": 1,
@@ -205,6 +206,8 @@ def test_a_user_session_erases_through_erase_me_and_takes_key_values_too(api, po
         "memory_embeddings": 0,
         "feedback_ratings": 0,
         "daily_digests": 0,
+        "user_memory_exports": 0,
+        "export_objects": 0,
     }
     store = MemoryStore(PostgresRecorder(pool))
     assert store.head(a).version == 0 and store.history(a) == []
@@ -219,7 +222,7 @@ def test_an_erase_inside_a_session_that_fails_afterwards_erases_nothing(api, poo
     a = new_user()
     seed(pool, a)
     with pytest.raises(RuntimeError, match="after the erase"), api.session(a) as svc:
-        assert svc.account.erase()["user_memory_snapshots"] == 1
+        assert svc.account.erase().deleted["user_memory_snapshots"] == 1
         raise RuntimeError("the request failed after the erase")
     assert MemoryStore(PostgresRecorder(pool)).head(a).version == 1
     assert PostgresKv(pool).get(a, "default", "seed") is not None
@@ -242,9 +245,10 @@ def test_an_operator_session_reads_writes_and_erases_any_user(api, pool):
         assert [e.key for e in exported["kv"]] == ["seed"] and len(exported["activity"]) == 1
     # And then erases b in another request
     with api.session(b, operator="ops@example.com") as svc:
-        counts = svc.account.erase()
-    # Then b is gone and a is untouched
-    assert counts == {
+        receipt = svc.account.erase()
+    # Then b is gone, at the operator's request, and a is untouched
+    assert receipt.requested_by == "operator:ops@example.com"
+    assert receipt.deleted == {
         "user_memory_heads": 1,
         "user_memory_snapshots": 2,
         "user_activity": 1,
@@ -256,6 +260,8 @@ def test_an_operator_session_reads_writes_and_erases_any_user(api, pool):
         "memory_embeddings": 0,
         "feedback_ratings": 0,
         "daily_digests": 0,
+        "user_memory_exports": 0,
+        "export_objects": 0,
     }
     store = MemoryStore(PostgresRecorder(pool))
     assert store.head(b).version == 0

@@ -17,6 +17,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from psycopg import errors as pgerrors
 from psycopg import sql
 from psycopg.types.json import Jsonb
@@ -434,6 +436,96 @@ def test_append_refuses_malformed_arguments_from_every_caller(conn, two_users, r
     assert versions(conn, a) == [1]
 
 
+# Each argument of the service's call: a valid value and the faulty ones, with the message of the
+# check that refuses it; the checks run in this order (migrations/020).
+ARGUMENT_FAULTS: list[tuple[str, list[tuple[Any, str | None]]]] = [
+    ("user", [(None, "user id is required")]),
+    ("expected", [(None, "expected version must be 0 or more, got NULL"), (-1, "expected version must be 0 or more")]),
+    ("checkpoint", [(None, "checkpoint flag is required")]),
+    (
+        "document",
+        [
+            ([1], "the document must be a JSON object, got array"),
+            ("x", "the document must be a JSON object, got string"),
+        ],
+    ),
+    (
+        "patch",
+        [
+            (None, "the patch must be a JSON array, got NULL"),
+            ({"op": "add"}, "the patch must be a JSON array, got object"),
+        ],
+    ),
+    (
+        "items",
+        [({}, "items must be a JSON array or NULL, got object"), (3, "items must be a JSON array or NULL, got number")],
+    ),
+    (
+        "provenance",
+        [
+            ([], "provenance must be a JSON object or NULL, got array"),
+            (True, "provenance must be a JSON object or NULL, got boolean"),
+        ],
+    ),
+]
+APPEND_ALL = "SELECT status, version FROM user_memory_append(%s, %s, %s, %s, %s, %s, NULL, NULL, %s, %s)"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    role=st.sampled_from(["service_role", None]),
+    faults=st.lists(
+        st.sampled_from([(name, i) for name, cases in ARGUMENT_FAULTS for i in range(len(cases))]),
+        min_size=1,
+        max_size=4,
+        unique_by=lambda f: f[0],
+    ),
+)
+def test_any_mix_of_faulty_arguments_is_refused_by_the_first_check_in_order_and_writes_nothing(
+    conn, two_users, role, faults
+):
+    a, _ = two_users
+    # Given a service call (the owner's or service_role's) with one or more faulty arguments
+    args: dict[str, Any] = {
+        "user": a,
+        "expected": 1,
+        "checkpoint": False,
+        "document": {"n": 2},
+        "patch": [],
+        "items": None,
+        "provenance": None,
+    }
+    for name, i in faults:
+        args[name] = dict(ARGUMENT_FAULTS)[name][i][0]
+    first = min(faults, key=lambda f: [n for n, _ in ARGUMENT_FAULTS].index(f[0]))
+    message = dict(ARGUMENT_FAULTS)[first[0]][first[1]][1]
+
+    def jsonb(value: Any) -> Jsonb | None:
+        return None if value is None else Jsonb(value)
+
+    # When it calls user_memory_append
+    with pytest.raises(pgerrors.InvalidParameterValue) as err, conn.transaction():
+        if role is not None:
+            as_role(conn, role, a)
+        conn.execute(
+            APPEND_ALL,
+            (
+                args["user"],
+                args["expected"],
+                jsonb(args["patch"]),
+                args["checkpoint"],
+                jsonb(args["document"]),
+                "api",
+                jsonb(args["provenance"]),
+                jsonb(args["items"]),
+            ),
+        )
+    # Then the first check in order refuses it, with its own message, and nothing is written
+    assert err.value.sqlstate == "22023"
+    assert f"user_memory_append: {message}" in str(err.value)
+    assert versions(conn, a) == [1]
+
+
 @pytest.mark.parametrize("role", ["authenticated", "service_role", None])
 def test_append_refuses_a_document_over_the_default_limit(conn, two_users, role):
     a, _ = two_users
@@ -529,6 +621,7 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
         == {
             "public.user_memory_append",
             "public.user_memory_erase_me",
+            "public.user_memory_erase_me_with_receipt",
             "public.user_memory_index_catch_up",
             "public.user_memory_record_messages",
             "public.user_memory_record_rating",
@@ -541,12 +634,15 @@ def test_no_function_of_ours_is_executable_by_public_or_anon_and_each_role_gets_
             "public.user_memory_append",
             "public.user_memory_mark_summarized",
             "public.user_memory_erase",
+            "public.user_memory_erase_with_receipt",
+            "public.user_memory_import_versions",
             "public.user_memory_index_catch_up",
             "public.user_memory_kv_purge",
             "public.user_memory_record_messages",
             "public.user_memory_record_rating",
             "public.user_memory_reindex",
             "public.user_memory_store_embeddings",
+            "public.user_memory_user_hash",
         }
         | uid
     )

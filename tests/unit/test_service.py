@@ -657,8 +657,15 @@ def test_erase_removes_the_users_versions_activity_and_entries_and_only_theirs()
     other = uuid.uuid4()
     world.other.append(other, {"summary": "keep"}, expected_version=0, source="other")
     world.kv.put(other, "default", "k", 2)
-    counts = world.accounts.erase()
-    assert counts == {"user_memory_heads": 1, "user_memory_snapshots": 3, "user_activity": 1, "user_memory_kv": 1}
+    receipt = world.accounts.erase()
+    assert receipt.deleted == {
+        "user_memory_heads": 1,
+        "user_memory_snapshots": 3,
+        "user_activity": 1,
+        "user_memory_kv": 1,
+        "export_objects": 0,
+    }
+    assert str(world.user) not in receipt.user_hash and len(receipt.user_hash) == 64
     assert world.svc.read().version == 0 and world.kvs.get("default", "k") is None
     assert world.activity.rows_of(world.user) == []
     assert world.other.head(other).version == 1 and world.kv.get(other, "default", "k").value == 2
@@ -669,7 +676,8 @@ def test_an_end_users_account_erases_only_that_user():
     stranger = AccountService(user_id=uuid.uuid4(), store=world.store, activity=world.activity, account=world.account)
     with pytest.raises(AccessDenied):
         stranger.erase()
-    assert world.accounts.erase()["user_memory_snapshots"] == 1
+    receipt = world.accounts.erase()
+    assert receipt.deleted["user_memory_snapshots"] == 1 and receipt.requested_by == "self"
 
 
 def test_key_value_calls_are_the_users():

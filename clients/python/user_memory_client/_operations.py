@@ -61,6 +61,12 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "account.export": Operation("GET", "/me/export", models.Export),
     "account.erase": Operation("DELETE", "/me", models.Erased),
+    "account.start_export": Operation("POST", "/me/export", models.ExportJob),
+    "account.export_job": Operation("GET", "/me/exports/{export_id}", models.ExportJob),
+    # operators (the token holds the operator scope or group)
+    "admin.start_export": Operation("POST", "/admin/users/{user_id}/export", models.ExportJob),
+    "admin.export_job": Operation("GET", "/admin/exports/{export_id}", models.ExportJob),
+    "admin.erasures": Operation("GET", "/admin/erasures", models.ErasureReceipts, query=("limit", "after", "user_id")),
     # the companion layer
     "goals.active": Operation("GET", "/me/goals", models.ActiveGoals, query=("within_days",)),
     "todos.due": Operation("GET", "/me/todos/due", models.TodosDue, query=("on",)),

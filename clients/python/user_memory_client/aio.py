@@ -204,9 +204,36 @@ class AsyncAccountApi(_Resource):
         """Everything stored about the user."""
         return await self._run(call("account.export"), models.Export)
 
+    async def start_export(self) -> models.ExportJob:
+        """Start an export of everything as JSON Lines (any size); poll `export_job(id)` until done."""
+        return await self._run(call("account.start_export"), models.ExportJob)
+
+    async def export_job(self, export_id: str) -> models.ExportJob:
+        """One of the user's exports: its status and, once done, a pre-signed `url`."""
+        return await self._run(call("account.export_job", path={"export_id": export_id}), models.ExportJob)
+
     async def erase(self) -> models.Erased:
-        """Erase every row of the user, history included."""
+        """Erase every row of the user, history included, and its finished exports; with the receipt."""
         return await self._run(call("account.erase"), models.Erased)
+
+
+class AsyncAdminApi(_Resource):
+    """Operators' calls (the token must hold the operator scope or group)."""
+
+    async def start_export(self, user_id: str) -> models.ExportJob:
+        """Start an export of any user as JSON Lines; poll `export_job(id)` until done."""
+        return await self._run(call("admin.start_export", path={"user_id": user_id}), models.ExportJob)
+
+    async def export_job(self, export_id: str) -> models.ExportJob:
+        """Any export job: its status and, once done, a pre-signed `url`."""
+        return await self._run(call("admin.export_job", path={"export_id": export_id}), models.ExportJob)
+
+    async def erasures(
+        self, *, limit: int = 50, after: str | None = None, user_id: str | None = None
+    ) -> models.ErasureReceipts:
+        """Erasure receipts, newest first (one user's, by id); `after`: the page before's `next`."""
+        query = {"limit": limit, "after": after, "user_id": user_id}
+        return await self._run(call("admin.erasures", query=query), models.ErasureReceipts)
 
 
 class AsyncElementsApi(_Resource):
@@ -416,6 +443,7 @@ class AsyncClient:
         self.activity = AsyncActivityApi(self._transport)
         self.account = AsyncAccountApi(self._transport)
         self.webhooks = AsyncWebhooksApi(self._transport)
+        self.admin = AsyncAdminApi(self._transport)
         self.companion = AsyncCompanionApi(self._transport)
         self.runs = AsyncRunsApi(self._transport)
 

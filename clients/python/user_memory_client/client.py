@@ -194,9 +194,36 @@ class AccountApi(_Resource):
         """Everything stored about the user."""
         return self._run(call("account.export"), models.Export)
 
+    def start_export(self) -> models.ExportJob:
+        """Start an export of everything as JSON Lines (any size); poll `export_job(id)` until done."""
+        return self._run(call("account.start_export"), models.ExportJob)
+
+    def export_job(self, export_id: str) -> models.ExportJob:
+        """One of the user's exports: its status and, once done, a pre-signed `url`."""
+        return self._run(call("account.export_job", path={"export_id": export_id}), models.ExportJob)
+
     def erase(self) -> models.Erased:
-        """Erase every row of the user, history included."""
+        """Erase every row of the user, history included, and its finished exports; with the receipt."""
         return self._run(call("account.erase"), models.Erased)
+
+
+class AdminApi(_Resource):
+    """Operators' calls (the token must hold the operator scope or group)."""
+
+    def start_export(self, user_id: str) -> models.ExportJob:
+        """Start an export of any user as JSON Lines; poll `export_job(id)` until done."""
+        return self._run(call("admin.start_export", path={"user_id": user_id}), models.ExportJob)
+
+    def export_job(self, export_id: str) -> models.ExportJob:
+        """Any export job: its status and, once done, a pre-signed `url`."""
+        return self._run(call("admin.export_job", path={"export_id": export_id}), models.ExportJob)
+
+    def erasures(
+        self, *, limit: int = 50, after: str | None = None, user_id: str | None = None
+    ) -> models.ErasureReceipts:
+        """Erasure receipts, newest first (one user's, by id); `after`: the page before's `next`."""
+        query = {"limit": limit, "after": after, "user_id": user_id}
+        return self._run(call("admin.erasures", query=query), models.ErasureReceipts)
 
 
 class ElementsApi(_Resource):
@@ -402,6 +429,7 @@ class Client:
         self.activity = ActivityApi(self._transport)
         self.account = AccountApi(self._transport)
         self.webhooks = WebhooksApi(self._transport)
+        self.admin = AdminApi(self._transport)
         self.companion = CompanionApi(self._transport)
         self.runs = RunsApi(self._transport)
 

@@ -31,6 +31,9 @@ __all__ = [
     "Element",
     "ElementWritten",
     "Erased",
+    "ExportJob",
+    "ErasureReceipt",
+    "ErasureReceipts",
     "EventsImported",
     "EventsInRange",
     "Export",
@@ -283,10 +286,43 @@ class Export(ApiModel):
     digests: list[dict[str, JsonValue]] = Field(default_factory=list)
 
 
+class ErasureReceipt(ApiModel):
+    """What an erasure deleted, when, at whose request; the user only as a salted hash."""
+
+    __schema__ = "ErasureReceipt"
+    id: str
+    user_hash: str
+    erased_at: datetime
+    requested_by: str
+    deleted: dict[str, int]
+
+
 class Erased(ApiModel):
     __schema__ = "Erased"
     user_id: str
     removed: dict[str, int]
+    receipt: ErasureReceipt | None = None
+
+
+class ExportJob(ApiModel):
+    """An asynchronous export: poll until `status` is done, then fetch `url` (pre-signed)."""
+
+    __schema__ = "ExportJob"
+    id: str
+    user_id: str
+    status: Literal["pending", "running", "done", "failed"]
+    created_at: datetime
+    finished_at: datetime | None = None
+    lines: int | None = None
+    bytes: int | None = None
+    error: str | None = None
+    url: str | None = None
+
+
+class ErasureReceipts(ApiModel):
+    __schema__ = "ErasureReceipts"
+    receipts: list[ErasureReceipt]
+    next: str | None = None
 
 
 # -- the companion layer (DOCUMENT_SCHEMA=companion) -------------------------------------------------

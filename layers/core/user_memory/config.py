@@ -7,12 +7,13 @@ for the store's own).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -23,7 +24,8 @@ from user_memory.domain.conversations.model import (
 )
 from user_memory.domain.cost import MIN_TOKENS_PER_USER_DAY, Prices
 from user_memory.domain.costs import LLM_SECONDS_PER_CALL
-from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT
+from user_memory.domain.expiry import ExpiryPolicy
+from user_memory.domain.kv import MAX_AGE_DAYS_LIMIT, validate_max_age_days, validate_namespace
 from user_memory.domain.messages import MAX_USERS_PER_MESSAGE
 from user_memory.domain.model import (
     DEFAULT_CHECKPOINT_INTERVAL,
@@ -148,6 +150,28 @@ class EmbeddingSettings(DatabaseSettings):
     embedding_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
 
 
+class ExportSettings(DatabaseSettings):
+    """Asynchronous exports (POST /me/export): where their JSON Lines go. EXPORT_BUCKET (S3) in a
+    deployment, else EXPORT_DIR (a folder: the local kit's $USER_MEMORY_HOME/exports); neither:
+    the routes answer 404 not-enabled."""
+
+    export_bucket: str | None = Field(default=None, max_length=63)
+    export_dir: str | None = Field(default=None, max_length=1000)
+    # How long an answered pre-signed URL stays valid (S3 allows up to 7 days).
+    export_url_seconds: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
+
+
+class ExpirySettings(DatabaseSettings):
+    """Expiry the deployment asks for (domain/expiry.py): the retention job removes what expired as
+    versions (source `retention`); the prompt leaves it out meanwhile. 0: kept for ever."""
+
+    expire_events_after_days: int = Field(default=0, ge=0, le=36_500)
+    expire_todos_after_days: int = Field(default=0, ge=0, le=36_500)
+
+    def expiry(self) -> ExpiryPolicy:
+        return ExpiryPolicy.from_days(self.expire_events_after_days, self.expire_todos_after_days)
+
+
 class ConversationTriggerSettings(DatabaseSettings):
     """The conversation-memory trigger (the fan-out's schedule, the operators' API route, the CLI):
     which conversations are quiet, and how many go in one GENERATE_MEMORY_BATCH message."""
@@ -192,7 +216,7 @@ class FanoutSettings(ConversationTriggerSettings):
         )
 
 
-class WorkerSettings(MemorySettings, EmbeddingSettings):
+class WorkerSettings(MemorySettings, EmbeddingSettings, ExportSettings):
     """The worker function: the store, the summarizer and the time it may take."""
 
     summarizer: Literal["auto", "openai", "rules"] = "auto"
@@ -349,7 +373,7 @@ class WorkerSettings(MemorySettings, EmbeddingSettings):
         )
 
 
-class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings):
+class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings, ExportSettings, ExpirySettings):
     """The HTTP API function: who is an operator, how strict writes are, and the worker queue
     operators trigger conversation memories on (POST /tasks/trigger-memory-generation)."""
 
@@ -389,10 +413,30 @@ class ApiSettings(MemorySettings, ConversationTriggerSettings, EmbeddingSettings
     webhook_secret_prefix: str = Field(default="user-memory/webhooks/", min_length=1, max_length=256)
 
 
-class RetentionSettings(DatabaseSettings):
-    """The daily key-value retention job: entries expire by their TTL, and by age."""
+class RetentionSettings(MemorySettings, ExpirySettings):
+    """The daily retention job: key-value entries expire by their TTL and by age; events and
+    to-dos by the deployment's expiry (written as versions: the memory's schema and limits)."""
 
     kv_max_age_days: int = Field(default=30, ge=1, le=MAX_AGE_DAYS_LIMIT)
+    # A shorter age for some namespaces, as JSON: {"scratch": 1, "chat.session-1": 7}.
+    kv_namespace_max_age_days: dict[str, int] = Field(default_factory=dict, max_length=100)
+
+    @field_validator("kv_namespace_max_age_days", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return json.loads(value) if value.strip() else {}
+            except ValueError:
+                raise ValueError("must be a JSON object of namespace: days") from None
+        return value
+
+    @model_validator(mode="after")
+    def _namespaces_are_namespaces(self) -> Self:
+        for namespace, days in self.kv_namespace_max_age_days.items():
+            validate_namespace(namespace)
+            validate_max_age_days(days)
+        return self
 
 
 class EventsSettings(DatabaseSettings):

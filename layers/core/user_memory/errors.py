@@ -398,6 +398,19 @@ class WrongSchema(UserMemoryError):
     """The route needs a capability this deployment's schema or configuration does not have."""
 
 
+class InvalidExport(UserMemoryError, ValueError):
+    """An export file that cannot be imported: not JSON Lines of this format, truncated, out of
+    order, or a version whose patches do not rebuild its checkpoint."""
+
+
+class ImportTargetNotEmpty(UserMemoryError):
+    """An import into a user that already has a memory: an import only writes into an empty one."""
+
+
+class ExportFailed(UserMemoryError):
+    """An export job could not write its file (the store refused, the user was erased meanwhile)."""
+
+
 class Forbidden(UserMemoryError, PermissionError):
     """The caller may not do this: another user's data, or an operator route without the operator scope."""
 

@@ -44,12 +44,14 @@ from user_memory.config import (
     DatabaseSettings,
     EmbeddingSettings,
     EventsSettings,
+    ExportSettings,
     FanoutSettings,
     MemorySettings,
     MigrateSettings,
     RetentionSettings,
     WorkerSettings,
 )
+from user_memory.domain.account import ErasureReceipt, ExportObjects
 from user_memory.domain.conversations.ports import ConversationStore, ConversationSummarizer, Sender
 from user_memory.domain.kv import KvStore
 from user_memory.domain.memory.repository import MemoryStore
@@ -65,14 +67,16 @@ from user_memory.domain.ports import (
     ServiceSearch,
     Summarizer,
 )
-from user_memory.errors import ConfigError, WrongSchema
+from user_memory.errors import ConfigError, NotFound, WrongSchema
 
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
+    from user_memory.adapters.exports import ExportJob, PostgresExports
     from user_memory.adapters.openai_batch import SummaryBatches
     from user_memory.domain.account import AccountService
     from user_memory.domain.companion.ports import NightlyCompanionData
     from user_memory.domain.companion.service import CompanionService
     from user_memory.domain.events import Relay, WebhookRegistry
+    from user_memory.domain.expiry import ExpiryCandidates
     from user_memory.domain.kv import KvService
     from user_memory.domain.overview import OverviewService
     from user_memory.domain.refresh import RefreshClaims, RefreshUpkeep
@@ -206,6 +210,9 @@ class WorkerServices:
     # (a simulated clock in benchmarks).
     refreshes: RefreshClaims | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), repr=False)
+    # Export jobs (export_user messages): where their lines go, and the database they read.
+    exports: ExportObjects | None = field(default=None, repr=False)
+    export_db: ConnectionSource | None = field(default=None, repr=False)
 
     def close(self) -> None:
         """Close the pool this object opened (a given pool belongs to the caller)."""
@@ -248,7 +255,20 @@ def build_worker(
         batches=build_summary_batches(settings, summarizer, db),
         runs=PostgresRuns(db),
         refreshes=PostgresRefreshes(db),
+        exports=build_export_objects(settings),
+        export_db=db,
     )
+
+
+def build_export_objects(settings: ExportSettings, *, s3_client: Any = None) -> ExportObjects | None:
+    """Where exports go: EXPORT_BUCKET (S3), else EXPORT_DIR (a folder), else nowhere (None)."""
+    from user_memory.adapters.exports import LocalExportObjects, S3ExportObjects
+
+    if settings.export_bucket:
+        return S3ExportObjects(settings.export_bucket, s3_client)
+    if settings.export_dir:
+        return LocalExportObjects(settings.export_dir)
+    return None
 
 
 def build_summary_batches(
@@ -309,11 +329,11 @@ class _TxSession:
     """One request's services on its transaction (domain/session.py's UserSession), each built
     with its ports on first use: a key-value request builds no memory store, a read no search."""
 
-    def __init__(self, api: ApiServices, tx: Any, user_id: uuid.UUID, *, end_user: bool) -> None:
+    def __init__(self, api: ApiServices, tx: Any, user_id: uuid.UUID, *, operator: str | None) -> None:
         self._api = api
         self._tx = tx
         self.user_id = user_id
-        self._end_user = end_user
+        self._operator = operator  # who acts with the service's rights (None: the end user itself)
 
     @cached_property
     def memory(self) -> MemoryService:
@@ -327,6 +347,7 @@ class _TxSession:
             schema=settings.document_schema,
             max_document_bytes=settings.max_document_bytes,
             require_if_match=settings.require_if_match,
+            expiry=settings.expiry(),
         )
 
     @cached_property
@@ -357,9 +378,11 @@ class _TxSession:
             user_id=self.user_id,
             store=self.memory.store,
             activity=PostgresActivity(self._tx),
-            account=PostgresAccount(self._tx, end_user=self._end_user),
+            account=PostgresAccount(self._tx, end_user=self._operator is None),
             conversations=PostgresConversations(self._tx),
             companion=PostgresCompanion(self._tx),
+            operator=self._operator,
+            exports=self._api.exports,
         )
 
     @cached_property
@@ -390,6 +413,7 @@ class ApiServices:
     sqs_client: Any = field(default=None, repr=False)
     embedder: Embedder | None = field(default=None, repr=False)
     secrets_client: Any = field(default=None, repr=False)
+    exports: ExportObjects | None = field(default=None, repr=False)
     _pool_search: ServiceSearch | None = field(default=None, repr=False)
     # The time a refresh is asked at (a simulated clock in benchmarks and tests).
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), repr=False)
@@ -402,7 +426,7 @@ class ApiServices:
         uid = parse_user_id(user_id)
         end_user = None if operator else uid
         with transaction(self.pool, end_user=end_user, role=self.settings.database_role if operator else None) as tx:
-            session = _TxSession(self, tx, uid, end_user=operator is None)
+            session = _TxSession(self, tx, uid, operator=operator)
             yield session
         if self.embedder is not None and session.versions_written:
             # The write is committed: whatever happens now is logged and counted, never the request's.
@@ -426,6 +450,48 @@ class ApiServices:
     def search_all(self, query: str, k: int) -> list[dict[str, Any]]:
         """Operators: nearest item texts across every user (the route checks the caller)."""
         return self.pool_search.search_all(query, k)
+
+    def start_export(self, user_id: uuid.UUID, requested_by: str) -> tuple[ExportJob, bool]:
+        """A new export job for the user (the route checked the caller), and whether it was queued
+        for the worker (QUEUE_URL); where there is no queue (the local kit) the route runs it at
+        once (jobs/export.py) on `export_stores`."""
+        exports, _ = self.export_stores()
+        job = exports.create(user_id, requested_by)
+        if not self.settings.queue_url:
+            return job, False
+        if self.sqs_client is None:
+            self.sqs_client = _sqs_client(None)
+        body = json.dumps({"type": "export_user", "export_id": job.id})
+        SqsSender(self.settings.queue_url, self.sqs_client).send([body])
+        return job, True
+
+    def export_stores(self) -> tuple[PostgresExports, ExportObjects]:
+        """The export jobs (with the service's rights) and where their lines go."""
+        from user_memory.adapters.exports import PostgresExports
+
+        if self.exports is None:
+            raise WrongSchema("no export store is configured (EXPORT_BUCKET or EXPORT_DIR): nothing can be exported")
+        return PostgresExports(self.as_service), self.exports
+
+    def export_job(self, export_id: str, user_id: uuid.UUID | None = None) -> tuple[ExportJob, str | None]:
+        """An export job and, once done, a fresh pre-signed URL; `user_id`: only that user's (else NotFound)."""
+        from user_memory.adapters.exports import PostgresExports
+
+        if self.exports is None:
+            raise WrongSchema("no export store is configured (EXPORT_BUCKET or EXPORT_DIR): nothing can be exported")
+        job = PostgresExports(self.as_service).get(export_id)
+        if user_id is not None and job.user_id != user_id:
+            raise NotFound("no such export")
+        url = None
+        if job.status == "done" and job.object_key:
+            url = self.exports.url(job.object_key, expires_in=self.settings.export_url_seconds)
+        return job, url
+
+    def erasure_receipts(
+        self, *, limit: int, before: tuple[datetime, str] | None = None, user_id: uuid.UUID | None = None
+    ) -> list[ErasureReceipt]:
+        """Operators: erasure receipts newest first, with the service's rights (the route checks)."""
+        return PostgresAccount(self.as_service).receipts(limit=limit, before=before, user_id=user_id)
 
     def run_report(self, run_key: str) -> dict[str, Any]:
         """Operators: one run's totals over the versions it wrote (adapters/overview.py), with the
@@ -499,19 +565,27 @@ def build_api(settings: ApiSettings, *, pool: ConnectionPool | None = None, sqs_
     owned = pool is None
     pool = pool or open_pool(database_conninfo(settings), size=settings.database_pool_size)
     return ApiServices(
-        settings=settings, pool=pool, owned=owned, sqs_client=sqs_client, embedder=build_embedder(settings)
+        settings=settings,
+        pool=pool,
+        owned=owned,
+        sqs_client=sqs_client,
+        embedder=build_embedder(settings),
+        exports=build_export_objects(settings),
     )
 
 
 @dataclass(kw_only=True)
 class RetentionServices:
-    """What the daily retention job needs: the key-value purge and the search index's upkeep."""
+    """What the daily retention job needs: the key-value purge, the search index's upkeep, and
+    the deployment's expiry (the users it may concern, the store its versions go to)."""
 
     settings: RetentionSettings
     kv: KvStore
     search: IndexUpkeep
     pool: ConnectionPool | None = field(default=None, repr=False)
     refreshes: RefreshUpkeep | None = None
+    store: MemoryStore | None = None
+    expiry_candidates: ExpiryCandidates | None = None
 
     def close(self) -> None:
         if self.pool is not None:
@@ -522,12 +596,16 @@ def build_retention(settings: RetentionSettings, *, pool: ConnectionPool | None 
     """Compose the retention job's services; a given pool stays the caller's to close."""
     owned = pool is None
     pool = pool or open_pool(database_conninfo(settings), role=settings.database_role)
+    from user_memory.adapters.expiry import PostgresExpiry
+
     return RetentionServices(
         settings=settings,
         kv=PostgresKv(pool),
         search=PostgresSearch(pool),
         pool=pool if owned else None,
         refreshes=PostgresRefreshes(pool),
+        store=memory_store(pool, settings),
+        expiry_candidates=PostgresExpiry(pool),
     )
 
 

@@ -138,6 +138,8 @@ RETURNING {_LIVE}
 """
 
 _PURGE = "SELECT user_memory_kv_purge(%s, %s)"
+# One namespace's stale entries, for every user (the service's rights; a daily scan).
+_PURGE_NAMESPACE = "DELETE FROM user_memory_kv WHERE namespace = %s AND updated_at <= %s"
 
 
 def _prefix_end(prefix: str) -> str | None:
@@ -257,6 +259,13 @@ class PostgresKv(_Database):
             row = conn.execute(_PURGE, (days, at)).fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
+    def purge_namespace(self, namespace: str, *, now: datetime | None = None, max_age_days: int) -> int:
+        ns = validate_namespace(namespace)
+        days = validate_max_age_days(max_age_days)
+        at = validate_time(now) if now is not None else self._now()
+        with self._statement() as conn:
+            return conn.execute(_PURGE_NAMESPACE, (ns, at - timedelta(days=days))).rowcount
+
 
 # -- in memory --------------------------------------------------------------------------------------
 
@@ -370,6 +379,24 @@ class InMemoryKv:
         with self._lock:
             for where, entries in builtins.list(self._namespaces.items()):
                 gone = [k for k, s in entries.items() if not s.live(at) or s.updated_at <= stale]
+                for k in gone:
+                    del entries[k]
+                removed += len(gone)
+                if not entries:
+                    del self._namespaces[where]
+        return removed
+
+    def purge_namespace(self, namespace: str, *, now: datetime | None = None, max_age_days: int) -> int:
+        ns = validate_namespace(namespace)
+        days = validate_max_age_days(max_age_days)
+        at = validate_time(now) if now is not None else self._now()
+        stale = at - timedelta(days=days)
+        removed = 0
+        with self._lock:
+            for where, entries in builtins.list(self._namespaces.items()):
+                if where[1] != ns:
+                    continue
+                gone = [k for k, s in entries.items() if s.updated_at <= stale]
                 for k in gone:
                     del entries[k]
                 removed += len(gone)

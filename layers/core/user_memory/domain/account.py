@@ -1,10 +1,19 @@
-"""One user's activity and account: recording activity (conversation messages to their
-conversations), the export of everything stored about the user, and its erasure."""
+"""A user's account as a whole: its service (activity recorded, the export, the erasure), the
+erasure's receipt, and where finished exports live.
+
+An erasure answers a receipt (`ErasureReceipt`): rows deleted per relation, when, at whose
+request and a salted hash of the user id, never content; the database stores it in the same
+transaction as the deletes (migration 027). Exports are files of JSON Lines written outside the
+database (`ExportObjects`: S3, or a folder locally), so an erasure deletes them first and counts
+them in its receipt (`export_objects`).
+"""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from user_memory.domain.companion.ports import CompanionData
@@ -20,6 +29,55 @@ from user_memory.domain.model import Activity
 from user_memory.domain.ports import ActivityWriter
 from user_memory.domain.summary.requests import check_activity
 from user_memory.errors import InvalidActivity, InvalidRequest
+
+# Who asked for an erasure: the end user itself, an operator (by the token's subject), the CLI.
+REQUESTED_BY_SELF = "self"
+MAX_REQUESTER_CHARS = 300
+
+
+def operator_requester(subject: str) -> str:
+    """The receipt's requester for an operator acting through the API."""
+    return f"operator:{subject}"[:MAX_REQUESTER_CHARS]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErasureReceipt:
+    """What an erasure deleted (rows per relation, export objects), when, at whose request."""
+
+    id: str
+    user_hash: str
+    erased_at: datetime
+    requested_by: str
+    deleted: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "user_hash": self.user_hash,
+            "erased_at": self.erased_at,
+            "requested_by": self.requested_by,
+            "deleted": dict(self.deleted),
+        }
+
+
+class ExportObjects(Protocol):
+    """Where an export's JSON Lines go: S3 (adapters/exports.py) or a local folder."""
+
+    def write(self, key: str, lines: Iterator[bytes]) -> int:
+        """Store the lines under `key`, streaming; the bytes written."""
+        ...
+
+    def url(self, key: str, *, expires_in: int) -> str:
+        """A URL that reads the object without credentials (pre-signed), valid `expires_in` seconds."""
+        ...
+
+    def delete(self, keys: list[str]) -> int:
+        """Delete the objects (a missing one is not an error); how many were asked to go."""
+        ...
+
+    def read(self, key: str) -> Iterator[bytes]:
+        """The object's lines, streaming (an import reads an export back)."""
+        ...
 
 
 class AccountData(Protocol):
@@ -39,6 +97,14 @@ class AccountData(Protocol):
 
     def erase(self, user_id: uuid.UUID) -> dict[str, int]:
         """Delete every row of the user (history included) in one transaction; rows per relation."""
+        ...
+
+    def export_keys(self, user_id: uuid.UUID) -> list[str]:
+        """The objects the user's export jobs wrote (S3 keys or local file names)."""
+        ...
+
+    def erase_with_receipt(self, user_id: uuid.UUID, requested_by: str, *, export_objects: int = 0) -> ErasureReceipt:
+        """`erase`, answering the receipt it stored (an end user's names itself: `self`)."""
         ...
 
 
@@ -61,8 +127,12 @@ class AccountService:
         account: AccountData,
         conversations: MessageWriter | None = None,
         companion: CompanionData | None = None,
+        operator: str | None = None,
+        exports: ExportObjects | None = None,
     ) -> None:
         self.user_id = user_id
+        self.operator = operator  # who acts with the service's rights (None: the end user itself)
+        self._exports = exports
         self._store = store
         self._activity = activity
         self._account = account
@@ -120,6 +190,13 @@ class AccountService:
             "digests": self._companion.digests(self.user_id) if self._companion is not None else [],
         }
 
-    def erase(self) -> dict[str, int]:
-        """Every row of the user removed, history included, in one transaction; rows per relation."""
-        return self._account.erase(self.user_id)
+    def erase(self) -> ErasureReceipt:
+        """Every row of the user removed, history included, in one transaction, and the export
+        objects its jobs wrote; answers the receipt stored with the deletes.
+
+        The objects go first: when the transaction then fails, the user is left with fewer
+        copies, never with a copy the receipt says is gone."""
+        keys = self._account.export_keys(self.user_id)
+        deleted = self._exports.delete(keys) if self._exports is not None and keys else 0
+        requested_by = operator_requester(self.operator) if self.operator else REQUESTED_BY_SELF
+        return self._account.erase_with_receipt(self.user_id, requested_by, export_objects=deleted)

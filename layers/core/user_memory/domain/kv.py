@@ -147,6 +147,11 @@ class KvStore(Protocol):
         many rows were deleted. `now` defaults to the store's clock."""
         ...
 
+    def purge_namespace(self, namespace: str, *, now: datetime | None = None, max_age_days: int) -> int:
+        """The retention job, for every user: delete the namespace's entries not updated for
+        `max_age_days` days or more (KV_NAMESPACE_MAX_AGE_DAYS). Returns how many rows went."""
+        ...
+
 
 # -- validation ------------------------------------------------------------------------------------
 

@@ -178,6 +178,14 @@ class RecordActivity(BaseModel):
     activities: list[ActivityIn] = Field(min_length=1, max_length=MAX_ACTIVITIES_PER_MESSAGE)
 
 
+class ExportUser(BaseModel):
+    """Run one export job (POST /me/export, the operators' route): its id only, never user data."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["export_user"]
+    export_id: uuid.UUID
+
+
 def _message_tag(value: Any) -> str | None:
     """`type` names the service's own messages; GENERATE_MEMORY_BATCH comes as `task_type`."""
     if isinstance(value, dict):
@@ -187,20 +195,21 @@ def _message_tag(value: Any) -> str | None:
     return tag if isinstance(tag, str) else None
 
 
-AnyMessage = RefreshUser | RecordActivity | CollectBatch | GenerateMemoryBatch | RevertRun | RevertRunUsers
+AnyMessage = RefreshUser | RecordActivity | CollectBatch | GenerateMemoryBatch | RevertRun | RevertRunUsers | ExportUser
 Message = Annotated[
     Annotated[RefreshUser, Tag("refresh_user")]
     | Annotated[RecordActivity, Tag("record_activity")]
     | Annotated[CollectBatch, Tag("collect_batch")]
     | Annotated[GenerateMemoryBatch, Tag(TASK_GENERATE_MEMORY_BATCH)]
     | Annotated[RevertRun, Tag("revert_run")]
-    | Annotated[RevertRunUsers, Tag("revert_run_users")],
+    | Annotated[RevertRunUsers, Tag("revert_run_users")]
+    | Annotated[ExportUser, Tag("export_user")],
     Discriminator(
         _message_tag,
         custom_error_type="invalid_message_type",
         custom_error_message=(
-            "type must be refresh_user, record_activity, collect_batch, revert_run or revert_run_users,"
-            " or task_type GENERATE_MEMORY_BATCH"
+            "type must be refresh_user, record_activity, collect_batch, revert_run, revert_run_users or"
+            " export_user, or task_type GENERATE_MEMORY_BATCH"
         ),
     ),
 ]

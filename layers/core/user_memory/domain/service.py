@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from user_memory.domain.expiry import ExpiryPolicy, without_expired
 from user_memory.domain.memory.agent import execute_tool_call, forget
 from user_memory.domain.memory.document import empty_document, get_schema, validate_document
 from user_memory.domain.memory.patching import (
@@ -108,6 +109,7 @@ class MemoryService:
         schema: str = "user_state",
         max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
         require_if_match: bool = False,
+        expiry: ExpiryPolicy | None = None,
     ) -> None:
         get_schema(schema)  # an unknown schema fails here, not on the first write
         self.user_id = parse_user_id(user_id)
@@ -116,6 +118,7 @@ class MemoryService:
         self.schema = schema
         self.max_document_bytes = max_document_bytes
         self.require_if_match = require_if_match
+        self._expiry = expiry
         self.versions_written = 0  # new versions this unit of work wrote (their texts need embedding)
 
     # -- reads -----------------------------------------------------------------------------------
@@ -157,6 +160,13 @@ class MemoryService:
         old = self.store.at(self.user_id, since)
         return Changes(since=since, version=head.version, patch=make_patch(old.document, head.document))
 
+    def prompt_view(self, document: Document) -> Document:
+        """What a prompt may show of `document`: without what the deployment's expiry expired
+        (the retention job records its removal later, as a version)."""
+        if self._expiry is not None and self._expiry.active:
+            return without_expired(document, self._expiry, datetime.now(UTC))
+        return document
+
     def render(self, budget_tokens: int) -> str:
         """The head as a system-prompt block, with what was learned since the last summary (`prompt`)."""
         return self.prompt(budget_tokens)[1].text
@@ -175,7 +185,11 @@ class MemoryService:
                     break
                 head = self.store.head(self.user_id)
         rendered = render_prompt(
-            head.document, budget_tokens, schema=self.schema, include_sensitive=include_sensitive, recent=noted
+            self.prompt_view(head.document),
+            budget_tokens,
+            schema=self.schema,
+            include_sensitive=include_sensitive,
+            recent=noted,
         )
         return head, rendered
 

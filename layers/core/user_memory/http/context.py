@@ -27,6 +27,7 @@ from user_memory.errors import Forbidden, WrongSchema
 from user_memory.http.auth import Caller, caller_from_claims
 from user_memory.http.problems import BAD_REQUEST, HttpProblem
 from user_memory.jobs.conversations import trigger_memory_generation
+from user_memory.jobs.export import run_export
 from user_memory.jobs.refresh import queue_refresh
 from user_memory.observability import logger, metrics
 
@@ -48,6 +49,44 @@ class Tasks(Protocol):
     def run_revert_status(self, revert_id: uuid.UUID) -> dict[str, Any]: ...
 
     def refresh_queue(self) -> tuple[RefreshClaims, Sender]: ...
+
+
+@runtime_checkable
+class Receipts(Protocol):
+    """Operators' reads of erasure receipts, with the service's rights (ApiServices)."""
+
+    def erasure_receipts(
+        self, *, limit: int, before: tuple[Any, str] | None = None, user_id: Any = None
+    ) -> list[Any]: ...
+
+
+@runtime_checkable
+class ExportJobs(Protocol):
+    """Asynchronous exports, with the service's rights (ApiServices; the routes check the caller)."""
+
+    def start_export(self, user_id: Any, requested_by: str) -> tuple[Any, bool]: ...
+
+    def export_stores(self) -> tuple[Any, Any]: ...
+
+    def export_job(self, export_id: str, user_id: Any = None) -> tuple[Any, str | None]: ...
+
+
+def export_jobs(request: Request) -> ExportJobs:
+    services = dependencies(request).sessions
+    if not isinstance(services, ExportJobs):
+        raise not_enabled("export asynchronously")
+    return services
+
+
+def start_export(request: Request, user_id: uuid.UUID, requested_by: str) -> tuple[Any, str | None]:
+    """A new export job for the user (the route checked the caller), queued for the worker, or
+    run here and now (jobs/export.py) where there is no queue (the local kit); the job as it is
+    then, and its URL once done."""
+    jobs = export_jobs(request)
+    job, queued = jobs.start_export(user_id, requested_by)
+    if not queued:
+        run_export(*jobs.export_stores(), job.id)
+    return jobs.export_job(job.id)
 
 
 @dataclass(frozen=True)

@@ -103,11 +103,45 @@ class Revert(_In):
     version: int = Field(ge=0, description="The version whose document becomes the new head.")
 
 
+class ErasureReceipt(_Out):
+    """What an erasure deleted (rows per relation, `export_objects`), when, at whose request
+    (`self`, `operator:<subject>`, `cli`, `service`); the user only as a salted hash."""
+
+    id: str
+    user_hash: str
+    erased_at: datetime
+    requested_by: str
+    deleted: dict[str, int]
+
+
 class Erased(_Out):
-    """Rows removed per table, in one transaction."""
+    """Rows removed per table, in one transaction, and the receipt stored with them."""
 
     user_id: str
     removed: dict[str, int]
+    receipt: ErasureReceipt | None = None
+
+
+class ExportJob(_Out):
+    """An asynchronous export: `pending`, `running`, `done` (then `url`, a pre-signed link to its
+    JSON Lines, valid EXPORT_URL_SECONDS from this answer) or `failed` (`error`)."""
+
+    id: str
+    user_id: str
+    status: Literal["pending", "running", "done", "failed"]
+    created_at: datetime
+    finished_at: datetime | None = None
+    lines: int | None = None
+    bytes: int | None = None
+    error: str | None = None
+    url: str | None = None
+
+
+class ErasureReceipts(_Out):
+    """A page of erasure receipts, newest first; `next` continues it (None: the last page)."""
+
+    receipts: list[ErasureReceipt]
+    next: str | None = None
 
 
 class ActivityItem(_In):

@@ -6,23 +6,26 @@ response against the OpenAPI document.
 """
 
 import json
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from user_memory.domain.account import AccountService
+from user_memory.domain.account import AccountService, ErasureReceipt
 from user_memory.domain.companion.service import CompanionService
 from user_memory.domain.conversations.model import ExportedConversation
 from user_memory.domain.kv import KvEntry
-from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion
+from user_memory.domain.model import AppendResult, HistoryEntry, MemoryVersion, parse_user_id
 from user_memory.domain.overview import OverviewService
 from user_memory.domain.refresh import RefreshQueued
 from user_memory.domain.search import SearchService
 from user_memory.domain.service import MemoryService
 from user_memory.http import models
+from user_memory.http.context import Receipts
 from user_memory.http.params import decode_cursor, encode_cursor
+from user_memory.http.problems import INVALID_INPUT, HttpProblem
 from user_memory.observability import logger, metrics
 
 MAX_PAGE_RESPONSE_BYTES = 4 * 1024 * 1024  # well within a Lambda response (6 MB)
@@ -274,4 +277,44 @@ def conversations(overview: OverviewService, limit: int, after: str | None) -> m
     next_after = encode_cursor(rows[-1]["last_message_at"], rows[-1]["conversation_id"]) if more and rows else None
     return models.Conversations(
         user_id=str(overview.user_id), items=[models.ConversationSummary(**r) for r in rows], next_after=next_after
+    )
+
+
+def erased(user_id: object, receipt: ErasureReceipt) -> models.Erased:
+    """An erasure's answer: the rows removed per relation, and its receipt."""
+    return models.Erased(
+        user_id=str(user_id), removed=dict(receipt.deleted), receipt=models.ErasureReceipt(**receipt.as_dict())
+    )
+
+
+def receipts(services: Receipts, limit: int, after: str | None, user_id: str | None) -> models.ErasureReceipts:
+    """A page of erasure receipts; the cursor is the last receipt's time and id."""
+    before = None
+    if after is not None:
+        at, _, rid = after.partition("|")
+        try:
+            before = (datetime.fromisoformat(at), str(uuid.UUID(rid)))
+        except ValueError:
+            raise HttpProblem(INVALID_INPUT, "after must be the `next` of an earlier page") from None
+        if before[0].tzinfo is None:
+            raise HttpProblem(INVALID_INPUT, "after must be the `next` of an earlier page")
+    user = parse_user_id(user_id) if user_id is not None else None
+    found = services.erasure_receipts(limit=limit + 1, before=before, user_id=user)
+    page = found[:limit]
+    cursor = f"{page[-1].erased_at.isoformat()}|{page[-1].id}" if len(found) > limit else None
+    return models.ErasureReceipts(receipts=[models.ErasureReceipt(**r.as_dict()) for r in page], next=cursor)
+
+
+def export_job(job: Any, url: str | None) -> models.ExportJob:
+    """An export job as the API answers it (never who asked: an operator's subject stays theirs)."""
+    return models.ExportJob(
+        id=job.id,
+        user_id=str(job.user_id),
+        status=job.status,
+        created_at=job.created_at,
+        finished_at=job.finished_at,
+        lines=job.lines,
+        bytes=job.bytes,
+        error=job.error,
+        url=url,
     )

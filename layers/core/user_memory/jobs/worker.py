@@ -58,6 +58,7 @@ from user_memory.domain.conversations.model import MAX_CONVERSATIONS_PER_MESSAGE
 from user_memory.domain.conversations.trigger import GenerateMemoryBatch, RefusedItem, batch_bodies
 from user_memory.domain.messages import (
     CollectBatch,
+    ExportUser,
     Message,
     RecordActivity,
     RefreshUser,
@@ -520,6 +521,9 @@ def handle_record(
     if isinstance(message, RevertRun | RevertRunUsers):
         revert_run(message, services, lanes)
         return
+    if isinstance(message, ExportUser):
+        lanes.run(partial(export_user, message, services), "this record")
+        return
     if isinstance(message, CollectBatch) or services.batches is not None:
         _batch_delivery(message, record.messageId, services, deadline, tally, lanes)
         return
@@ -554,6 +558,16 @@ def revert_run(message: RevertRun | RevertRunUsers, services: WorkerServices, la
             )
 
     count([run.result() for run in [lanes.start(partial(one, u)) for u in message.user_ids]])
+
+
+def export_user(message: ExportUser, services: WorkerServices) -> None:
+    """One export job (jobs/export.py); a failure fails the record (SQS retries, then the DLQ)."""
+    from user_memory.adapters.exports import PostgresExports
+    from user_memory.jobs.export import run_export  # only when used: cold start
+
+    if services.exports is None or services.export_db is None:
+        raise ConfigError("an export_user message reached a worker without EXPORT_BUCKET or EXPORT_DIR")
+    run_export(PostgresExports(services.export_db), services.exports, str(message.export_id))
 
 
 def _batch_delivery(

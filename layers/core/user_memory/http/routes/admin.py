@@ -6,9 +6,10 @@ user has through /me. Every answer is bounded (days, pages, the size plot's poin
 from aws_lambda_powertools.event_handler import Request, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
+from user_memory.domain.account import operator_requester
 from user_memory.domain.model import parse_user_id
 from user_memory.http import models, responses
-from user_memory.http.context import operator, operator_caller, request_refresh
+from user_memory.http.context import operator, operator_caller, request_refresh, start_export
 from user_memory.http.openapi import responses as answers
 from user_memory.http.params import (
     AsOf,
@@ -29,6 +30,7 @@ from user_memory.http.params import (
     Version,
 )
 from user_memory.http.routes.kv import After, Namespace, PageSize
+from user_memory.observability import logger
 
 router = Router()  # under /admin/users/<user_id>
 
@@ -70,12 +72,20 @@ def admin_export(request: Request, user_id: UserId) -> models.Export:
         return responses.export(session.account)
 
 
+@router.post("/export", responses=answers(models.ExportJob), tags=["admin"])
+def admin_start_export(request: Request, user_id: UserId) -> models.ExportJob:
+    """Operators: start an export of a user as JSON Lines (any size); poll GET /admin/exports/{export_id}."""
+    acting = operator_caller(request, "start export", user_id)
+    return responses.export_job(*start_export(request, parse_user_id(user_id), operator_requester(acting.subject)))
+
+
 @router.delete("/", responses=answers(models.Erased), tags=["admin"])
 def admin_erase(request: Request, user_id: UserId) -> models.Erased:
     """Operators: erase every row of a user, history included (a data-protection request)."""
     with operator(request, user_id, "erase") as session:
-        removed = session.account.erase()
-    return models.Erased(user_id=str(session.user_id), removed=removed)
+        receipt = session.account.erase()
+    logger.info("user erased", user_id=str(session.user_id), rows=sum(receipt.deleted.values()), receipt=receipt.id)
+    return responses.erased(session.user_id, receipt)
 
 
 @router.post("/memory/refresh", responses=answers(models.RefreshQueued, status=202), tags=["admin"])

@@ -1,0 +1,131 @@
+"""Erasure receipts in SQL (migration 027): every erase stores one, with the rows it deleted per
+relation, when, at whose request and a salted hash of the user id; never the id, never content."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import psycopg
+import pytest
+from psycopg import errors as pgerrors
+
+from tests.integration.roles import as_role, new_user
+
+pytestmark = pytest.mark.integration
+
+RECEIPT = "SELECT id, user_hash, requested_by, deleted FROM user_memory_erasure_receipts WHERE id = %s"
+
+
+def seed(conn: psycopg.Connection, user: str) -> None:
+    conn.execute(
+        "SELECT user_memory_append(%s, 0, '[]', true, '{\"secret\": \"kept private\"}', 'api: t', NULL)", (user,)
+    )
+    conn.execute(
+        """INSERT INTO user_memory_exports (user_id, requested_by, status, object_key)
+           VALUES (%s, 'self', 'done', 'exports/x.jsonl')""",
+        (user,),
+    )
+
+
+def test_the_service_erase_answers_a_receipt_with_counts_requester_and_hash(conn):
+    # Given a user with a version and a finished export
+    user = new_user()
+    seed(conn, user)
+    # When an operator erases it through the service, naming the requester and the objects it deleted
+    with conn.transaction():
+        as_role(conn, "service_role")
+        row = conn.execute(
+            "SELECT id, user_hash, requested_by, deleted FROM user_memory_erase_with_receipt(%s, 'operator:op-1', 1)",
+            (user,),
+        ).fetchone()
+        user_hash = conn.execute("SELECT user_memory_user_hash(%s)", (user,)).fetchone()[0]
+    assert row is not None
+    receipt_id, stored_hash, requested_by, deleted = row
+    # Then the receipt counts what went, export jobs and objects included
+    assert deleted["user_memory_heads"] == 1 and deleted["user_memory_snapshots"] == 1
+    assert deleted["user_memory_exports"] == 1 and deleted["export_objects"] == 1
+    assert requested_by == "operator:op-1"
+    # And names the user only by the salted hash: not the id, not its plain SHA-256
+    assert stored_hash == user_hash and user not in json.dumps(deleted)
+    assert stored_hash != hashlib.sha256(user.encode()).hexdigest()
+    # And it is stored, without content
+    stored = conn.execute(RECEIPT, (receipt_id,)).fetchone()
+    assert stored is not None and "kept private" not in json.dumps(stored, default=str)
+    assert conn.execute("SELECT count(*) FROM user_memory_exports WHERE user_id = %s", (user,)).fetchone()[0] == 0
+
+
+def test_the_legacy_erase_keeps_its_answer_and_stores_a_service_receipt(conn):
+    user = new_user()
+    seed(conn, user)
+    with conn.transaction():
+        as_role(conn, "service_role")
+        rows = conn.execute("SELECT relation, deleted FROM user_memory_erase(%s)", (user,)).fetchall()
+        user_hash = conn.execute("SELECT user_memory_user_hash(%s)", (user,)).fetchone()[0]
+    # Then the previous release reads the same eleven relations, in migration 014's order
+    assert [r[0] for r in rows] == [
+        "user_memory_heads", "user_memory_snapshots", "user_activity", "user_memory_kv",
+        "conversation_memories", "conversation_messages", "conversations", "memory_items",
+        "memory_embeddings", "feedback_ratings", "daily_digests",
+    ]  # fmt: skip
+    assert dict(rows)["user_memory_snapshots"] == 1
+    # And a receipt requested by the service is stored all the same
+    found = conn.execute(
+        "SELECT requested_by, deleted->>'user_memory_exports' FROM user_memory_erasure_receipts WHERE user_hash = %s",
+        (user_hash,),
+    ).fetchall()
+    assert found == [("service", "1")]
+
+
+def test_an_end_user_erases_itself_with_a_receipt_it_cannot_read_or_forge_afterwards(conn):
+    user, other = new_user(), new_user()
+    seed(conn, user)
+    # When the end user erases itself
+    with conn.transaction():
+        as_role(conn, "authenticated", user)
+        row = conn.execute("SELECT requested_by, deleted FROM user_memory_erase_me_with_receipt(0)").fetchone()
+    # Then its receipt says it asked itself
+    assert row is not None and row[0] == "self" and row[1]["user_memory_snapshots"] == 1
+    # And end users read no receipts, list no hashes and write receipts for nobody
+    for sql, args in [
+        ("SELECT count(*) FROM user_memory_erasure_receipts", ()),
+        ("SELECT user_memory_user_hash(%s)", (other,)),
+        ("SELECT * FROM user_memory_erase_with_receipt(%s, 'operator:x', 0)", (other,)),
+        ("SELECT * FROM user_memory_erase_receipted(%s, 'self', 0)", (other,)),
+        (
+            "INSERT INTO user_memory_erasure_receipts (user_hash, requested_by, deleted)"
+            " VALUES (repeat('a', 64), 'x', '{}')",
+            (),
+        ),
+    ]:
+        with pytest.raises(pgerrors.InsufficientPrivilege), conn.transaction():
+            as_role(conn, "authenticated", user)
+            conn.execute(sql, args)
+
+
+def test_the_service_must_name_the_requester_and_never_as_self(conn):
+    for requester in ("", "self", "x" * 301):
+        with pytest.raises(pgerrors.InvalidParameterValue, match="requester"), conn.transaction():
+            as_role(conn, "service_role")
+            conn.execute("SELECT * FROM user_memory_erase_with_receipt(%s, %s, 0)", (new_user(), requester))
+    with pytest.raises(pgerrors.InvalidParameterValue, match="export objects"), conn.transaction():
+        as_role(conn, "service_role")
+        conn.execute("SELECT * FROM user_memory_erase_with_receipt(%s, 'cli', -1)", (new_user(),))
+
+
+def test_end_users_see_only_their_own_export_jobs(conn):
+    user, other = new_user(), new_user()
+    seed(conn, user)
+    seed(conn, other)
+    with conn.transaction():
+        as_role(conn, "authenticated", user)
+        owners = {str(r[0]) for r in conn.execute("SELECT user_id FROM user_memory_exports").fetchall()}
+    assert owners == {user}
+    for sql in (
+        "INSERT INTO user_memory_exports (user_id, requested_by) VALUES (auth.uid(), 'self')",
+        "UPDATE user_memory_exports SET status = 'done'",
+        "DELETE FROM user_memory_exports",
+    ):
+        with pytest.raises(pgerrors.InsufficientPrivilege), conn.transaction():
+            as_role(conn, "authenticated", user)
+            conn.execute(sql)
