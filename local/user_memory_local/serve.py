@@ -517,7 +517,11 @@ def run(
         audiences = oidc_audiences or ([console_client_id] if console_client_id else [])
         oidc = OidcVerifier(oidc_issuer, audiences)
     pool = open_pool(database_url(), size=settings.database_pool_size)
-    queue = LocalWorkerQueue(database_url()) if worker and not settings.queue_url else None
+    queue = (
+        LocalWorkerQueue(database_url(), export_dir=settings.export_dir, export_bucket=settings.export_bucket)
+        if worker and not settings.queue_url
+        else None
+    )
     if queue is not None:  # the operators' queued work (a run's undo, the trigger) runs here
         settings = ApiSettings.model_validate({**settings.model_dump(), "queue_url": queue.queue_url})
     try:
@@ -574,9 +578,11 @@ class LocalWorkerQueue:
     """With --worker and without QUEUE_URL, `serve` keeps a worker queue of its own: moto's SQS in this process, drained
     by the worker's handler code (jobs/worker.process_batch, the rule-based summarizer unless
     SUMMARIZER says otherwise) on a background thread, so the routes that queue work (an operator's
-    undo of a run, the conversation trigger) work here as deployed."""
+    undo of a run, the conversation trigger, an export) work here as deployed. The worker writes
+    exports where the API reads them (its EXPORT_DIR or EXPORT_BUCKET): queued, an export would
+    otherwise end in the DLQ and stay pending."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, export_dir: str | None = None, export_bucket: str | None = None) -> None:
         import boto3
         from moto import mock_aws
         from user_memory.config import WorkerSettings
@@ -590,7 +596,11 @@ class LocalWorkerQueue:
         self.sqs = boto3.client("sqs", region_name="us-east-1")
         self.queue_url, dlq_url = create_queues(self.sqs, name="user-memory-serve")
         settings = WorkerSettings.from_env(
-            database_url=dsn, queue_url=self.queue_url, summarizer=os.environ.get("SUMMARIZER") or "rules"
+            database_url=dsn,
+            queue_url=self.queue_url,
+            summarizer=os.environ.get("SUMMARIZER") or "rules",
+            export_dir=export_dir,
+            export_bucket=export_bucket,
         )
         self.services = build_worker(settings, sqs_client=self.sqs)
         self._poller = LambdaSqsPoller(

@@ -65,9 +65,9 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _serve(database_url: str, home: Path, schema: str | None) -> Iterator[str]:
+def _serve(database_url: str, home: Path, schema: str | None, *options: str) -> Iterator[str]:
     """`user-memory serve` (the command) on the session's database, with DOCUMENT_SCHEMA `schema`
-    (the default when None); its URL."""
+    (the default when None) and its `options` (--worker); its URL."""
     port = _free_port()
     env = {
         **os.environ,
@@ -79,7 +79,7 @@ def _serve(database_url: str, home: Path, schema: str | None) -> Iterator[str]:
         env.pop(name, None)
     if schema is not None:
         env["DOCUMENT_SCHEMA"] = schema
-    command = [sys.executable, "-m", "user_memory_local.cli", "serve", "--port", str(port)]
+    command = [sys.executable, "-m", "user_memory_local.cli", "serve", "--port", str(port), *options]
     process = subprocess.Popen(
         [*command, "--database-url", database_url],
         env=env,
@@ -104,7 +104,8 @@ def _serve(database_url: str, home: Path, schema: str | None) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def serve(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with _serve(database_url, tmp_path_factory.mktemp("serve-home"), None) as url:
+    """The default schema, with a worker queue of its own (the refresh and a run's undo go through it)."""
+    with _serve(database_url, tmp_path_factory.mktemp("serve-home"), None, "--worker") as url:
         yield url
 
 

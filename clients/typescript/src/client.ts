@@ -1,6 +1,7 @@
 /**
- * The client: `new Client(baseUrl, token)`, with `.memory`, `.kv`, `.activity`, `.account`, the
- * same calls as the Python client's `user_memory_client.Client`.
+ * The client: `new Client(baseUrl, token)`, with `.memory`, `.kv`, `.activity`, `.account` (and the
+ * operators' `.admin`, `.runs`, `.webhooks`), the same calls as the Python client's
+ * `user_memory_client.Client`.
  *
  * Every answer type comes from `openapi.ts`, generated from the served OpenAPI document, and every
  * route this file calls is checked against it by the compiler (`Route` below only admits a path
@@ -39,6 +40,17 @@ export type Occurrence = Schemas["Occurrence"];
 export type EventsImported = Schemas["EventsImported"];
 export type RatingRecorded = Schemas["RatingRecorded"];
 export type Digest = Schemas["Digest"];
+export type RefreshQueued = Schemas["RefreshQueued"];
+export type ExportJob = Schemas["ExportJob"];
+export type ErasureReceipts = Schemas["ErasureReceipts"];
+export type ErasureReceipt = Schemas["ErasureReceipt"];
+export type RunList = Schemas["RunList"];
+export type RunReport = Schemas["RunReport"];
+export type RunRevert = Schemas["RunRevert"];
+export type Webhook = Schemas["Webhook"];
+export type WebhookCreated = Schemas["WebhookCreated"];
+export type Webhooks = Schemas["Webhooks"];
+export type WebhookDeleted = Schemas["WebhookDeleted"];
 /** One RFC 6902 operation (the served schema marks every member optional-or-null; this is stricter). */
 export type PatchOperation =
   | { op: "add" | "replace" | "test"; path: string; value: JsonValue }
@@ -57,11 +69,14 @@ const MERGE_PATCH = "application/merge-patch+json";
 
 type Method = "get" | "put" | "post" | "delete" | "patch";
 type Route = { [P in keyof paths]: { [M in Method]: paths[P][M] extends undefined ? never : [P, M] }[Method] }[keyof paths];
+/** The operation's success body: its 200's, or its 202's (a route that queues work answers 202). */
 type Answer<R extends Route> = paths[R[0]][R[1]] extends {
   responses: { 200: { content: { "application/json": infer A } } };
 }
   ? A
-  : never;
+  : paths[R[0]][R[1]] extends { responses: { 202: { content: { "application/json": infer A } } } }
+    ? A
+    : never;
 type Query<R extends Route> = paths[R[0]][R[1]] extends { parameters: { query?: infer Q } } ? Q : never;
 
 export interface EditOptions<B> {
@@ -134,6 +149,9 @@ class Resource {
     }
     const qs = search.toString();
     const headers: Record<string, string> = { ...options.headers };
+    // Every write carries a key, the same on each retry (the request below is resent as it is), as
+    // the Python client's; an edit's own (editHeaders) is kept.
+    if (method !== "get" && headers["Idempotency-Key"] === undefined) headers["Idempotency-Key"] = newKey();
     let body: string | undefined;
     if (options.body !== undefined) {
       body = JSON.stringify(options.body);
@@ -182,6 +200,15 @@ export class MemoryApi extends Resource {
   /** The head as a compact text block for a system prompt, cut to a token budget (default 800). */
   prompt(options: { budgetTokens?: number } = {}): Promise<Prompt> {
     return this.run(["/me/memory/prompt", "get"], { query: { budget_tokens: options.budgetTokens ?? 800 } });
+  }
+
+  /**
+   * Summarize the caller's pending activity now, on the worker queue (202: a run key
+   * `ondemand:<time>`); within the deployment's minimum interval of the last one, that one with
+   * `status: "already_queued"`. A deployment without a worker queue: NotEnabled.
+   */
+  refresh(): Promise<RefreshQueued> {
+    return this.run(["/me/memory/refresh", "post"]);
   }
 
   /** The items of the memory that best match `q` (at most k, up to 100: one page). */
@@ -304,9 +331,123 @@ export class AccountApi extends Resource {
     return this.run(["/me/export", "get"]);
   }
 
-  /** Erase every row of the user, history included. */
+  /** Start an export of everything as JSON Lines (any size); poll `exportJob(id)` until done. */
+  startExport(): Promise<ExportJob> {
+    return this.run(["/me/export", "post"]);
+  }
+
+  /** One of the user's exports: its status and, once done, a pre-signed `url`. */
+  exportJob(exportId: string): Promise<ExportJob> {
+    return this.run(["/me/exports/{export_id}", "get"], { path: { export_id: exportId } });
+  }
+
+  /** Erase every row of the user, history included, and its finished exports; with the receipt. */
   erase(): Promise<Erased> {
     return this.run(["/me", "delete"]);
+  }
+}
+
+/** Operators' calls (the token must hold the operator scope or group). */
+export class AdminApi extends Resource {
+  /** Summarize a user's pending activity now (202: run key `ondemand:<time>`), rate-limited as the user's own. */
+  refresh(userId: string): Promise<RefreshQueued> {
+    return this.run(["/admin/users/{user_id}/memory/refresh", "post"], { path: { user_id: userId } });
+  }
+
+  /** Start an export of any user as JSON Lines; poll `exportJob(id)` until done. */
+  startExport(userId: string): Promise<ExportJob> {
+    return this.run(["/admin/users/{user_id}/export", "post"], { path: { user_id: userId } });
+  }
+
+  /** Any export job: its status and, once done, a pre-signed `url`. */
+  exportJob(exportId: string): Promise<ExportJob> {
+    return this.run(["/admin/exports/{export_id}", "get"], { path: { export_id: exportId } });
+  }
+
+  /** Erasure receipts, newest first (one user's, by id); `after`: the page before's `next`. */
+  erasures(options: { limit?: number; after?: string; userId?: string } = {}): Promise<ErasureReceipts> {
+    return this.run(["/admin/erasures", "get"], {
+      query: { limit: options.limit ?? 50, after: options.after, user_id: options.userId },
+    });
+  }
+
+  /** Every erasure receipt (one user's, by id), newest first, page by page. */
+  async *iterErasures(options: { userId?: string; pageSize?: number } = {}): AsyncGenerator<ErasureReceipt> {
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.erasures({ limit: options.pageSize ?? 50, after, userId: options.userId });
+      yield* page.receipts;
+      if (page.next === undefined || page.next === null) return;
+      after = page.next;
+    }
+  }
+}
+
+/** Operators only (a token with the operator scope): runs and undoing one. */
+export class RunsApi extends Resource {
+  /** One page of runs, the newest first, each with its totals. */
+  list(options: { limit?: number; after?: string } = {}): Promise<RunList> {
+    return this.run(["/admin/runs", "get"], { query: { limit: options.limit ?? 20, after: options.after } });
+  }
+
+  /** Every run, the newest first, page by page. */
+  async *iter(options: { pageSize?: number } = {}): AsyncGenerator<RunReport> {
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.list({ limit: options.pageSize ?? 20, after });
+      yield* page.items;
+      if (page.next_after === undefined || page.next_after === null) return;
+      after = page.next_after;
+    }
+  }
+
+  /** One run's totals (a key such as `daily:2026-11-21`; its colon is sent percent-encoded). */
+  get(runKey: string): Promise<RunReport> {
+    return this.run(["/admin/runs/{run_key}", "get"], { path: { run_key: runKey } });
+  }
+
+  /** Undo a run for every user it touched (or `userId`) through the worker queue; again: resume. */
+  revert(runKey: string, options: { userId?: string } = {}): Promise<RunRevert> {
+    return this.run(["/admin/runs/{run_key}/revert", "post"], {
+      path: { run_key: runKey },
+      query: { user_id: options.userId },
+    });
+  }
+
+  /** An undo so far: users reverted, conflicts with their paths, failures, pending. */
+  revertStatus(revertId: string): Promise<RunRevert> {
+    return this.run(["/admin/run-reverts/{revert_id}", "get"], { path: { revert_id: revertId } });
+  }
+}
+
+/** Operators (a token with the operator scope): endpoints that receive memory-changed events. */
+export class WebhooksApi extends Resource {
+  /** A new endpoint; `.secret` (whsec_...) is answered once: the receiver verifies with it. */
+  register(url: string, options: { description?: string } = {}): Promise<WebhookCreated> {
+    return this.run(["/admin/webhooks", "post"], { body: { url, description: options.description ?? "" } });
+  }
+
+  /** Every endpoint with its state (a disabled one says why). */
+  list(): Promise<Webhooks> {
+    return this.run(["/admin/webhooks", "get"]);
+  }
+
+  get(webhookId: string): Promise<Webhook> {
+    return this.run(["/admin/webhooks/{webhook_id}", "get"], { path: { webhook_id: webhookId } });
+  }
+
+  disable(webhookId: string): Promise<Webhook> {
+    return this.run(["/admin/webhooks/{webhook_id}/disable", "post"], { path: { webhook_id: webhookId } });
+  }
+
+  /** Send to it again, failures and backoff cleared. */
+  enable(webhookId: string): Promise<Webhook> {
+    return this.run(["/admin/webhooks/{webhook_id}/enable", "post"], { path: { webhook_id: webhookId } });
+  }
+
+  /** The endpoint, its delivery marks and its secret. */
+  delete(webhookId: string): Promise<WebhookDeleted> {
+    return this.run(["/admin/webhooks/{webhook_id}", "delete"], { path: { webhook_id: webhookId } });
   }
 }
 
@@ -449,6 +590,10 @@ export class Client {
   readonly account: AccountApi;
   /** Needs a deployment on the companion schema (DOCUMENT_SCHEMA=companion). */
   readonly companion: CompanionApi;
+  /** Operators' calls (a token with the operator scope): */
+  readonly admin: AdminApi;
+  readonly runs: RunsApi;
+  readonly webhooks: WebhooksApi;
   readonly baseUrl: string;
 
   constructor(baseUrl: string, token: Token, options: ClientOptions = {}) {
@@ -460,5 +605,8 @@ export class Client {
     this.activity = new ActivityApi(transport);
     this.account = new AccountApi(transport);
     this.companion = new CompanionApi(transport);
+    this.admin = new AdminApi(transport);
+    this.runs = new RunsApi(transport);
+    this.webhooks = new WebhooksApi(transport);
   }
 }

@@ -187,6 +187,27 @@ describe("retries through a proxy that misbehaves on cue", () => {
     expect(written.version).toBe(1);
   });
 
+  it("given writes that are not edits (a key-value put, recorded activity, a touch), when each meets a 503, then each is retried with one Idempotency-Key of its own, a GET with none", async () => {
+    const client = new Client(proxy.url, tokenFor(newUser()), { retries: quick });
+    const before = proxy.seen.length;
+    proxy.cue("503");
+    await client.kv.put("prefs", "tea", "green");
+    proxy.cue("503");
+    await client.activity.record([{ source: "app", external_id: "k1", kind: "note", occurred_at: new Date().toISOString(), payload: {} }]);
+    proxy.cue("503");
+    await client.kv.touch("prefs", ["tea"]);
+    await client.kv.get("prefs", "tea");
+    const tries = proxy.seen.slice(before);
+    expect(tries.map((t) => `${t.method} ${t.cue}`)).toEqual(["PUT 503", "PUT pass", "POST 503", "POST pass", "POST 503", "POST pass", "GET pass"]);
+    const keys = tries.map((t) => t.headers["idempotency-key"]);
+    for (const i of [0, 2, 4]) {
+      expect(keys[i]).toMatch(/^client:[0-9a-f-]{36}$/);
+      expect(keys[i + 1]).toBe(keys[i]);
+    }
+    expect(new Set([keys[0], keys[2], keys[4]]).size).toBe(3);
+    expect(keys[6]).toBeUndefined();
+  });
+
   it("given a write whose answer is lost after the server wrote it, when the client retries, then the server answers idempotent and there is one version", async () => {
     const client = new Client(proxy.url, tokenFor(newUser()), { retries: quick });
     proxy.cue("lost");

@@ -29,9 +29,9 @@ async function freePort(): Promise<number> {
   });
 }
 
-async function serve(env: NodeJS.ProcessEnv): Promise<{ url: string; stop: () => Promise<void> }> {
+async function serve(env: NodeJS.ProcessEnv, extra: string[] = []): Promise<{ url: string; stop: () => Promise<void> }> {
   const port = await freePort();
-  const child: ChildProcess = spawn(PYTHON, ["-m", "user_memory_local.cli", "serve", "--port", String(port)], {
+  const child: ChildProcess = spawn(PYTHON, ["-m", "user_memory_local.cli", "serve", "--port", String(port), ...extra], {
     cwd: ROOT,
     env,
     stdio: ["ignore", "pipe", "inherit"],
@@ -66,8 +66,9 @@ export default async function setup(): Promise<() => Promise<void>> {
   );
   const env: NodeJS.ProcessEnv = { ...process.env, USER_MEMORY_HOME: home, USER_MEMORY_TOKEN_SECRET: secret, PYTHONUNBUFFERED: "1" };
   delete env.DOCUMENT_SCHEMA;
-  // Two servers on one embedded PostgreSQL (the same home): the default schema and the companion's.
-  const plain = await serve(env);
+  // Two servers on one embedded PostgreSQL (the same home): the default schema, with a worker queue of
+  // its own (--worker: a refresh, a run's undo), and the companion's, without one.
+  const plain = await serve(env, ["--worker"]);
   const companion = await serve({ ...env, DOCUMENT_SCHEMA: "companion" });
   process.env.USER_MEMORY_API = plain.url;
   process.env.USER_MEMORY_COMPANION_API = companion.url;

@@ -4,7 +4,8 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import type { AddressInfo } from "node:net";
 
 export const API = need("USER_MEMORY_API");
-/** The same server's database, served with DOCUMENT_SCHEMA=companion. */
+/** The same server's database, served with DOCUMENT_SCHEMA=companion and without a worker queue
+ * (API has one: `serve --worker`). */
 export const COMPANION_API = need("USER_MEMORY_COMPANION_API");
 
 function need(name: string): string {
@@ -16,15 +17,20 @@ function need(name: string): string {
 const b64 = (data: string | Buffer) => Buffer.from(data).toString("base64url");
 
 /** A development token for `user`, as `user-memory token` issues it (HS256, the local issuer). */
-export function tokenFor(user: string, options: { ttlSeconds?: number; secret?: string } = {}): string {
+export function tokenFor(user: string, options: { ttlSeconds?: number; secret?: string; scopes?: string[] } = {}): string {
   const now = Math.floor(Date.now() / 1000);
-  const claims = { sub: user, iss: "user-memory-local", aud: "user-memory", iat: now, exp: now + (options.ttlSeconds ?? 3600) };
+  const claims: Record<string, unknown> = { sub: user, iss: "user-memory-local", aud: "user-memory", iat: now, exp: now + (options.ttlSeconds ?? 3600) };
+  if (options.scopes?.length) claims.scope = options.scopes.join(" ");
   const unsigned = `${b64(JSON.stringify({ alg: "HS256", typ: "JWT" }))}.${b64(JSON.stringify(claims))}`;
   const signature = createHmac("sha256", options.secret ?? need("USER_MEMORY_TOKEN_SECRET")).update(unsigned).digest();
   return `${unsigned}.${b64(signature)}`;
 }
 
 export const newUser = () => randomUUID();
+
+/** The operator scope (`user-memory token --operator`: OPERATOR_SCOPE's default). */
+export const OPERATOR_SCOPE = "user-memory/operator";
+export const operatorToken = () => tokenFor(newUser(), { scopes: [OPERATOR_SCOPE] });
 
 /**
  * What the proxy does with the next request:
