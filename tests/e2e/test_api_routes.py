@@ -276,7 +276,7 @@ def test_a_malformed_json_patch_is_400_invalid_patch(alice, ops):
 @given(
     pointer=st.one_of(
         # not "" and no leading "/"; without NUL and lone surrogates, which no stored text may hold
-        # (422 at the door, before the patch is read: tests/e2e/test_api_hostile_input.py)
+        # (422 at the door, before the patch is read: test_u0000_in_a_body_string_is_422_and_writes_nothing)
         st.text(
             alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=40
         ).filter(lambda p: not p.startswith("/")),
