@@ -810,16 +810,11 @@ class _Parser(argparse.ArgumentParser):
         return f" (did you mean {' '.join(close)}?)" if close else ""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common = _Parser(add_help=False)
-    common.add_argument(
-        "--database-url", type=_dsn, metavar="URL", help="PostgreSQL DSN (default: $DATABASE_URL, else embedded)"
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_migrate(sub: Any, common: argparse.ArgumentParser) -> None:
     sub.add_parser("migrate", parents=[common], help="apply pending migrations").set_defaults(func=cmd_migrate)
 
+
+def _add_create_login(sub: Any, common: argparse.ArgumentParser) -> None:
     login = sub.add_parser(
         "create-login",
         parents=[common],
@@ -834,6 +829,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     login.set_defaults(func=cmd_create_login)
 
+
+def _add_demo(sub: Any, common: argparse.ArgumentParser) -> None:
     demo = sub.add_parser("demo", parents=[common], help="the daily job end to end on local stand-ins")
     demo.add_argument("--users", type=_users, default=200, metavar="N", help="demo users to seed (default 200)")
     demo.add_argument(
@@ -847,44 +844,60 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(func=cmd_demo)
 
+
+def _add_show(sub: Any, common: argparse.ArgumentParser) -> None:
     show = sub.add_parser("show", parents=[common], help="a user's memory as JSON (head, or --version N)")
     show.add_argument("user", type=_user, metavar="USER")
     show.add_argument("--version", type=_version, metavar="N")
     show.set_defaults(func=cmd_show)
 
+
+def _add_history(sub: Any, common: argparse.ArgumentParser) -> None:
     history = sub.add_parser("history", parents=[common], help="a user's versions, newest first")
     history.add_argument("user", type=_user, metavar="USER")
     history.add_argument("--limit", type=_limit, default=20, metavar="N", help="at most N versions (default 20)")
     history.add_argument("--before", type=_before, metavar="V", help="only versions below V")
     history.set_defaults(func=cmd_history)
 
+
+def _add_diff(sub: Any, common: argparse.ArgumentParser) -> None:
     diff = sub.add_parser("diff", parents=[common], help="one JSON Patch from version A to version B")
     diff.add_argument("user", type=_user, metavar="USER")
     diff.add_argument("a", type=_version, metavar="A")
     diff.add_argument("b", type=_version, metavar="B")
     diff.set_defaults(func=cmd_diff)
 
+
+def _add_erase(sub: Any, common: argparse.ArgumentParser) -> None:
     erase = sub.add_parser(
         "erase", parents=[common], help="delete a user's memory and activity; prints the counts and the receipt"
     )
     erase.add_argument("user", type=_user, metavar="USER")
     erase.set_defaults(func=cmd_erase)
 
+
+def _add_export(sub: Any, common: argparse.ArgumentParser) -> None:
     export = sub.add_parser("export", parents=[common], help="a user's export as JSON Lines (any size)")
     export.add_argument("user", type=_user, metavar="USER")
     export.add_argument("--out", metavar="FILE", help="write to FILE (default: standard output)")
     export.set_defaults(func=cmd_export)
 
+
+def _add_import(sub: Any, common: argparse.ArgumentParser) -> None:
     imp = sub.add_parser("import", parents=[common], help="write an export back under USER (an empty memory)")
     imp.add_argument("file", metavar="FILE")
     imp.add_argument("user", type=_user, metavar="USER")
     imp.set_defaults(func=cmd_import)
 
+
+def _add_erasures(sub: Any, common: argparse.ArgumentParser) -> None:
     erasures = sub.add_parser("erasures", parents=[common], help="erasure receipts, newest first (JSON)")
     erasures.add_argument("--user", type=_user, metavar="USER", help="only this user's receipts")
     erasures.add_argument("--limit", type=_limit, default=20, metavar="N", help="at most N receipts (default 20)")
     erasures.set_defaults(func=cmd_erasures)
 
+
+def _add_token(sub: Any, common: argparse.ArgumentParser) -> None:
     token = sub.add_parser("token", help="a development token for USER (for `serve` and `mcp`)")
     token.add_argument("user", type=_user, metavar="USER_ID")
     token.add_argument("--operator", action="store_true", help="add the operator scope ($OPERATOR_SCOPE)")
@@ -893,6 +906,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     token.set_defaults(func=cmd_token)
 
+
+def _add_console(sub: Any, common: argparse.ArgumentParser) -> None:
     console = sub.add_parser("console", help="the console's URL for `serve`, signed in as USER (development token)")
     console.add_argument("user", type=_user, metavar="USER_ID")
     console.add_argument("--operator", action="store_true", help="as an operator: look up any user")
@@ -902,10 +917,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     console.set_defaults(func=cmd_console)
 
+
+def _add_mcp(sub: Any, common: argparse.ArgumentParser) -> None:
     mcp = sub.add_parser("mcp", parents=[common], help="serve a user's memory over MCP (stdio)")
     mcp.add_argument("--token", metavar="T", help="the user's token (default: $USER_MEMORY_TOKEN)")
     mcp.set_defaults(func=cmd_mcp)
 
+
+def _add_mcp_config(sub: Any, common: argparse.ArgumentParser) -> None:
     mcp_config = sub.add_parser(
         "mcp-config", help="an MCP client's configuration for USER's memory (its env: the token, the home, ...)"
     )
@@ -919,6 +938,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mcp_config.set_defaults(func=cmd_mcp_config)
 
+
+def _add_chat(sub: Any, common: argparse.ArgumentParser) -> None:
     chat = sub.add_parser("chat", parents=[common], help="talk to the configured model with USER's memory")
     chat.add_argument("user", type=_user, metavar="USER_ID")
     chat.add_argument(
@@ -932,6 +953,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.set_defaults(func=cmd_chat)
 
+
+def _add_trigger_conversations(sub: Any, common: argparse.ArgumentParser) -> None:
     trigger = sub.add_parser(
         "trigger-conversations",
         parents=[common],
@@ -960,6 +983,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trigger.set_defaults(func=cmd_trigger_conversations)
 
+
+def _add_refresh(sub: Any, common: argparse.ArgumentParser) -> None:
     refresh_ = sub.add_parser(
         "refresh",
         parents=[common],
@@ -982,6 +1007,8 @@ def build_parser() -> argparse.ArgumentParser:
     refresh_.add_argument("--summarizer", choices=["rules", "openai"], default=None, help="local run: default auto")
     refresh_.set_defaults(func=cmd_refresh)
 
+
+def _add_search(sub: Any, common: argparse.ArgumentParser) -> None:
     search = sub.add_parser(
         "search",
         parents=[common],
@@ -993,6 +1020,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--mode", choices=["auto", "fts", "vector", "fused"], default="auto")
     search.set_defaults(func=cmd_search)
 
+
+def _add_reindex(sub: Any, common: argparse.ArgumentParser) -> None:
     reindex = sub.add_parser(
         "reindex", parents=[common], help="rebuild the search index of users whose index is behind (or of --user)"
     )
@@ -1000,6 +1029,8 @@ def build_parser() -> argparse.ArgumentParser:
     reindex.add_argument("--max-users", type=_int_at_least(1, "the maximum"), default=100_000, metavar="N")
     reindex.set_defaults(func=cmd_reindex)
 
+
+def _add_plan(sub: Any, common: argparse.ArgumentParser) -> None:
     from user_memory.domain import plan as sizing  # its bounds and defaults (pure arithmetic, no I/O)
 
     plan = sub.add_parser(
@@ -1080,6 +1111,8 @@ def build_parser() -> argparse.ArgumentParser:
     revert_status.add_argument("revert_id", type=_user, metavar="REVERT_ID")
     revert_status.set_defaults(func=cmd_run_revert_status)
 
+
+def _add_webhooks(sub: Any, common: argparse.ArgumentParser) -> None:
     webhooks = sub.add_parser(
         "webhooks", parents=[common], help="operators' webhook endpoints of memory-changed events (secrets in AWS)"
     )
@@ -1098,6 +1131,8 @@ def build_parser() -> argparse.ArgumentParser:
     relay.add_argument("--event-bus", default=None, help="the EventBridge bus (EVENT_BUS_NAME); none: webhooks only")
     relay.set_defaults(func=cmd_relay_events)
 
+
+def _add_serve(sub: Any, common: argparse.ArgumentParser) -> None:
     serve = sub.add_parser("serve", parents=[common], help="the HTTP API on this machine (development tokens)")
     serve.add_argument("--host", default="127.0.0.1", metavar="H", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8080, metavar="P", help="port (default 8080; 0: any free port)")
@@ -1118,6 +1153,45 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--oidc-audience", action="append", metavar="AUD", help="accepted audience (repeatable)")
     serve.add_argument("--console-client-id", metavar="ID", help="the console's client id at --oidc-issuer")
     serve.set_defaults(func=cmd_serve)
+
+
+# Every command, in the order `--help` lists them: one function each, adding its parser and options.
+_COMMANDS = (
+    _add_migrate,
+    _add_create_login,
+    _add_demo,
+    _add_show,
+    _add_history,
+    _add_diff,
+    _add_erase,
+    _add_export,
+    _add_import,
+    _add_erasures,
+    _add_token,
+    _add_console,
+    _add_mcp,
+    _add_mcp_config,
+    _add_chat,
+    _add_trigger_conversations,
+    _add_refresh,
+    _add_search,
+    _add_reindex,
+    _add_plan,
+    _add_webhooks,
+    _add_serve,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--database-url", type=_dsn, metavar="URL", help="PostgreSQL DSN (default: $DATABASE_URL, else embedded)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    for add in _COMMANDS:
+        add(sub, common)
     return parser
 
 

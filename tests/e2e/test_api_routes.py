@@ -275,7 +275,11 @@ def test_a_malformed_json_patch_is_400_invalid_patch(alice, ops):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     pointer=st.one_of(
-        st.text(min_size=1, max_size=40).filter(lambda p: not p.startswith("/")),  # not "" and no leading "/"
+        # not "" and no leading "/"; without NUL and lone surrogates, which no stored text may hold
+        # (422 at the door, before the patch is read: test_u0000_in_a_body_string_is_422_and_writes_nothing)
+        st.text(
+            alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=40
+        ).filter(lambda p: not p.startswith("/")),
         st.from_regex(r"\A/[a-z_]{0,10}~([2-9a-z]|\Z)", fullmatch=True),  # a "~" escape that is not ~0 or ~1
     ),
     member=st.sampled_from(["path", "from"]),
