@@ -775,6 +775,9 @@ DECLARE
   rating_rows bigint;
   digest_rows bigint;
   export_rows bigint;
+  event_rows bigint;
+  delivery_rows bigint;
+  pending_rows bigint;
   receipt public.user_memory_erasure_receipts;
 BEGIN
   IF p_user_id IS NULL THEN
@@ -786,6 +789,24 @@ BEGIN
   PERFORM 1 FROM public.user_memory_heads h WHERE h.user_id = p_user_id FOR UPDATE;
   DELETE FROM public.user_activity a WHERE a.user_id = p_user_id;
   GET DIAGNOSTICS activity = ROW_COUNT;
+  -- The outbox goes with the versions (migration 026's trigger): count it first. Locking the
+  -- user's events keeps a relay from marking one delivered between the count and the delete (the
+  -- mark's foreign key check waits on the lock, as it would on the delete's), and the head's lock
+  -- above keeps new events out, so the counts are what the delete takes.
+  SELECT count(*) INTO event_rows
+    FROM (SELECT 1 FROM public.user_memory_events e WHERE e.user_id = p_user_id FOR UPDATE) locked;
+  SELECT count(*) INTO delivery_rows
+    FROM public.user_memory_event_deliveries d
+    JOIN public.user_memory_events e ON e.id = d.event_id
+   WHERE e.user_id = p_user_id;
+  -- Webhook deliveries still owed (an event after the endpoint's registration, not yet marked
+  -- delivered to it): never sent now. Disabled endpoints count too: enabling one would send them.
+  SELECT count(*) INTO pending_rows
+    FROM public.user_memory_events e
+    JOIN public.user_memory_webhooks w ON e.id > w.after_event_id
+   WHERE e.user_id = p_user_id
+     AND NOT EXISTS (SELECT 1 FROM public.user_memory_event_deliveries d
+                      WHERE d.sink = w.id::text AND d.event_id = e.id);
   PERFORM set_config('user_memory.erase_user_id', p_user_id::text, true);
   DELETE FROM public.user_memory_snapshots s WHERE s.user_id = p_user_id;
   GET DIAGNOSTICS snapshots = ROW_COUNT;
@@ -831,7 +852,10 @@ BEGIN
       'feedback_ratings', rating_rows,
       'daily_digests', digest_rows,
       'user_memory_exports', export_rows,
-      'export_objects', p_export_objects
+      'export_objects', p_export_objects,
+      'user_memory_events', event_rows,
+      'user_memory_event_deliveries', delivery_rows,
+      'pending_webhook_deliveries', pending_rows
     )
   )
   RETURNING * INTO receipt;

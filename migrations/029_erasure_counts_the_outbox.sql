@@ -1,0 +1,117 @@
+-- Erasure receipts count the outbox an erase takes (issue 25, section 3).
+--
+--   user_memory_erase_receipted  same signature; the receipt's `deleted` also counts the user's
+--                                memory-changed events (user_memory_events), their delivery marks
+--                                (user_memory_event_deliveries), both deleted with the version rows
+--                                by migration 026's trigger, and the webhook deliveries still owed
+--                                for them (pending_webhook_deliveries: never sent now).
+--
+-- Expand-only: the function keeps its signature, its return type and every key it answered; the
+-- erases of migration 027 (user_memory_erase's eleven rows included) call it unchanged.
+
+CREATE OR REPLACE FUNCTION public.user_memory_erase_receipted(p_user_id uuid, p_requested_by text, p_export_objects integer)
+RETURNS public.user_memory_erasure_receipts
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+  heads bigint;
+  snapshots bigint;
+  activity bigint;
+  kv_entries bigint;
+  conversation_rows bigint;
+  message_rows bigint;
+  memory_rows bigint;
+  item_rows bigint;
+  embedding_rows bigint := 0;
+  rating_rows bigint;
+  digest_rows bigint;
+  export_rows bigint;
+  event_rows bigint;
+  delivery_rows bigint;
+  pending_rows bigint;
+  receipt public.user_memory_erasure_receipts;
+BEGIN
+  IF p_user_id IS NULL THEN
+    RAISE EXCEPTION 'user_memory_erase: user id is required' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF p_export_objects IS NULL OR p_export_objects < 0 THEN
+    RAISE EXCEPTION 'user_memory_erase: export objects must be a count' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  PERFORM 1 FROM public.user_memory_heads h WHERE h.user_id = p_user_id FOR UPDATE;
+  DELETE FROM public.user_activity a WHERE a.user_id = p_user_id;
+  GET DIAGNOSTICS activity = ROW_COUNT;
+  -- The outbox goes with the versions (migration 026's trigger): count it first. Locking the
+  -- user's events keeps a relay from marking one delivered between the count and the delete (the
+  -- mark's foreign key check waits on the lock, as it would on the delete's), and the head's lock
+  -- above keeps new events out, so the counts are what the delete takes.
+  SELECT count(*) INTO event_rows
+    FROM (SELECT 1 FROM public.user_memory_events e WHERE e.user_id = p_user_id FOR UPDATE) locked;
+  SELECT count(*) INTO delivery_rows
+    FROM public.user_memory_event_deliveries d
+    JOIN public.user_memory_events e ON e.id = d.event_id
+   WHERE e.user_id = p_user_id;
+  -- Webhook deliveries still owed (an event after the endpoint's registration, not yet marked
+  -- delivered to it): never sent now. Disabled endpoints count too: enabling one would send them.
+  SELECT count(*) INTO pending_rows
+    FROM public.user_memory_events e
+    JOIN public.user_memory_webhooks w ON e.id > w.after_event_id
+   WHERE e.user_id = p_user_id
+     AND NOT EXISTS (SELECT 1 FROM public.user_memory_event_deliveries d
+                      WHERE d.sink = w.id::text AND d.event_id = e.id);
+  PERFORM set_config('user_memory.erase_user_id', p_user_id::text, true);
+  DELETE FROM public.user_memory_snapshots s WHERE s.user_id = p_user_id;
+  GET DIAGNOSTICS snapshots = ROW_COUNT;
+  PERFORM set_config('user_memory.erase_user_id', '', true);
+  DELETE FROM public.user_memory_heads h WHERE h.user_id = p_user_id;
+  GET DIAGNOSTICS heads = ROW_COUNT;
+  DELETE FROM public.user_memory_kv kv WHERE kv.user_id = p_user_id;
+  GET DIAGNOSTICS kv_entries = ROW_COUNT;
+  PERFORM 1 FROM public.conversations c WHERE c.user_id = p_user_id FOR UPDATE;
+  DELETE FROM public.conversation_memories cm WHERE cm.user_id = p_user_id;
+  GET DIAGNOSTICS memory_rows = ROW_COUNT;
+  DELETE FROM public.conversation_messages m WHERE m.user_id = p_user_id;
+  GET DIAGNOSTICS message_rows = ROW_COUNT;
+  DELETE FROM public.conversations c WHERE c.user_id = p_user_id;
+  GET DIAGNOSTICS conversation_rows = ROW_COUNT;
+  DELETE FROM public.memory_items i WHERE i.user_id = p_user_id;
+  GET DIAGNOSTICS item_rows = ROW_COUNT;
+  IF to_regclass('public.memory_embeddings') IS NOT NULL THEN
+    EXECUTE 'DELETE FROM public.memory_embeddings e WHERE e.user_id = $1' USING p_user_id;
+    GET DIAGNOSTICS embedding_rows = ROW_COUNT;
+  END IF;
+  DELETE FROM public.feedback_ratings f WHERE f.user_id = p_user_id;
+  GET DIAGNOSTICS rating_rows = ROW_COUNT;
+  DELETE FROM public.daily_digests d WHERE d.user_id = p_user_id;
+  GET DIAGNOSTICS digest_rows = ROW_COUNT;
+  -- An export still running finds its row gone when it finishes and deletes what it wrote.
+  DELETE FROM public.user_memory_exports x WHERE x.user_id = p_user_id;
+  GET DIAGNOSTICS export_rows = ROW_COUNT;
+  INSERT INTO public.user_memory_erasure_receipts (user_hash, requested_by, deleted)
+  VALUES (
+    public.user_memory_user_hash(p_user_id),
+    p_requested_by,
+    jsonb_build_object(
+      'user_memory_heads', heads,
+      'user_memory_snapshots', snapshots,
+      'user_activity', activity,
+      'user_memory_kv', kv_entries,
+      'conversation_memories', memory_rows,
+      'conversation_messages', message_rows,
+      'conversations', conversation_rows,
+      'memory_items', item_rows,
+      'memory_embeddings', embedding_rows,
+      'feedback_ratings', rating_rows,
+      'daily_digests', digest_rows,
+      'user_memory_exports', export_rows,
+      'export_objects', p_export_objects,
+      'user_memory_events', event_rows,
+      'user_memory_event_deliveries', delivery_rows,
+      'pending_webhook_deliveries', pending_rows
+    )
+  )
+  RETURNING * INTO receipt;
+  RETURN receipt;
+END
+$$;
