@@ -778,6 +778,7 @@ DECLARE
   event_rows bigint;
   delivery_rows bigint;
   pending_rows bigint;
+  import_rows bigint;
   receipt public.user_memory_erasure_receipts;
 BEGIN
   IF p_user_id IS NULL THEN
@@ -835,6 +836,10 @@ BEGIN
   -- An export still running finds its row gone when it finishes and deletes what it wrote.
   DELETE FROM public.user_memory_exports x WHERE x.user_id = p_user_id;
   GET DIAGNOSTICS export_rows = ROW_COUNT;
+  -- An import still running writes into a user whose rows are gone: its own row is gone too, so
+  -- it cannot be marked done (jobs/imports.py), and the caller deleted the uploaded object.
+  DELETE FROM public.user_memory_imports i WHERE i.user_id = p_user_id;
+  GET DIAGNOSTICS import_rows = ROW_COUNT;
   INSERT INTO public.user_memory_erasure_receipts (user_hash, requested_by, deleted)
   VALUES (
     public.user_memory_user_hash(p_user_id),
@@ -855,7 +860,8 @@ BEGIN
       'export_objects', p_export_objects,
       'user_memory_events', event_rows,
       'user_memory_event_deliveries', delivery_rows,
-      'pending_webhook_deliveries', pending_rows
+      'pending_webhook_deliveries', pending_rows,
+      'user_memory_imports', import_rows
     )
   )
   RETURNING * INTO receipt;
@@ -2512,6 +2518,40 @@ COMMENT ON COLUMN public.user_memory_heads.indexed_version IS 'The version memor
 
 
 --
+-- Name: user_memory_imports; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.user_memory_imports (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid NOT NULL,
+    requested_by text NOT NULL,
+    status text DEFAULT 'awaiting_upload'::text NOT NULL,
+    object_key text NOT NULL,
+    versions integer,
+    kv integer,
+    error_type text,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    CONSTRAINT user_memory_imports_error_check CHECK (((error IS NULL) OR (length(error) <= 500))),
+    CONSTRAINT user_memory_imports_error_type_check CHECK (((error_type IS NULL) OR (length(error_type) <= 100))),
+    CONSTRAINT user_memory_imports_kv_check CHECK (((kv IS NULL) OR (kv >= 0))),
+    CONSTRAINT user_memory_imports_object_key_check CHECK (((length(object_key) >= 1) AND (length(object_key) <= 1024))),
+    CONSTRAINT user_memory_imports_requested_by_check CHECK (((length(requested_by) >= 1) AND (length(requested_by) <= 300))),
+    CONSTRAINT user_memory_imports_status_check CHECK ((status = ANY (ARRAY['awaiting_upload'::text, 'queued'::text, 'running'::text, 'done'::text, 'failed'::text]))),
+    CONSTRAINT user_memory_imports_versions_check CHECK (((versions IS NULL) OR (versions >= 0)))
+);
+
+
+--
+-- Name: TABLE user_memory_imports; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON TABLE public.user_memory_imports IS 'Import jobs started through the API: state, the uploaded object, what was written; deleted by an erase.';
+
+
+--
 -- Name: user_memory_kv; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2905,6 +2945,14 @@ ALTER TABLE ONLY public.user_memory_heads
 
 
 --
+-- Name: user_memory_imports user_memory_imports_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.user_memory_imports
+    ADD CONSTRAINT user_memory_imports_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: user_memory_kv user_memory_kv_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -3069,6 +3117,13 @@ CREATE UNIQUE INDEX idx_user_memory_events_user_version ON public.user_memory_ev
 --
 
 CREATE INDEX idx_user_memory_exports_user ON public.user_memory_exports USING btree (user_id, created_at DESC);
+
+
+--
+-- Name: idx_user_memory_imports_user; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_user_memory_imports_user ON public.user_memory_imports USING btree (user_id, created_at DESC);
 
 
 --
@@ -3309,6 +3364,13 @@ CREATE POLICY "Service role has every row" ON public.user_memory_heads TO servic
 
 
 --
+-- Name: user_memory_imports Service role has every row; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Service role has every row" ON public.user_memory_imports TO service_role USING (true) WITH CHECK (true);
+
+
+--
 -- Name: user_memory_kv Service role has every row; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -3432,6 +3494,13 @@ CREATE POLICY "Users can view own embeddings" ON public.memory_embeddings FOR SE
 --
 
 CREATE POLICY "Users can view own exports" ON public.user_memory_exports FOR SELECT TO authenticated USING ((auth.uid() = user_id));
+
+
+--
+-- Name: user_memory_imports Users can view own imports; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Users can view own imports" ON public.user_memory_imports FOR SELECT TO authenticated USING ((auth.uid() = user_id));
 
 
 --
@@ -3578,6 +3647,12 @@ ALTER TABLE public.user_memory_exports ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.user_memory_heads ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: user_memory_imports; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.user_memory_imports ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: user_memory_kv; Type: ROW SECURITY; Schema: public; Owner: -
@@ -4096,6 +4171,14 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.user_memory_exports TO service
 
 GRANT SELECT ON TABLE public.user_memory_heads TO service_role;
 GRANT SELECT ON TABLE public.user_memory_heads TO authenticated;
+
+
+--
+-- Name: TABLE user_memory_imports; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.user_memory_imports TO authenticated;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.user_memory_imports TO service_role;
 
 
 --

@@ -62,3 +62,7 @@ class ExportObjects(Protocol):
     def read(self, key: str) -> Iterator[bytes]:
         """The object's lines, streaming (an import reads an export back)."""
         ...
+
+    def upload_url(self, key: str, *, expires_in: int) -> str:
+        """Where a client puts an object without credentials (a pre-signed PUT; locally a file path)."""
+        ...

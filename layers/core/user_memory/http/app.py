@@ -46,6 +46,7 @@ from user_memory.http.problems import (
     problem_document,
 )
 from user_memory.http.routes import account, admin, companion, console, kv, memory, overview, search, tasks, webhooks
+from user_memory.http.routes import imports as import_routes
 from user_memory.observability import logger, metrics
 
 # In the order their routes were always registered (Powertools matches static routes first, then
@@ -62,6 +63,7 @@ ROUTERS = (
     openapi.router,
     overview.router,
     console.router,
+    import_routes.router,
 )
 _USER_PATH = re.compile(r"^/users/(?P<user>[^/]+)(?P<rest>/.*)?$")
 

@@ -1,13 +1,49 @@
--- Erasure receipts count the outbox an erase takes (issue 25, section 3).
+-- Erasure receipts count the outbox an erase takes, and imports through the API (issue 25).
 --
+--   user_memory_imports          one row per import job (POST /admin/imports): the user it writes
+--                                into, who asked, its state, the object (S3 key or local file) the
+--                                export was uploaded to, what it wrote, why it failed. No content.
+--                                Only the service writes; an end user reads the imports into its
+--                                own memory (RLS), as its erase deletes their uploaded files.
 --   user_memory_erase_receipted  same signature; the receipt's `deleted` also counts the user's
 --                                memory-changed events (user_memory_events), their delivery marks
 --                                (user_memory_event_deliveries), both deleted with the version rows
---                                by migration 026's trigger, and the webhook deliveries still owed
---                                for them (pending_webhook_deliveries: never sent now).
+--                                by migration 026's trigger, the webhook deliveries still owed for
+--                                them (pending_webhook_deliveries: never sent now), and the user's
+--                                import jobs (user_memory_imports, deleted here).
 --
--- Expand-only: the function keeps its signature, its return type and every key it answered; the
--- erases of migration 027 (user_memory_erase's eleven rows included) call it unchanged.
+-- Expand-only: a new table; the function keeps its signature, its return type and every key it
+-- answered; the erases of migration 027 (user_memory_erase's eleven rows included) call it unchanged.
+
+CREATE TABLE public.user_memory_imports (
+  id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  user_id uuid NOT NULL,
+  requested_by text NOT NULL CHECK (length(requested_by) BETWEEN 1 AND 300),
+  status text NOT NULL DEFAULT 'awaiting_upload'
+    CHECK (status IN ('awaiting_upload', 'queued', 'running', 'done', 'failed')),
+  object_key text NOT NULL CHECK (length(object_key) BETWEEN 1 AND 1024),
+  versions integer CHECK (versions IS NULL OR versions >= 0),
+  kv integer CHECK (kv IS NULL OR kv >= 0),
+  error_type text CHECK (error_type IS NULL OR length(error_type) <= 100),
+  error text CHECK (error IS NULL OR length(error) <= 500),
+  created_at timestamptz NOT NULL DEFAULT now(),
+  started_at timestamptz,
+  finished_at timestamptz
+);
+
+-- "A user's imports" (the erase).
+CREATE INDEX idx_user_memory_imports_user ON public.user_memory_imports (user_id, created_at DESC);
+
+COMMENT ON TABLE public.user_memory_imports IS
+  'Import jobs started through the API: state, the uploaded object, what was written; deleted by an erase.';
+
+REVOKE ALL ON public.user_memory_imports FROM PUBLIC, anon, authenticated, service_role;
+GRANT SELECT ON public.user_memory_imports TO authenticated;
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.user_memory_imports TO service_role;
+ALTER TABLE public.user_memory_imports ENABLE ROW LEVEL SECURITY;
+CREATE POLICY "Users can view own imports" ON public.user_memory_imports FOR SELECT TO authenticated
+  USING (auth.uid() = user_id);
+CALL public.user_memory_admit_service_role();
 
 CREATE OR REPLACE FUNCTION public.user_memory_erase_receipted(p_user_id uuid, p_requested_by text, p_export_objects integer)
 RETURNS public.user_memory_erasure_receipts
@@ -31,6 +67,7 @@ DECLARE
   event_rows bigint;
   delivery_rows bigint;
   pending_rows bigint;
+  import_rows bigint;
   receipt public.user_memory_erasure_receipts;
 BEGIN
   IF p_user_id IS NULL THEN
@@ -88,6 +125,10 @@ BEGIN
   -- An export still running finds its row gone when it finishes and deletes what it wrote.
   DELETE FROM public.user_memory_exports x WHERE x.user_id = p_user_id;
   GET DIAGNOSTICS export_rows = ROW_COUNT;
+  -- An import still running writes into a user whose rows are gone: its own row is gone too, so
+  -- it cannot be marked done (jobs/imports.py), and the caller deleted the uploaded object.
+  DELETE FROM public.user_memory_imports i WHERE i.user_id = p_user_id;
+  GET DIAGNOSTICS import_rows = ROW_COUNT;
   INSERT INTO public.user_memory_erasure_receipts (user_hash, requested_by, deleted)
   VALUES (
     public.user_memory_user_hash(p_user_id),
@@ -108,7 +149,8 @@ BEGIN
       'export_objects', p_export_objects,
       'user_memory_events', event_rows,
       'user_memory_event_deliveries', delivery_rows,
-      'pending_webhook_deliveries', pending_rows
+      'pending_webhook_deliveries', pending_rows,
+      'user_memory_imports', import_rows
     )
   )
   RETURNING * INTO receipt;
