@@ -165,3 +165,22 @@ def test_with_a_queue_the_worker_imports_from_s3_and_erasure_reaches_the_import(
     # Then the receipt counts the import job, and it is gone
     assert erased["receipt"]["deleted"]["user_memory_imports"] == 1
     assert_problem(operator.get(f"/admin/imports/{job['id']}"), 404, "not-found")
+
+
+def test_erasing_the_target_deletes_an_upload_never_imported_and_counts_the_job(make_api, tmp_path):
+    # Given an import created and its file uploaded, never started
+    api = make_api("tutor", export_dir=str(tmp_path))
+    source = exported(new_client(api))
+    operator = new_client(api, scopes=f"openid {OPERATOR}")
+    target = uuid.uuid4()
+    job = ok(operator.post("/admin/imports", json_body={"user_id": str(target)}))
+    shutil.copy(source, job["upload_url"])
+    # When the target user is erased
+    erased = ok(operator.delete(f"/admin/users/{target}"))
+    # Then the upload (the user's content) is gone, counted with the job's row
+    assert not Path(job["upload_url"]).exists()
+    assert (erased["receipt"]["deleted"]["export_objects"], erased["receipt"]["deleted"]["user_memory_imports"]) == (
+        1,
+        1,
+    )
+    assert_problem(operator.get(f"/admin/imports/{job['id']}"), 404, "not-found")
