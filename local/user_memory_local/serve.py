@@ -517,7 +517,9 @@ def run(
         audiences = oidc_audiences or ([console_client_id] if console_client_id else [])
         oidc = OidcVerifier(oidc_issuer, audiences)
     pool = open_pool(database_url(), size=settings.database_pool_size)
-    queue = LocalWorkerQueue(database_url()) if worker and not settings.queue_url else None
+    queue = (
+        LocalWorkerQueue(database_url(), export_dir=settings.export_dir) if worker and not settings.queue_url else None
+    )
     if queue is not None:  # the operators' queued work (a run's undo, the trigger) runs here
         settings = ApiSettings.model_validate({**settings.model_dump(), "queue_url": queue.queue_url})
     try:
@@ -576,7 +578,7 @@ class LocalWorkerQueue:
     SUMMARIZER says otherwise) on a background thread, so the routes that queue work (an operator's
     undo of a run, the conversation trigger) work here as deployed."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, export_dir: str | None = None) -> None:
         import boto3
         from moto import mock_aws
         from user_memory.config import WorkerSettings
@@ -589,8 +591,12 @@ class LocalWorkerQueue:
         self._aws.start()
         self.sqs = boto3.client("sqs", region_name="us-east-1")
         self.queue_url, dlq_url = create_queues(self.sqs, name="user-memory-serve")
+        # The API's export folder: the export_user and import_user messages it queues run here.
         settings = WorkerSettings.from_env(
-            database_url=dsn, queue_url=self.queue_url, summarizer=os.environ.get("SUMMARIZER") or "rules"
+            database_url=dsn,
+            queue_url=self.queue_url,
+            summarizer=os.environ.get("SUMMARIZER") or "rules",
+            export_dir=None if os.environ.get("EXPORT_BUCKET") else export_dir,
         )
         self.services = build_worker(settings, sqs_client=self.sqs)
         self._poller = LambdaSqsPoller(
