@@ -184,3 +184,30 @@ def test_erasing_the_target_deletes_an_upload_never_imported_and_counts_the_job(
         1,
     )
     assert_problem(operator.get(f"/admin/imports/{job['id']}"), 404, "not-found")
+
+
+def test_an_import_whose_message_cannot_be_queued_fails_and_is_queued_by_a_new_start(
+    pool, database_url, sqs, s3, tmp_path
+):
+    # Given an API whose worker queue is gone (moto: a queue URL that names no queue)
+    stack = Stack(database_url, pool, sqs, export_bucket="exports")
+    gone = stack.queue_url + "-gone"
+    settings = ApiSettings.from_env({"DOCUMENT_SCHEMA": "tutor", "QUEUE_URL": gone, "EXPORT_BUCKET": "exports"})
+    api = create_api(build_api(settings, pool=pool, sqs_client=sqs), settings)
+    operator = new_client(api, scopes=f"openid {OPERATOR}")
+    job = ok(operator.post("/admin/imports", json_body={"user_id": str(uuid.uuid4())}))
+    # When it is started
+    reply = operator.post(f"/admin/imports/{job['id']}/start")
+    # Then the request fails, and the job is failed (not left queued with no message)
+    assert reply.status >= 500
+    failed = ok(operator.get(f"/admin/imports/{job['id']}"))
+    assert failed["status"] == "failed" and failed["error_type"] and failed["upload_url"]
+    # And once the queue is back, a new start queues it
+    settings = ApiSettings.from_env(
+        {"DOCUMENT_SCHEMA": "tutor", "QUEUE_URL": stack.queue_url, "EXPORT_BUCKET": "exports"}
+    )
+    operator = new_client(
+        create_api(build_api(settings, pool=pool, sqs_client=sqs), settings), scopes=f"openid {OPERATOR}"
+    )
+    assert ok(operator.post(f"/admin/imports/{job['id']}/start"))["status"] == "queued"
+    assert stack.queued() == [{"type": "import_user", "import_id": job["id"]}]

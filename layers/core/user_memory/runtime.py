@@ -527,8 +527,7 @@ class ApiServices:
         where there is no queue (the local kit). Started again, a job queued, running or done is
         answered as it is (queued once); a failed one is queued again."""
         from user_memory.adapters.imports import PostgresImports
-        from user_memory.domain.messages import ImportUser
-        from user_memory.jobs.imports import run_import_job
+        from user_memory.jobs.imports import run_import_job, send_import
 
         objects = self._export_objects("imported")
         jobs = PostgresImports(self.as_service)
@@ -538,9 +537,7 @@ class ApiServices:
         if self.settings.queue_url:
             if self.sqs_client is None:
                 self.sqs_client = _sqs_client(None)
-            body = ImportUser(type="import_user", import_id=uuid.UUID(queued.id)).model_dump_json()
-            SqsSender(self.settings.queue_url, self.sqs_client).send([body])
-            return queued
+            return send_import(jobs, SqsSender(self.settings.queue_url, self.sqs_client), queued)
         return run_import_job(self.as_service, objects, queued.id)
 
     def import_job(self, import_id: str) -> tuple[ImportJob, str | None]:

@@ -12,15 +12,33 @@ the job again retries it).
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 from user_memory.adapters.exports import PostgresExports
 from user_memory.adapters.imports import ImportJob, PostgresImports
 from user_memory.adapters.postgres import ConnectionSource, transaction
 from user_memory.domain.account import ExportObjects
+from user_memory.domain.messages import ImportUser
+from user_memory.domain.ports import MessageSender
 from user_memory.errors import ImportFailed, ImportTargetNotEmpty, InvalidExport, describe_failure
 from user_memory.jobs.export import run_import
 from user_memory.observability import logger, metrics
+
+
+def send_import(jobs: PostgresImports, sender: MessageSender, queued: ImportJob) -> ImportJob:
+    """The queued job's import_user message sent; if it cannot be, the job is failed (logged and
+    counted) rather than left queued with no message, so a new start queues it again."""
+    body = ImportUser(type="import_user", import_id=uuid.UUID(queued.id)).model_dump_json()
+    try:
+        sender.send([body])
+    except Exception as err:
+        error, reason = describe_failure(err)
+        logger.error("import not queued", import_id=queued.id, error=error, reason=reason)
+        metrics.add_metric(name="ImportsFailed", unit="Count", value=1)
+        jobs.fail(queued.id, error, reason)
+        raise
+    return queued
 
 
 def run_import_job(db: ConnectionSource, objects: ExportObjects, import_id: str) -> ImportJob:
