@@ -787,6 +787,10 @@ BEGIN
   IF p_export_objects IS NULL OR p_export_objects < 0 THEN
     RAISE EXCEPTION 'user_memory_erase: export objects must be a count' USING ERRCODE = 'invalid_parameter_value';
   END IF;
+  -- An import into this user holds its job's row until it commits (jobs/imports.py): wait for it,
+  -- so what it wrote is erased too; an import that comes after finds its row gone and writes
+  -- nothing. Taken before the head, as the import takes them, so neither waits on the other twice.
+  PERFORM 1 FROM public.user_memory_imports i WHERE i.user_id = p_user_id FOR UPDATE;
   PERFORM 1 FROM public.user_memory_heads h WHERE h.user_id = p_user_id FOR UPDATE;
   DELETE FROM public.user_activity a WHERE a.user_id = p_user_id;
   GET DIAGNOSTICS activity = ROW_COUNT;
@@ -836,8 +840,7 @@ BEGIN
   -- An export still running finds its row gone when it finishes and deletes what it wrote.
   DELETE FROM public.user_memory_exports x WHERE x.user_id = p_user_id;
   GET DIAGNOSTICS export_rows = ROW_COUNT;
-  -- An import still running writes into a user whose rows are gone: its own row is gone too, so
-  -- it cannot be marked done (jobs/imports.py), and the caller deleted the uploaded object.
+  -- The caller deleted the uploads of these jobs before (with the export objects).
   DELETE FROM public.user_memory_imports i WHERE i.user_id = p_user_id;
   GET DIAGNOSTICS import_rows = ROW_COUNT;
   INSERT INTO public.user_memory_erasure_receipts (user_hash, requested_by, deleted)

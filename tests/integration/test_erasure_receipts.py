@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import uuid
 
 import psycopg
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg import errors as pgerrors
 
-from tests.integration.roles import as_role, new_user
+from tests.integration.roles import as_role, new_user, waits_on_a_lock
 
 pytestmark = pytest.mark.integration
 
@@ -223,3 +224,40 @@ def test_the_legacy_erase_still_answers_its_eleven_rows_and_its_receipt_counts_t
         "SELECT deleted FROM user_memory_erasure_receipts WHERE user_hash = %s", (user_hash,)
     ).fetchone()[0]
     assert (deleted["user_memory_events"], deleted["user_memory_event_deliveries"]) == (2, 1)
+
+
+def test_an_erase_waits_for_an_import_into_the_user_and_erases_what_it_wrote(conn, database_url):
+    # Given an import into a user in progress: its transaction holds the job's row (jobs/imports.py)
+    # and has written a version, not yet committed
+    user = new_user()
+    job = conn.execute(
+        """INSERT INTO user_memory_imports (user_id, requested_by, status, object_key)
+           VALUES (%s, 'operator:op', 'running', 'imports/x.jsonl') RETURNING id""",
+        (user,),
+    ).fetchone()[0]
+    importer = psycopg.connect(database_url)
+    eraser = psycopg.connect(database_url, autocommit=True)
+    found: list[dict] = []
+    try:
+        importer.execute("SELECT 1 FROM user_memory_imports WHERE id = %s FOR UPDATE", (job,))
+        importer.execute("SELECT user_memory_append(%s, 0, '[]', true, '{\"v\": 1}', 'import', NULL)", (user,))
+        # When the user is erased meanwhile
+        erase = threading.Thread(
+            target=lambda: found.append(
+                eraser.execute(
+                    "SELECT deleted FROM user_memory_erase_with_receipt(%s, 'operator:op', 0)", (user,)
+                ).fetchone()[0]
+            )
+        )
+        erase.start()
+        # Then the erase waits for the import
+        assert waits_on_a_lock(conn, lambda: eraser.info.backend_pid)
+        importer.commit()
+        erase.join(timeout=30)
+    finally:
+        importer.close()
+        eraser.close()
+    # And, the import committed, erases what it wrote with the job
+    assert found and found[0]["user_memory_snapshots"] == 1 and found[0]["user_memory_imports"] == 1
+    left = conn.execute("SELECT count(*) FROM user_memory_snapshots WHERE user_id = %s", (user,)).fetchone()[0]
+    assert left == 0

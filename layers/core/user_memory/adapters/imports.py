@@ -33,6 +33,8 @@ _CLAIM = """
 UPDATE user_memory_imports SET status = 'running', started_at = now() WHERE id = %s AND status = 'queued'
 RETURNING user_id, object_key
 """
+# The import's transaction holds its job's row: an erase of the user waits for it (migration 029).
+_HOLD = "SELECT 1 FROM user_memory_imports WHERE id = %s AND status = 'running' FOR UPDATE"
 _FINISH = f"""
 UPDATE user_memory_imports SET status = 'done', versions = %s, kv = %s, finished_at = now()
  WHERE id = %s AND status = 'running'
@@ -110,6 +112,11 @@ class PostgresImports(_Database):
         with self.connection() as conn:
             row = conn.execute(_CLAIM, (import_id,)).fetchone()
         return (row[0], row[1]) if row else None
+
+    def hold(self, import_id: str) -> bool:
+        """Lock the running job's row for the import's transaction; False when it is gone (erased)."""
+        with self.connection() as conn:
+            return conn.execute(_HOLD, (import_id,)).fetchone() is not None
 
     def finish(self, import_id: str, versions: int, kv: int) -> ImportJob | None:
         """The job done; None when its row is gone (the user was erased while it ran)."""

@@ -2,8 +2,9 @@
 operator uploaded, written into an empty memory under the job's user id.
 
 `run_import_job` claims a queued job (once), streams the uploaded object (never the whole file in
-memory) through `run_import` in one transaction, so a bad line anywhere leaves nothing written,
-marks the job done and deletes the upload: the file holds the user's content and the memory now
+memory) through `run_import` in one transaction with the job's row held and marked done, so a bad
+line anywhere leaves nothing written and an erase of the user never misses what it wrote, and
+deletes the upload: the file holds the user's content and the memory now
 does. A file that is not an export (InvalidExport) or a user that has a memory already
 (ImportTargetNotEmpty) fails the job with that type, logged and counted, and is not retried (it
 would fail the same); anything else fails it and is raised (the worker's record fails; starting
@@ -49,9 +50,15 @@ def run_import_job(db: ConnectionSource, objects: ExportObjects, import_id: str)
         return jobs.get(import_id)  # taken by another run, finished, not started, or gone (NotFound)
     user_id, key = claimed
     started = datetime.now(UTC)
+    finished = None
     try:
+        # One transaction: the job's row held first (an erase of the user waits for the import, or
+        # the import finds the row gone and writes nothing), the import, the job marked done.
         with transaction(db) as tx:
-            done = run_import(PostgresExports(tx), user_id, objects.read(key))
+            held = PostgresImports(tx)
+            if held.hold(import_id):
+                done = run_import(PostgresExports(tx), user_id, objects.read(key))
+                finished = held.finish(import_id, done.versions, done.kv)
     except Exception as err:
         error, reason = describe_failure(err)
         logger.error("import failed", import_id=import_id, user_id=str(user_id), error=error, reason=reason)
@@ -60,13 +67,12 @@ def run_import_job(db: ConnectionSource, objects: ExportObjects, import_id: str)
         if isinstance(err, InvalidExport | ImportTargetNotEmpty) and failed is not None:
             return failed
         raise ImportFailed(f"import {import_id} failed: {error}") from err
-    finished = jobs.finish(import_id, done.versions, done.kv)
     objects.delete([key])  # the memory holds the content now; the upload must not outlive it
     if finished is None:
         logger.info("import dropped", import_id=import_id, reason="the user was erased while it ran")
         raise ImportFailed(f"import {import_id}: the user was erased while it ran")
     logger.info(
-        "import job done", import_id=import_id, user_id=str(user_id), versions=done.versions, kv=done.kv,
+        "import job done", import_id=import_id, user_id=str(user_id), versions=finished.versions, kv=finished.kv,
         seconds=round((datetime.now(UTC) - started).total_seconds(), 3),
     )  # fmt: skip
     metrics.add_metric(name="ImportsDone", unit="Count", value=1)
