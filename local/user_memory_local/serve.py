@@ -595,6 +595,7 @@ class LocalWorkerQueue:
         self._aws.start()
         self.sqs = boto3.client("sqs", region_name="us-east-1")
         self.queue_url, dlq_url = create_queues(self.sqs, name="user-memory-serve")
+        # The API's export folder: the export_user and import_user messages it queues run here.
         settings = WorkerSettings.from_env(
             database_url=dsn,
             queue_url=self.queue_url,

@@ -775,6 +775,10 @@ DECLARE
   rating_rows bigint;
   digest_rows bigint;
   export_rows bigint;
+  event_rows bigint;
+  delivery_rows bigint;
+  pending_rows bigint;
+  import_rows bigint;
   receipt public.user_memory_erasure_receipts;
 BEGIN
   IF p_user_id IS NULL THEN
@@ -783,9 +787,31 @@ BEGIN
   IF p_export_objects IS NULL OR p_export_objects < 0 THEN
     RAISE EXCEPTION 'user_memory_erase: export objects must be a count' USING ERRCODE = 'invalid_parameter_value';
   END IF;
+  -- An import into this user holds its job's row until it commits (jobs/imports.py): wait for it,
+  -- so what it wrote is erased too; an import that comes after finds its row gone and writes
+  -- nothing. Taken before the head, as the import takes them, so neither waits on the other twice.
+  PERFORM 1 FROM public.user_memory_imports i WHERE i.user_id = p_user_id FOR UPDATE;
   PERFORM 1 FROM public.user_memory_heads h WHERE h.user_id = p_user_id FOR UPDATE;
   DELETE FROM public.user_activity a WHERE a.user_id = p_user_id;
   GET DIAGNOSTICS activity = ROW_COUNT;
+  -- The outbox goes with the versions (migration 026's trigger): count it first. Locking the
+  -- user's events keeps a relay from marking one delivered between the count and the delete (the
+  -- mark's foreign key check waits on the lock, as it would on the delete's), and the head's lock
+  -- above keeps new events out, so the counts are what the delete takes.
+  SELECT count(*) INTO event_rows
+    FROM (SELECT 1 FROM public.user_memory_events e WHERE e.user_id = p_user_id FOR UPDATE) locked;
+  SELECT count(*) INTO delivery_rows
+    FROM public.user_memory_event_deliveries d
+    JOIN public.user_memory_events e ON e.id = d.event_id
+   WHERE e.user_id = p_user_id;
+  -- Webhook deliveries still owed (an event after the endpoint's registration, not yet marked
+  -- delivered to it): never sent now. Disabled endpoints count too: enabling one would send them.
+  SELECT count(*) INTO pending_rows
+    FROM public.user_memory_events e
+    JOIN public.user_memory_webhooks w ON e.id > w.after_event_id
+   WHERE e.user_id = p_user_id
+     AND NOT EXISTS (SELECT 1 FROM public.user_memory_event_deliveries d
+                      WHERE d.sink = w.id::text AND d.event_id = e.id);
   PERFORM set_config('user_memory.erase_user_id', p_user_id::text, true);
   DELETE FROM public.user_memory_snapshots s WHERE s.user_id = p_user_id;
   GET DIAGNOSTICS snapshots = ROW_COUNT;
@@ -814,6 +840,9 @@ BEGIN
   -- An export still running finds its row gone when it finishes and deletes what it wrote.
   DELETE FROM public.user_memory_exports x WHERE x.user_id = p_user_id;
   GET DIAGNOSTICS export_rows = ROW_COUNT;
+  -- The caller deleted the uploads of these jobs before (with the export objects).
+  DELETE FROM public.user_memory_imports i WHERE i.user_id = p_user_id;
+  GET DIAGNOSTICS import_rows = ROW_COUNT;
   INSERT INTO public.user_memory_erasure_receipts (user_hash, requested_by, deleted)
   VALUES (
     public.user_memory_user_hash(p_user_id),
@@ -831,7 +860,11 @@ BEGIN
       'feedback_ratings', rating_rows,
       'daily_digests', digest_rows,
       'user_memory_exports', export_rows,
-      'export_objects', p_export_objects
+      'export_objects', p_export_objects,
+      'user_memory_events', event_rows,
+      'user_memory_event_deliveries', delivery_rows,
+      'pending_webhook_deliveries', pending_rows,
+      'user_memory_imports', import_rows
     )
   )
   RETURNING * INTO receipt;
@@ -2488,6 +2521,40 @@ COMMENT ON COLUMN public.user_memory_heads.indexed_version IS 'The version memor
 
 
 --
+-- Name: user_memory_imports; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.user_memory_imports (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    user_id uuid NOT NULL,
+    requested_by text NOT NULL,
+    status text DEFAULT 'awaiting_upload'::text NOT NULL,
+    object_key text NOT NULL,
+    versions integer,
+    kv integer,
+    error_type text,
+    error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    CONSTRAINT user_memory_imports_error_check CHECK (((error IS NULL) OR (length(error) <= 500))),
+    CONSTRAINT user_memory_imports_error_type_check CHECK (((error_type IS NULL) OR (length(error_type) <= 100))),
+    CONSTRAINT user_memory_imports_kv_check CHECK (((kv IS NULL) OR (kv >= 0))),
+    CONSTRAINT user_memory_imports_object_key_check CHECK (((length(object_key) >= 1) AND (length(object_key) <= 1024))),
+    CONSTRAINT user_memory_imports_requested_by_check CHECK (((length(requested_by) >= 1) AND (length(requested_by) <= 300))),
+    CONSTRAINT user_memory_imports_status_check CHECK ((status = ANY (ARRAY['awaiting_upload'::text, 'queued'::text, 'running'::text, 'done'::text, 'failed'::text]))),
+    CONSTRAINT user_memory_imports_versions_check CHECK (((versions IS NULL) OR (versions >= 0)))
+);
+
+
+--
+-- Name: TABLE user_memory_imports; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON TABLE public.user_memory_imports IS 'Import jobs started through the API: state, the uploaded object, what was written; deleted by an erase.';
+
+
+--
 -- Name: user_memory_kv; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2881,6 +2948,14 @@ ALTER TABLE ONLY public.user_memory_heads
 
 
 --
+-- Name: user_memory_imports user_memory_imports_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.user_memory_imports
+    ADD CONSTRAINT user_memory_imports_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: user_memory_kv user_memory_kv_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -3045,6 +3120,13 @@ CREATE UNIQUE INDEX idx_user_memory_events_user_version ON public.user_memory_ev
 --
 
 CREATE INDEX idx_user_memory_exports_user ON public.user_memory_exports USING btree (user_id, created_at DESC);
+
+
+--
+-- Name: idx_user_memory_imports_user; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_user_memory_imports_user ON public.user_memory_imports USING btree (user_id, created_at DESC);
 
 
 --
@@ -3285,6 +3367,13 @@ CREATE POLICY "Service role has every row" ON public.user_memory_heads TO servic
 
 
 --
+-- Name: user_memory_imports Service role has every row; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Service role has every row" ON public.user_memory_imports TO service_role USING (true) WITH CHECK (true);
+
+
+--
 -- Name: user_memory_kv Service role has every row; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -3408,6 +3497,13 @@ CREATE POLICY "Users can view own embeddings" ON public.memory_embeddings FOR SE
 --
 
 CREATE POLICY "Users can view own exports" ON public.user_memory_exports FOR SELECT TO authenticated USING ((auth.uid() = user_id));
+
+
+--
+-- Name: user_memory_imports Users can view own imports; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY "Users can view own imports" ON public.user_memory_imports FOR SELECT TO authenticated USING ((auth.uid() = user_id));
 
 
 --
@@ -3554,6 +3650,12 @@ ALTER TABLE public.user_memory_exports ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.user_memory_heads ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: user_memory_imports; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.user_memory_imports ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: user_memory_kv; Type: ROW SECURITY; Schema: public; Owner: -
@@ -4072,6 +4174,14 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.user_memory_exports TO service
 
 GRANT SELECT ON TABLE public.user_memory_heads TO service_role;
 GRANT SELECT ON TABLE public.user_memory_heads TO authenticated;
+
+
+--
+-- Name: TABLE user_memory_imports; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.user_memory_imports TO authenticated;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.user_memory_imports TO service_role;
 
 
 --

@@ -562,6 +562,7 @@ VIEWS = [
     "conversations",
     "search?q=Rust",
     "plots",
+    "export",
 ]
 
 
@@ -679,3 +680,83 @@ def test_an_operator_reads_a_run_and_undoes_it_after_confirming(page, console: C
     page.get_by_text("Done: 1 reverted, 0 unchanged, 0 in conflict, 0 failed, 0 pending (of 1).").wait_for()
     now = head(console, user)
     assert now["version"] == 3 and now["document"]["current_state"]["mood"] == "curious"
+
+
+# -- export, erasure receipts, webhook endpoints (issue 25) ---------------------------------------------
+
+
+def test_a_user_exports_its_memory_and_gets_a_link_when_it_is_done(page, console: Console, user: str):
+    # Given a user with a version
+    MemoryStore(PostgresRecorder(console.pool)).append(user, {"summary": "tea"}, expected_version=0, source="api")
+    # When it opens the export view and starts an export
+    page.goto(console.signed_in(user))
+    ready(page, "memory")
+    page.get_by_role("link", name="Export").click()
+    ready(page, "export")
+    page.get_by_role("button", name="Export my memory").click()
+    # Then it is done (serve has no queue) and links to the file of JSON Lines
+    page.get_by_role("status").filter(has_text="Done: 3 lines").wait_for()
+    href = page.get_by_role("link", name="Download the export (JSON Lines)").get_attribute("href")
+    assert href is not None and href.endswith(".jsonl")
+    lines = Path(href.removeprefix("file://")).read_text().splitlines()
+    assert [json.loads(line)["kind"] for line in lines] == ["header", "version", "end"]
+    # And an operator's look-up of another user offers no export of that user's memory here
+    open_view(page, console, str(uuid.uuid4()), f"#/memory?u={user}", operator=True)
+    ready(page, "memory", user=user)
+    assert page.get_by_role("link", name="Export").count() == 0
+
+
+def test_an_operator_lists_the_erasure_receipts_newest_first(page, console: Console, user: str):
+    # Given a user with a version, erased by an operator
+    from user_memory.adapters.account import PostgresAccount
+
+    MemoryStore(PostgresRecorder(console.pool)).append(user, {"summary": "x"}, expected_version=0, source="api")
+    receipt = PostgresAccount(console.pool).erase_with_receipt(uuid.UUID(user), "operator:browser-test")
+    # When an operator opens the erasures
+    page.goto(console.signed_in(str(uuid.uuid4()), operator=True))
+    ready(page, "memory")
+    page.get_by_role("link", name="Erasures").click()
+    ready(page, "erasures")
+    # Then the newest receipt is this one: who asked, what went, the hash and never the id
+    first = page.locator("table.grid tbody tr").first
+    text = first.inner_text()
+    assert "operator:browser-test" in text and "user_memory_snapshots 1" in text and "user_memory_events 1" in text
+    assert receipt.user_hash[:16] in text and user not in page.locator("main").inner_text()
+    # And an end user (another tab, its own session) has no such view
+    tab = page.context.new_page()
+    tab.goto(console.signed_in(str(uuid.uuid4())))
+    ready(tab, "memory")
+    assert tab.get_by_role("link", name="Erasures").count() == 0
+
+
+def test_an_operator_sees_the_webhook_endpoints_and_disables_and_enables_one(page, console: Console):
+    # Given a registered endpoint (as the registry stores it; its secret lives in Secrets Manager)
+    endpoint, url = str(uuid.uuid4()), f"https://hooks.example/{uuid.uuid4().hex[:8]}"
+    with console.pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO user_memory_webhooks (id, url, description, secret_name) VALUES (%s, %s, 'crm', 'hook')",
+            (endpoint, url),
+        )
+    try:
+        # When an operator opens the webhooks
+        page.goto(console.signed_in(str(uuid.uuid4()), operator=True))
+        ready(page, "memory")
+        page.get_by_role("link", name="Webhooks").click()
+        ready(page, "webhooks")
+        row = page.get_by_role("row").filter(has_text=url)
+        # Then it is listed, enabled
+        expect(row).to_contain_text("enabled")
+        # When the operator disables it
+        page.get_by_role("button", name=f"Disable {url}").click()
+        # Then the list says so, and so does the database
+        expect(page.get_by_role("row").filter(has_text=url)).to_contain_text("disabled")
+        with console.pool.connection() as conn:
+            assert conn.execute("SELECT enabled FROM user_memory_webhooks WHERE id = %s", (endpoint,)).fetchone() == (
+                False,
+            )
+        # When it is enabled again, it is enabled
+        page.get_by_role("button", name=f"Enable {url}").click()
+        expect(page.get_by_role("button", name=f"Disable {url}")).to_be_visible()
+    finally:
+        with console.pool.connection() as conn:
+            conn.execute("DELETE FROM user_memory_webhooks WHERE id = %s", (endpoint,))

@@ -321,3 +321,30 @@ def test_an_export_job_is_started_and_polled_sync_and_async(base_url, user, toke
     # And another user's id is not found for the caller
     with pytest.raises(errors.NotFound):
         Client(base_url, token_for(new_user())).account.export_job(job.id)
+
+
+def test_an_operator_imports_an_export_through_the_client_sync_and_async(base_url, user, token, new_user):
+    # Given a user's export, done under serve (a file in the exports folder)
+    client = Client(base_url, token)
+    client.memory.patch({"summary": "tea"})
+    export = client.account.export_job(client.account.start_export().id)
+    assert export.url is not None
+    operator = token_for(new_user(), scopes=["user-memory/operator"])
+    admin = Client(base_url, operator).admin
+    target = new_user()
+    # When an operator creates an import, puts the file at its upload path and starts it
+    job = admin.create_import(target)
+    assert job.status == "awaiting_upload" and job.upload_url is not None
+    Path(job.upload_url).write_bytes(Path(export.url.removeprefix("file://")).read_bytes())
+    done = admin.start_import(job.id)
+    # Then (no queue under serve) it is done in the request, and the async client reads it the same
+    assert (done.status, done.versions, done.kv) == ("done", 1, 0)
+
+    async def poll() -> models.ImportJob:
+        async with AsyncClient(base_url, operator) as a:
+            return await a.admin.import_job(job.id)
+
+    assert asyncio.run(poll()) == done
+    # And an import into that memory, now not empty, raises the typed error
+    with pytest.raises(errors.ImportTargetNotEmpty):
+        admin.create_import(target)

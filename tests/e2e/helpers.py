@@ -126,14 +126,22 @@ def removed(
     digests: int = 0,
     exports: int = 0,
     export_objects: int = 0,
+    events: int | None = None,
+    deliveries: int = 0,
+    pending_webhook_deliveries: int = 0,
+    imports: int = 0,
 ) -> dict[str, int]:
-    """What an erasure reports as removed, per relation (and the export objects it deleted)."""
+    """What an erasure reports as removed, per relation (and the export objects it deleted); the
+    outbox's events are one per version unless said (migration 029)."""
     tables = ("user_memory_heads", "user_memory_snapshots", "user_activity", "user_memory_kv")
     tables += ("conversation_memories", "conversation_messages", "conversations")
     tables += ("memory_items", "memory_embeddings", "feedback_ratings", "daily_digests")
     tables += ("user_memory_exports", "export_objects")
     counts = (heads, snapshots, activity, kv, memories, messages, conversations, items, 0, ratings, digests)
     counts += (exports, export_objects)
+    tables += ("user_memory_events", "user_memory_event_deliveries", "pending_webhook_deliveries")
+    tables += ("user_memory_imports",)
+    counts += (snapshots if events is None else events, deliveries, pending_webhook_deliveries, imports)
     return dict(zip(tables, counts, strict=True))
 
 

@@ -55,6 +55,7 @@ EXPECTED: set[tuple[str, str, str, str]] = {
     ("function", "user_memory_erase_me()", "authenticated", "EXECUTE"),
     ("function", "user_memory_erase_me_with_receipt(integer)", "authenticated", "EXECUTE"),  # 027
     ("table", "user_memory_exports", "authenticated", "SELECT"),  # their own export jobs (027, RLS)
+    ("table", "user_memory_imports", "authenticated", "SELECT"),  # imports into their memory (029, RLS)
     ("function", "user_memory_index_catch_up(uuid)", "authenticated", "EXECUTE"),
     ("function", "user_memory_record_messages(jsonb)", "authenticated", "EXECUTE"),
     (

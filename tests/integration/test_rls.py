@@ -102,7 +102,7 @@ def test_rls_is_enabled_on_every_table(conn):
     }
     # History: SELECT and INSERT policies only: UPDATE and DELETE have none, so RLS refuses them
     # (migration 006). Key-value entries are the user's own to change: all four (migration 008).
-    # Export jobs: an end user reads their own, only the service writes (migration 027).
+    # Export jobs (027) and import jobs (029) are the user's own to read only.
     policies = conn.execute(
         "SELECT tablename, count(*) FROM pg_policies WHERE tablename LIKE 'user_memory_%%'"
         f" AND policyname <> '{SERVICE_POLICY}' GROUP BY 1"
@@ -112,4 +112,5 @@ def test_rls_is_enabled_on_every_table(conn):
         "user_memory_heads": 2,
         "user_memory_kv": 4,
         "user_memory_exports": 1,
+        "user_memory_imports": 1,
     }

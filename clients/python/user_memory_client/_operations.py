@@ -67,6 +67,11 @@ OPERATIONS: dict[str, Operation] = {
     "admin.start_export": Operation("POST", "/admin/users/{user_id}/export", models.ExportJob),
     "admin.export_job": Operation("GET", "/admin/exports/{export_id}", models.ExportJob),
     "admin.erasures": Operation("GET", "/admin/erasures", models.ErasureReceipts, query=("limit", "after", "user_id")),
+    "admin.create_import": Operation(
+        "POST", "/admin/imports", models.ImportJob, bodies=(JSON,), body_fields=("user_id",)
+    ),
+    "admin.start_import": Operation("POST", "/admin/imports/{import_id}/start", models.ImportJob),
+    "admin.import_job": Operation("GET", "/admin/imports/{import_id}", models.ImportJob),
     # the companion layer
     "goals.active": Operation("GET", "/me/goals", models.ActiveGoals, query=("within_days",)),
     "todos.due": Operation("GET", "/me/todos/due", models.TodosDue, query=("on",)),

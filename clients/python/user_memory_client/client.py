@@ -225,6 +225,19 @@ class AdminApi(_Resource):
         query = {"limit": limit, "after": after, "user_id": user_id}
         return self._run(call("admin.erasures", query=query), models.ErasureReceipts)
 
+    def create_import(self, user_id: str) -> models.ImportJob:
+        """A new import into the user's empty memory (ImportTargetNotEmpty otherwise): PUT the export
+        file to its `upload_url`, then `start_import(id)`."""
+        return self._run(call("admin.create_import", body={"user_id": user_id}), models.ImportJob)
+
+    def start_import(self, import_id: str) -> models.ImportJob:
+        """Import the uploaded file (queued, or done where the service has no queue); idempotent."""
+        return self._run(call("admin.start_import", path={"import_id": import_id}), models.ImportJob)
+
+    def import_job(self, import_id: str) -> models.ImportJob:
+        """An import's state: what it wrote, or why it failed (`error_type`)."""
+        return self._run(call("admin.import_job", path={"import_id": import_id}), models.ImportJob)
+
 
 class ElementsApi(_Resource):
     """One collection of the companion layer (DOCUMENT_SCHEMA=companion): goals, to-dos or events.

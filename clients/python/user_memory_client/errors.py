@@ -106,6 +106,10 @@ class ElementExists(Conflict):
     """409: an element with this id exists; update it instead."""
 
 
+class ImportTargetNotEmpty(Conflict):
+    """409: the user has a memory; an import writes only into an empty one."""
+
+
 class PreconditionFailed(ApiError):
     """412: If-Match names a version that is no longer current (`current_version` is the head)."""
 
@@ -132,6 +136,10 @@ class InvalidDocument(InvalidInput):
 
 class BudgetExceeded(InvalidInput):
     """422: the data needs more work than the service allows for it."""
+
+
+class InvalidExport(InvalidInput):
+    """422: the file is not an export this service can import."""
 
 
 class PreconditionRequired(ApiError):
@@ -178,6 +186,8 @@ _BY_SLUG: dict[str, type[ApiError]] = {
     "queue-unavailable": Unavailable,
     "embeddings-unavailable": Unavailable,
     "internal": ServerError,
+    "import-target-not-empty": ImportTargetNotEmpty,
+    "invalid-export": InvalidExport,
 }
 
 _BY_STATUS: dict[int, type[ApiError]] = {

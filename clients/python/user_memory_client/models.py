@@ -522,6 +522,24 @@ class WebhookDeleted(ApiModel):
     deleted: bool
 
 
+class ImportJob(ApiModel):
+    """An import of an export file (operators): PUT the file to `upload_url`, start it, poll until
+    `status` is done (`versions`, `kv`) or failed (`error_type`: InvalidExport, ImportTargetNotEmpty, ...)."""
+
+    __schema__ = "ImportJob"
+    id: str
+    user_id: str
+    status: Literal["awaiting_upload", "queued", "running", "done", "failed"]
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    versions: int | None = None
+    kv: int | None = None
+    error_type: str | None = None
+    error: str | None = None
+    upload_url: str | None = None
+
+
 def schema_models() -> list[type[ApiModel]]:
     """Every model that mirrors a schema of the OpenAPI document."""
     return [m for m in ApiModel.__subclasses__() if "__schema__" in m.__dict__]

@@ -38,6 +38,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/imports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** POST /admin/imports */
+        post: operations["create_import_admin_imports_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/imports/{import_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** GET /admin/imports/{import_id} */
+        get: operations["get_import_admin_imports__import_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/imports/{import_id}/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** POST /admin/imports/{import_id}/start */
+        post: operations["start_import_admin_imports__import_id__start_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/memory/search": {
         parameters: {
             query?: never;
@@ -1626,6 +1677,62 @@ export interface components {
             /** Version */
             version: number;
         };
+        /**
+         * ImportJob
+         * @description An import of an export file (operators): `awaiting_upload` (PUT the file to `upload_url`, then
+         *     POST .../start), `queued`, `running`, `done` (`versions`, `kv` written) or `failed` (`error_type`:
+         *     `InvalidExport`, `ImportTargetNotEmpty`, ...; `upload_url` again, to start it over).
+         */
+        ImportJob: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Error */
+            error?: string | null;
+            /** Error Type */
+            error_type?: string | null;
+            /** Finished At */
+            finished_at?: string | null;
+            /** Id */
+            id: string;
+            /**
+             * Kv
+             * @description Key-value entries written (done).
+             */
+            kv?: number | null;
+            /** Started At */
+            started_at?: string | null;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "awaiting_upload" | "queued" | "running" | "done" | "failed";
+            /**
+             * Upload Url
+             * @description Where to PUT the export's JSON Lines (a pre-signed S3 URL, valid EXPORT_URL_SECONDS; locally a file path under EXPORT_DIR), while the file may be uploaded.
+             */
+            upload_url?: string | null;
+            /** User Id */
+            user_id: string;
+            /**
+             * Versions
+             * @description Versions written (done).
+             */
+            versions?: number | null;
+        };
+        /**
+         * ImportNew
+         * @description An import to start: the user whose memory it writes (empty: an import never lands on a memory).
+         */
+        ImportNew: {
+            /**
+             * User Id
+             * @description The user the export is written under (a UUID).
+             */
+            user_id: string;
+        };
         /** IndexedElement */
         IndexedElement: {
             /** Element */
@@ -2414,7 +2521,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2451,7 +2558,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2568,7 +2675,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2605,7 +2712,470 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This deployment requires If-Match on writes */
+            428: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description API Gateway: throttled (ApiThrottlingBurstLimit, ApiThrottlingRateLimit); retry later */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The storage is unavailable; retry later / The worker queue is unavailable; retry later / The embeddings endpoint is unavailable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    create_import_admin_imports_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ImportNew"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportJob"];
+                };
+            };
+            /** @description The request is malformed / The body is not valid JSON / The body is not a valid patch */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not allowed for this caller */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource / No such version / Not enabled on this deployment */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Method not allowed on this resource */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description If-Match names a version that is no longer current */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body or the resulting document is too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Content-Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This deployment requires If-Match on writes */
+            428: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description API Gateway: throttled (ApiThrottlingBurstLimit, ApiThrottlingRateLimit); retry later */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The storage is unavailable; retry later / The worker queue is unavailable; retry later / The embeddings endpoint is unavailable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_import_admin_imports__import_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An import's id (from POST /admin/imports). */
+                import_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportJob"];
+                };
+            };
+            /** @description The request is malformed / The body is not valid JSON / The body is not a valid patch */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not allowed for this caller */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource / No such version / Not enabled on this deployment */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Method not allowed on this resource */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description If-Match names a version that is no longer current */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body or the resulting document is too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Content-Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This deployment requires If-Match on writes */
+            428: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description API Gateway: throttled (ApiThrottlingBurstLimit, ApiThrottlingRateLimit); retry later */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                };
+            };
+            /** @description Internal error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The storage is unavailable; retry later / The worker queue is unavailable; retry later / The embeddings endpoint is unavailable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    start_import_admin_imports__import_id__start_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An import's id (from POST /admin/imports). */
+                import_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportJob"];
+                };
+            };
+            /** @description The request is malformed / The body is not valid JSON / The body is not a valid patch */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not allowed for this caller */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource / No such version / Not enabled on this deployment */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Method not allowed on this resource */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description If-Match names a version that is no longer current */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body or the resulting document is too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Content-Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2724,7 +3294,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2761,7 +3331,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2878,7 +3448,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2915,7 +3485,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3034,7 +3604,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3071,7 +3641,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3188,7 +3758,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3225,7 +3795,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3345,7 +3915,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3382,7 +3952,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3499,7 +4069,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3536,7 +4106,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3657,7 +4227,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3694,7 +4264,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3816,7 +4386,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3853,7 +4423,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3970,7 +4540,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4007,7 +4577,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4124,7 +4694,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4161,7 +4731,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4278,7 +4848,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4315,7 +4885,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4432,7 +5002,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4469,7 +5039,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4592,7 +5162,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4629,7 +5199,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4753,7 +5323,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4790,7 +5360,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4912,7 +5482,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4949,7 +5519,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5069,7 +5639,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5106,7 +5676,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5227,7 +5797,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5264,7 +5834,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5381,7 +5951,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5418,7 +5988,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5540,7 +6110,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5577,7 +6147,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5697,7 +6267,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5734,7 +6304,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5854,7 +6424,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5891,7 +6461,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6005,7 +6575,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6042,7 +6612,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6160,7 +6730,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6197,7 +6767,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6314,7 +6884,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6351,7 +6921,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6468,7 +7038,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6505,7 +7075,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6622,7 +7192,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6659,7 +7229,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6776,7 +7346,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6813,7 +7383,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6927,7 +7497,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6964,7 +7534,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7082,7 +7652,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7119,7 +7689,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7237,7 +7807,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7274,7 +7844,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7391,7 +7961,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7428,7 +7998,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7547,7 +8117,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7584,7 +8154,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7714,7 +8284,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7751,7 +8321,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -7883,7 +8453,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -7920,7 +8490,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8039,7 +8609,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8076,7 +8646,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8202,7 +8772,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8239,7 +8809,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8371,7 +8941,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8408,7 +8978,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8534,7 +9104,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8571,7 +9141,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8685,7 +9255,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8722,7 +9292,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8836,7 +9406,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8873,7 +9443,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -8990,7 +9560,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9027,7 +9597,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9144,7 +9714,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9181,7 +9751,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9311,7 +9881,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9348,7 +9918,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9467,7 +10037,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9504,7 +10074,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9630,7 +10200,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9667,7 +10237,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9799,7 +10369,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9836,7 +10406,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9962,7 +10532,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -9999,7 +10569,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10113,7 +10683,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10150,7 +10720,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10273,7 +10843,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10310,7 +10880,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10431,7 +11001,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10468,7 +11038,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10587,7 +11157,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10624,7 +11194,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10747,7 +11317,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10784,7 +11354,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -10903,7 +11473,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -10940,7 +11510,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11061,7 +11631,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11098,7 +11668,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11228,7 +11798,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11265,7 +11835,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11391,7 +11961,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11428,7 +11998,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11558,7 +12128,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11595,7 +12165,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11714,7 +12284,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11751,7 +12321,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11868,7 +12438,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11905,7 +12475,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12023,7 +12593,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12060,7 +12630,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12179,7 +12749,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12216,7 +12786,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12330,7 +12900,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12367,7 +12937,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12494,7 +13064,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12531,7 +13101,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12652,7 +13222,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12689,7 +13259,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12806,7 +13376,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12843,7 +13413,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12964,7 +13534,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13001,7 +13571,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13119,7 +13689,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13156,7 +13726,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13286,7 +13856,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13323,7 +13893,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13440,7 +14010,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13477,7 +14047,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13596,7 +14166,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13633,7 +14203,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13759,7 +14329,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13796,7 +14366,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -13928,7 +14498,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -13965,7 +14535,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -14091,7 +14661,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -14128,7 +14698,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -14245,7 +14815,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead */
+            /** @description Another write got in first; retry / The patch does not apply to the current document / An element with this id exists; update it instead / The user has a memory; an import writes only into an empty one */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -14282,7 +14852,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it */
+            /** @description The result does not match the memory schema / The request does not validate / The data needs more work than the service allows for it / The file is not an export this service can import */
             422: {
                 headers: {
                     [name: string]: unknown;

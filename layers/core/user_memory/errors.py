@@ -411,6 +411,10 @@ class ExportFailed(UserMemoryError):
     """An export job could not write its file (the store refused, the user was erased meanwhile)."""
 
 
+class ImportFailed(UserMemoryError):
+    """An import job could not finish (the store or the database failed, the user was erased meanwhile)."""
+
+
 class Forbidden(UserMemoryError, PermissionError):
     """The caller may not do this: another user's data, or an operator route without the operator scope."""
 

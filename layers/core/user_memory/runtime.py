@@ -71,6 +71,7 @@ from user_memory.errors import ConfigError, NotFound, WrongSchema
 
 if TYPE_CHECKING:  # the domain's services are built by the functions that use them, and imported there
     from user_memory.adapters.exports import ExportJob, PostgresExports
+    from user_memory.adapters.imports import ImportJob
     from user_memory.adapters.openai_batch import SummaryBatches
     from user_memory.domain.account import AccountService
     from user_memory.domain.companion.ports import NightlyCompanionData
@@ -552,6 +553,51 @@ class ApiServices:
         """The per-user refresh claims with the service's rights and the queue a refresh
         (jobs/refresh.py, called by the route) is sent to."""
         return PostgresRefreshes(self.as_service), self._worker_queue("nothing can be refreshed")
+
+    def create_import(self, user_id: uuid.UUID, requested_by: str) -> tuple[ImportJob, str]:
+        """Operators: a new import job into the user's (empty) memory and where to upload its file
+        (ImportTargetNotEmpty now rather than after the upload; the job checks again)."""
+        from user_memory.adapters.exports import PostgresExports, check_empty
+        from user_memory.adapters.imports import PostgresImports
+
+        objects = self._export_objects("imported")
+        check_empty(PostgresExports(self.as_service), user_id)
+        job = PostgresImports(self.as_service).create(user_id, requested_by)
+        return job, objects.upload_url(job.object_key, expires_in=self.settings.export_url_seconds)
+
+    def start_import(self, import_id: str) -> ImportJob:
+        """Operators: queue an uploaded import for the worker (QUEUE_URL), or run it here and now
+        where there is no queue (the local kit). Started again, a job queued, running or done is
+        answered as it is (queued once); a failed one is queued again."""
+        from user_memory.adapters.imports import PostgresImports
+        from user_memory.jobs.imports import run_import_job, send_import
+
+        objects = self._export_objects("imported")
+        jobs = PostgresImports(self.as_service)
+        queued = jobs.queue(import_id)
+        if queued is None:
+            return jobs.get(import_id)
+        if self.settings.queue_url:
+            if self.sqs_client is None:
+                self.sqs_client = _sqs_client(None)
+            return send_import(jobs, SqsSender(self.settings.queue_url, self.sqs_client), queued)
+        return run_import_job(self.as_service, objects, queued.id)
+
+    def import_job(self, import_id: str) -> tuple[ImportJob, str | None]:
+        """Operators: an import job and, while its file may still be uploaded, a fresh upload URL."""
+        from user_memory.adapters.imports import PostgresImports
+
+        objects = self._export_objects("imported")
+        job = PostgresImports(self.as_service).get(import_id)
+        url = None
+        if job.status in ("awaiting_upload", "failed"):
+            url = objects.upload_url(job.object_key, expires_in=self.settings.export_url_seconds)
+        return job, url
+
+    def _export_objects(self, what: str) -> ExportObjects:
+        if self.exports is None:
+            raise WrongSchema(f"no export store is configured (EXPORT_BUCKET or EXPORT_DIR): nothing can be {what}")
+        return self.exports
 
     def close(self) -> None:
         if self.owned:

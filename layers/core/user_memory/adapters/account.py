@@ -42,9 +42,14 @@ _RECEIPT_COLUMNS = "id::text, user_hash, erased_at, requested_by, deleted"
 _ERASE_ME = f"SELECT {_RECEIPT_COLUMNS} FROM user_memory_erase_me_with_receipt(%s)"
 _ERASE = f"SELECT {_RECEIPT_COLUMNS} FROM user_memory_erase_with_receipt(%s, %s, %s)"
 
-# The objects of the user's export jobs (an erase deletes them before the rows).
+# The objects of the user's export jobs (an erase deletes them before the rows) and, since
+# migration 029, the files uploaded for its imports (a done import deleted its own).
 _EXPORT_KEYS = """
-SELECT object_key FROM user_memory_exports WHERE user_id = %s AND object_key IS NOT NULL ORDER BY created_at
+SELECT object_key FROM (
+  SELECT object_key, created_at FROM user_memory_exports WHERE user_id = %(u)s AND object_key IS NOT NULL
+  UNION ALL
+  SELECT object_key, created_at FROM user_memory_imports WHERE user_id = %(u)s AND status <> 'done'
+) k ORDER BY created_at
 """
 
 # Receipts newest first, keyset on (erased_at, id); optionally one user's, by the receipts' hash.
@@ -102,7 +107,7 @@ class PostgresAccount(_Database):
 
     def export_keys(self, user_id: uuid.UUID) -> list[str]:
         with self.connection() as conn:
-            return [r[0] for r in conn.execute(_EXPORT_KEYS, (user_id,)).fetchall()]
+            return [r[0] for r in conn.execute(_EXPORT_KEYS, {"u": user_id}).fetchall()]
 
     def erase_with_receipt(self, user_id: uuid.UUID, requested_by: str, *, export_objects: int = 0) -> ErasureReceipt:
         with self.connection() as conn:

@@ -267,6 +267,11 @@ class LocalExportObjects:
         with self._path(key).open("rb") as f:
             yield from f
 
+    def upload_url(self, key: str, *, expires_in: int) -> str:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return str(path)  # the operator copies the file there (same machine)
+
 
 class S3ExportObjects:
     """Exports as S3 objects (EXPORT_BUCKET); URLs are pre-signed GETs."""
@@ -331,3 +336,11 @@ class S3ExportObjects:
     def read(self, key: str) -> Iterator[bytes]:
         body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
         yield from body.iter_lines(keepends=True)
+
+    def upload_url(self, key: str, *, expires_in: int) -> str:
+        return str(
+            self.client.generate_presigned_url(
+                "put_object", Params={"Bucket": self.bucket, "Key": key, "ContentType": CONTENT_TYPE},
+                ExpiresIn=expires_in,
+            )
+        )  # fmt: skip

@@ -79,6 +79,10 @@ class ExportObjects(Protocol):
         """The object's lines, streaming (an import reads an export back)."""
         ...
 
+    def upload_url(self, key: str, *, expires_in: int) -> str:
+        """Where a client puts an object without credentials (a pre-signed PUT; locally a file path)."""
+        ...
+
 
 class AccountData(Protocol):
     """What an export reads beside the memory's versions, and the erasure."""

@@ -84,10 +84,10 @@ API_FIRST_INVOCATION_SECONDS = 0.359
 # template.yaml: every function's MemorySize (Globals), its alarms and the worker's timeout.
 FUNCTION_MEMORY_MB = 1024
 ALARMS = 15  # template.yaml's AWS::CloudWatch::Alarm resources (with the migrate function's and the events relay's 3)
-# Distinct metric names the functions emit (one dimension: service): 46 named in layers/core, the
+# Distinct metric names the functions emit (one dimension: service): 48 named in layers/core, the
 # Users_<status> (6) and Conversations_<status> (5) families, RecordsFailed and RecordsDeferred, the
 # worker's 15 batch counts (LLMTokens ... DigestsMade). The model counted 26 before.
-CUSTOM_METRICS = 46 + 6 + 5 + 2 + 15
+CUSTOM_METRICS = 48 + 6 + 5 + 2 + 15
 SECRETS = 7  # infra/database.yaml's six (master, two logins, three DSNs) and the OpenAI key
 
 # ---------------------------------------------------------------- assumptions (not measured)

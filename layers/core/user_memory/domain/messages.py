@@ -186,6 +186,14 @@ class ExportUser(BaseModel):
     export_id: uuid.UUID
 
 
+class ImportUser(BaseModel):
+    """Run one import job (POST /admin/imports/{id}/start): its id only, never user data."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["import_user"]
+    import_id: uuid.UUID
+
+
 def _message_tag(value: Any) -> str | None:
     """`type` names the service's own messages; GENERATE_MEMORY_BATCH comes as `task_type`."""
     if isinstance(value, dict):
@@ -195,7 +203,16 @@ def _message_tag(value: Any) -> str | None:
     return tag if isinstance(tag, str) else None
 
 
-AnyMessage = RefreshUser | RecordActivity | CollectBatch | GenerateMemoryBatch | RevertRun | RevertRunUsers | ExportUser
+AnyMessage = (
+    RefreshUser
+    | RecordActivity
+    | CollectBatch
+    | GenerateMemoryBatch
+    | RevertRun
+    | RevertRunUsers
+    | ExportUser
+    | ImportUser
+)
 Message = Annotated[
     Annotated[RefreshUser, Tag("refresh_user")]
     | Annotated[RecordActivity, Tag("record_activity")]
@@ -203,13 +220,14 @@ Message = Annotated[
     | Annotated[GenerateMemoryBatch, Tag(TASK_GENERATE_MEMORY_BATCH)]
     | Annotated[RevertRun, Tag("revert_run")]
     | Annotated[RevertRunUsers, Tag("revert_run_users")]
-    | Annotated[ExportUser, Tag("export_user")],
+    | Annotated[ExportUser, Tag("export_user")]
+    | Annotated[ImportUser, Tag("import_user")],
     Discriminator(
         _message_tag,
         custom_error_type="invalid_message_type",
         custom_error_message=(
             "type must be refresh_user, record_activity, collect_batch, revert_run, revert_run_users or"
-            " export_user, or task_type GENERATE_MEMORY_BATCH"
+            " export_user, import_user, or task_type GENERATE_MEMORY_BATCH"
         ),
     ),
 ]

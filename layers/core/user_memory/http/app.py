@@ -53,6 +53,7 @@ from user_memory.http.routes import (
     companion,
     console,
     conversations,
+    imports,
     kv,
     memory,
     records,
@@ -79,6 +80,7 @@ ROUTERS: tuple[tuple[Router, str | None], ...] = (
     (openapi.router, None),
     (conversations.router, "/me/conversations"),
     (console.router, None),
+    (imports.router, "/admin/imports"),
 )
 _USER_PATH = re.compile(r"^/users/(?P<user>[^/]+)(?P<rest>/.*)?$")
 

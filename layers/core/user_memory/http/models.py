@@ -653,3 +653,31 @@ class Webhooks(_Out):
 class WebhookDeleted(_Out):
     id: str
     deleted: bool
+
+
+class ImportNew(_In):
+    """An import to start: the user whose memory it writes (empty: an import never lands on a memory)."""
+
+    user_id: str = Field(min_length=1, max_length=100, description="The user the export is written under (a UUID).")
+
+
+class ImportJob(_Out):
+    """An import of an export file (operators): `awaiting_upload` (PUT the file to `upload_url`, then
+    POST .../start), `queued`, `running`, `done` (`versions`, `kv` written) or `failed` (`error_type`:
+    `InvalidExport`, `ImportTargetNotEmpty`, ...; `upload_url` again, to start it over)."""
+
+    id: str
+    user_id: str
+    status: Literal["awaiting_upload", "queued", "running", "done", "failed"]
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    versions: int | None = Field(default=None, description="Versions written (done).")
+    kv: int | None = Field(default=None, description="Key-value entries written (done).")
+    error_type: str | None = None
+    error: str | None = None
+    upload_url: str | None = Field(
+        default=None,
+        description="Where to PUT the export's JSON Lines (a pre-signed S3 URL, valid EXPORT_URL_SECONDS; locally a"
+        " file path under EXPORT_DIR), while the file may be uploaded.",
+    )

@@ -17,8 +17,10 @@ from user_memory.errors import (
     EmbeddingsUnavailable,
     Forbidden,
     IdempotencyKeyReused,
+    ImportTargetNotEmpty,
     InvalidActivity,
     InvalidDocument,
+    InvalidExport,
     InvalidKvEntry,
     InvalidPatch,
     InvalidPointer,
@@ -79,6 +81,10 @@ UNAVAILABLE = Kind(503, "storage-unavailable", "The storage is unavailable; retr
 QUEUE_UNAVAILABLE = Kind(503, "queue-unavailable", "The worker queue is unavailable; retry later")
 EMBEDDINGS_UNAVAILABLE = Kind(503, "embeddings-unavailable", "The embeddings endpoint is unavailable; retry later")
 INTERNAL = Kind(500, "internal", "Internal error")
+IMPORT_TARGET_NOT_EMPTY = Kind(
+    409, "import-target-not-empty", "The user has a memory; an import writes only into an empty one"
+)
+INVALID_EXPORT = Kind(422, "invalid-export", "The file is not an export this service can import")
 
 # The statuses each route can answer with besides its success, for the OpenAPI document.
 ALL_KINDS = (
@@ -105,6 +111,8 @@ ALL_KINDS = (
     QUEUE_UNAVAILABLE,
     EMBEDDINGS_UNAVAILABLE,
     INTERNAL,
+    IMPORT_TARGET_NOT_EMPTY,
+    INVALID_EXPORT,
 )
 
 
@@ -139,6 +147,8 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], Kind], ...] = (
     ((StorageUnavailable,), UNAVAILABLE),
     ((SendFailed,), QUEUE_UNAVAILABLE),
     ((EmbeddingsUnavailable,), EMBEDDINGS_UNAVAILABLE),
+    ((ImportTargetNotEmpty,), IMPORT_TARGET_NOT_EMPTY),
+    ((InvalidExport,), INVALID_EXPORT),
 )
 
 

@@ -59,6 +59,7 @@ from user_memory.domain.conversations.trigger import GenerateMemoryBatch, Refuse
 from user_memory.domain.messages import (
     CollectBatch,
     ExportUser,
+    ImportUser,
     Message,
     RecordActivity,
     RefreshUser,
@@ -524,6 +525,9 @@ def handle_record(
     if isinstance(message, ExportUser):
         lanes.run(partial(export_user, message, services), "this record")
         return
+    if isinstance(message, ImportUser):
+        lanes.run(partial(import_user, message, services), "this record")
+        return
     if isinstance(message, CollectBatch) or services.batches is not None:
         _batch_delivery(message, record.messageId, services, deadline, tally, lanes)
         return
@@ -568,6 +572,15 @@ def export_user(message: ExportUser, services: WorkerServices) -> None:
     if services.exports is None or services.export_db is None:
         raise ConfigError("an export_user message reached a worker without EXPORT_BUCKET or EXPORT_DIR")
     run_export(PostgresExports(services.export_db), services.exports, str(message.export_id))
+
+
+def import_user(message: ImportUser, services: WorkerServices) -> None:
+    """One import job (jobs/imports.py); a typed failure fails the job, anything else the record too."""
+    from user_memory.jobs.imports import run_import_job  # only when used: cold start
+
+    if services.exports is None or services.export_db is None:
+        raise ConfigError("an import_user message reached a worker without EXPORT_BUCKET or EXPORT_DIR")
+    run_import_job(services.export_db, services.exports, str(message.import_id))
 
 
 def _batch_delivery(

@@ -86,8 +86,14 @@ const VIEWS = {
   plots: ["Plots", plotsView],
   runs: ["Runs", runsView],
   run: ["Run", runView],
+  export: ["Export", exportView],
+  erasures: ["Erasures", erasuresView],
+  webhooks: ["Webhooks", webhooksView],
 };
-const NAV = ["memory", "timeline", "compare", "edit", "kv", "companion", "conversations", "search", "plots", "runs"];
+const NAV = ["memory", "timeline", "compare", "edit", "kv", "companion", "conversations", "search", "plots", "runs", "export", "erasures", "webhooks"];
+// Views of the whole deployment (operators, no user looked up), and views of one's own account.
+const DEPLOYMENT_VIEWS = ["runs", "run", "erasures", "webhooks"];
+const OWN_VIEWS = ["export"];
 
 function link(view, args = [], user = state.user, extra = {}) {
   const query = new URLSearchParams(extra);
@@ -125,7 +131,7 @@ async function route() {
   // Each view renders into a container of its own: one still loading when the address changes
   // again finishes into a container no longer on the page.
   const container = h("div", { class: "view" });
-  const whose = view === "runs" || view === "run" ? "every user" : state.user ? `user ${state.user}` : "your memory";
+  const whose = DEPLOYMENT_VIEWS.includes(view) ? "every user" : state.user ? `user ${state.user}` : "your memory";
   const lookUp = state.operator && !state.user && (VIEWS[view] ? view : "memory") === "memory";
   append(container, h("h2", { id: "view-title" }, lookUp ? "Look up a user" : `${title}: ${whose}`));
   main().removeAttribute("data-ready");
@@ -147,6 +153,8 @@ function renderNav(current) {
   nav.hidden = false;
   const items = NAV.filter((v) => v !== "companion" || state.config.schema === "companion").filter(
     (v) => v !== "runs" || (state.operator && !state.user), // runs span users: an operator's, not a look-up's
+  ).filter(
+    (v) => (!DEPLOYMENT_VIEWS.includes(v) || (state.operator && !state.user)) && (!OWN_VIEWS.includes(v) || !state.user),
   );
   append(
     nav,
@@ -858,6 +866,107 @@ async function runView(container, args) {
     h("div", { class: "actions" }, start),
     confirm,
     result,
+  );
+}
+
+// -- export (the caller's own memory) ----------------------------------------------------------------
+
+function exportStatus(target, job) {
+  const line = job.status === "done"
+    ? `Done: ${job.lines} lines, ${job.bytes.toLocaleString("en")} bytes. The link works for a limited time.`
+    : job.status === "failed" ? `Failed: ${job.error || "the export could not be written"}.` : `Working (${job.status})…`;
+  clear(target).append(
+    h("p", { role: "status" }, line),
+    job.url ? h("p", {}, h("a", { href: job.url, download: "" }, "Download the export (JSON Lines)")) : "",
+  );
+}
+
+async function exportView(container) {
+  const result = h("div", { class: "result" });
+  const start = h("button", { type: "button", onclick: async () => {
+    start.disabled = true;
+    try {
+      let { data: job } = await api().call("POST", "me/export");
+      exportStatus(result, job);
+      while ((job.status === "pending" || job.status === "running") && result.isConnected) {
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        ({ data: job } = await api().call("GET", `me/exports/${encodeURIComponent(job.id)}`));
+        exportStatus(result, job);
+      }
+    } catch (err) {
+      clear(result);
+      showError(result, err);
+    } finally {
+      start.disabled = false;
+    }
+  } }, "Export my memory");
+  append(
+    container,
+    h("p", {}, "Everything stored about you (every version with its provenance, key-value entries, activity) as one file of JSON Lines, which an operator can import into another deployment."),
+    h("div", { class: "actions" }, start),
+    result,
+  );
+}
+
+// -- erasure receipts (operators) -----------------------------------------------------------------------
+
+function receiptRow(r) {
+  const deleted = Object.entries(r.deleted).filter(([, n]) => n).map(([k, n]) => `${k} ${n}`).join(", ");
+  return h("tr", {},
+    h("td", {}, when(r.erased_at)), h("td", {}, r.requested_by),
+    h("td", {}, h("code", {}, r.user_hash.slice(0, 16) + "…")), h("td", {}, deleted || "nothing"));
+}
+
+async function erasuresView(container) {
+  const body = h("tbody");
+  const more = h("button", { type: "button", hidden: true }, "Load older receipts");
+  append(
+    container,
+    h("p", {}, "Every erasure, the newest first: when, at whose request, and what was deleted. A receipt names the user only by a salted hash."),
+    h("table", { class: "grid" },
+      h("caption", {}, "Erasure receipts"),
+      h("thead", {}, h("tr", {}, ["Erased", "Requested by", "User hash", "Deleted"].map((t) => h("th", { scope: "col" }, t)))),
+      body),
+    more,
+  );
+  let after = null;
+  const load = async () => {
+    const { data } = await api().call("GET", "admin/erasures", { query: { limit: 20, after } });
+    if (!data.receipts.length && after === null) append(body, h("tr", {}, h("td", { colspan: 4 }, "No erasures yet.")));
+    append(body, data.receipts.map(receiptRow));
+    after = data.next;
+    more.hidden = !after;
+  };
+  more.addEventListener("click", () => load().catch((err) => showError(container, err)));
+  await load();
+}
+
+// -- webhook endpoints (operators) ----------------------------------------------------------------------
+
+function webhookRow(w, container) {
+  const state_ = w.enabled ? (w.failures ? `failing (${w.failures})` : "enabled") : `disabled${w.disabled_reason ? `: ${w.disabled_reason}` : ""}`;
+  const toggle = h("button", { type: "button", onclick: async () => {
+    try {
+      await api().call("POST", `admin/webhooks/${encodeURIComponent(w.id)}/${w.enabled ? "disable" : "enable"}`);
+      await route();
+    } catch (err) {
+      showError(container, err);
+    }
+  } }, w.enabled ? `Disable ${w.url}` : `Enable ${w.url}`);
+  return h("tr", {},
+    h("th", { scope: "row" }, w.url), h("td", {}, w.description), h("td", {}, state_),
+    h("td", {}, w.last_delivered_at ? when(w.last_delivered_at) : "never"), h("td", {}, w.last_error || ""), h("td", {}, toggle));
+}
+
+async function webhooksView(container) {
+  const { data } = await api().call("GET", "admin/webhooks");
+  append(
+    container,
+    h("p", {}, "The endpoints memory-changed events are posted to. One that keeps failing is disabled; enabling it clears its failures."),
+    h("table", { class: "grid" },
+      h("caption", {}, "Webhook endpoints"),
+      h("thead", {}, h("tr", {}, ["URL", "Description", "State", "Last delivered", "Last error", ""].map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, data.webhooks.length ? data.webhooks.map((w) => webhookRow(w, container)) : h("tr", {}, h("td", { colspan: 6 }, "No endpoints registered.")))),
   );
 }
 
