@@ -208,6 +208,10 @@ def test_a_user_session_erases_through_erase_me_and_takes_key_values_too(api, po
         "daily_digests": 0,
         "user_memory_exports": 0,
         "export_objects": 0,
+        "user_memory_events": 2,  # one per version, deleted with them (026; counted since 029)
+        "user_memory_event_deliveries": 0,
+        "pending_webhook_deliveries": 0,
+        "user_memory_imports": 0,
     }
     store = MemoryStore(PostgresRecorder(pool))
     assert store.head(a).version == 0 and store.history(a) == []
@@ -262,6 +266,10 @@ def test_an_operator_session_reads_writes_and_erases_any_user(api, pool):
         "daily_digests": 0,
         "user_memory_exports": 0,
         "export_objects": 0,
+        "user_memory_events": 2,  # one per version, deleted with them (026; counted since 029)
+        "user_memory_event_deliveries": 0,
+        "pending_webhook_deliveries": 0,
+        "user_memory_imports": 0,
     }
     store = MemoryStore(PostgresRecorder(pool))
     assert store.head(b).version == 0

@@ -565,23 +565,23 @@ class ApiServices:
         job = PostgresImports(self.as_service).create(user_id, requested_by)
         return job, objects.upload_url(job.object_key, expires_in=self.settings.export_url_seconds)
 
-    def start_import(self, import_id: str) -> ImportJob:
-        """Operators: queue an uploaded import for the worker (QUEUE_URL), or run it here and now
-        where there is no queue (the local kit). Started again, a job queued, running or done is
-        answered as it is (queued once); a failed one is queued again."""
+    def queue_import(self, import_id: str) -> tuple[Any, ImportJob | None]:
+        """Operators: the import jobs with the service's rights and the job marked queued now (None:
+        it was queued, running or done already, answered as it is; a failed one is queued again).
+        The route sends it (jobs/imports.py) to `import_sender()`, or runs it on `import_stores()`."""
         from user_memory.adapters.imports import PostgresImports
-        from user_memory.jobs.imports import run_import_job, send_import
 
-        objects = self._export_objects("imported")
+        self._export_objects("imported")
         jobs = PostgresImports(self.as_service)
-        queued = jobs.queue(import_id)
-        if queued is None:
-            return jobs.get(import_id)
-        if self.settings.queue_url:
-            if self.sqs_client is None:
-                self.sqs_client = _sqs_client(None)
-            return send_import(jobs, SqsSender(self.settings.queue_url, self.sqs_client), queued)
-        return run_import_job(self.as_service, objects, queued.id)
+        return jobs, jobs.queue(import_id)
+
+    def import_sender(self) -> Sender | None:
+        """The worker queue imports go to (None: none configured; the request runs the import)."""
+        return self._worker_queue("") if self.settings.queue_url else None
+
+    def import_stores(self) -> tuple[ConnectionSource, ExportObjects]:
+        """What an import run in the request reads and writes: the database and the uploaded file."""
+        return self.as_service, self._export_objects("imported")
 
     def import_job(self, import_id: str) -> tuple[ImportJob, str | None]:
         """Operators: an import job and, while its file may still be uploaded, a fresh upload URL."""

@@ -12,6 +12,7 @@ from user_memory.domain.model import parse_user_id
 from user_memory.http import models
 from user_memory.http.context import dependencies, not_enabled, operator_caller
 from user_memory.http.openapi import responses as answers
+from user_memory.jobs.imports import run_import_job, send_import
 
 router = Router()
 
@@ -24,7 +25,11 @@ class ImportJobs(Protocol):
 
     def create_import(self, user_id: Any, requested_by: str) -> tuple[Any, str]: ...
 
-    def start_import(self, import_id: str) -> Any: ...
+    def queue_import(self, import_id: str) -> tuple[Any, Any]: ...
+
+    def import_sender(self) -> Any: ...
+
+    def import_stores(self) -> tuple[Any, Any]: ...
 
     def import_job(self, import_id: str) -> tuple[Any, str | None]: ...
 
@@ -59,10 +64,22 @@ def start_import(request: Request, import_id: ImportId) -> models.ImportJob:
     Idempotent: started again, a job queued, running or done is answered as it is."""
     operator_caller(request, "start import")
     jobs = _jobs(request)
-    job = jobs.start_import(import_id)
+    job = _start(jobs, import_id)
     if job.status == "failed":
         return _model(*jobs.import_job(import_id))
     return _model(job, None)
+
+
+def _start(jobs: ImportJobs, import_id: str) -> Any:
+    """Queue an uploaded import for the worker (QUEUE_URL), or run it here and now where there is no
+    queue (the local kit). Started again, a job queued, running or done is answered as it is."""
+    book, queued = jobs.queue_import(import_id)
+    if queued is None:
+        return book.get(import_id)
+    sender = jobs.import_sender()
+    if sender is not None:
+        return send_import(book, sender, queued)
+    return run_import_job(*jobs.import_stores(), queued.id)
 
 
 @router.get("/<import_id>", responses=answers(models.ImportJob), tags=["admin"])
