@@ -7,7 +7,7 @@ trigger), then times one relay run (jobs/events.py, as the events function runs 
 them, once per sink, the delivery marks cleared in between:
   - a bus that takes every entry in-process: the relay's own cost (outbox pages, batching, marks);
   - EventBridge on moto (in-process, with a rule and an SQS target: moto's cost dominates);
-  - one webhook endpoint on 127.0.0.1 that verifies each signature with `standardwebhooks` (one
+  - one webhook endpoint on 127.0.0.1 that verifies each signature (tests/webhook_receiver.py; one
     signed POST per event, in order, each marked after its answer).
 It also prints what the outbox adds to a write: a version's append with the trigger and without it
 (ALTER TABLE ... DISABLE TRIGGER, interleaved). Local embedded PostgreSQL unless DATABASE_URL is set.

@@ -1,7 +1,7 @@
 """Memory-changed events end to end: versions written through the API's real handler, the events
 function's real handler invoked with a scheduled event, moto's EventBridge (a bus, a rule, an SQS
 queue as its target, to see what the bus delivered), moto's Secrets Manager for the signing
-secrets, and a local receiver that verifies each request with the `standardwebhooks` package.
+secrets, and a local receiver that verifies each request as the Standard Webhooks specification says.
 
 Time is simulated: the relay's clock (backoff, the signature's timestamp) and the receiver's are
 one clock the test moves, so an hour of an endpoint being down takes no wall-clock hour.
