@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from jsonpointer import resolve_pointer
+
 from user_memory.domain.memory.patching import copy_json, escape_token, json_equal, parse_pointer
 
 REVERT_SOURCE_PREFIX = "run-revert:"
@@ -106,23 +108,14 @@ def inverse(before: dict[str, Any], paths: list[str], head: dict[str, Any]) -> d
         for t in tokens[:-1]:
             parent = parent[int(t)] if isinstance(parent, list) else parent[t]
         last = tokens[-1]
-        found, value = _lookup(before, tokens)
+        value = resolve_pointer(before, p, _MISSING)
         if isinstance(parent, list):
             parent[int(last)] = copy_json(value)
-        elif found:
+        elif value is not _MISSING:
             parent[last] = copy_json(value)
         else:
             parent.pop(last, None)
     return document
 
 
-def _lookup(document: Any, tokens: list[str]) -> tuple[bool, Any]:
-    node = document
-    for t in tokens:
-        if isinstance(node, dict) and t in node:
-            node = node[t]
-        elif isinstance(node, list) and t.isdigit() and int(t) < len(node):
-            node = node[int(t)]
-        else:
-            return False, None
-    return True, node
+_MISSING = object()  # resolve_pointer's answer where `before` has no value
